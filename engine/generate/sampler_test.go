@@ -1,0 +1,98 @@
+package generate
+
+import (
+	"math"
+	"testing"
+)
+
+func TestSampler_GreedyAndLogprob(t *testing.T) {
+	s, err := NewSampler(SamplingParams{TopLogprobs: 3}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := []float32{0.5, 2, -1, 2, 1.5}
+	got := s.Next(logits)
+	if got.ID != 1 {
+		t.Fatalf("greedy id %d; want 1 (first of the tied maxima)", got.ID)
+	}
+	var z float64
+	for _, v := range logits {
+		z += math.Exp(float64(v))
+	}
+	if want := 2 - math.Log(z); math.Abs(got.Logprob-want) > 1e-12 {
+		t.Fatalf("logprob %v; want %v", got.Logprob, want)
+	}
+	wantTop := []int{1, 3, 4}
+	for i, tl := range got.Top {
+		if tl.ID != wantTop[i] {
+			t.Fatalf("top[%d] = %d; want %d", i, tl.ID, wantTop[i])
+		}
+	}
+}
+
+// Ensure a seed fixes the samples and top-k / top-p restrict the support.
+func TestSampler_SeedTopKTopP(t *testing.T) {
+	logits := make([]float32, 50)
+	for i := range logits {
+		logits[i] = float32(i%7) * 0.3
+	}
+	draw := func(p SamplingParams, seed uint64, n int) []int {
+		s, err := NewSampler(p, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]int, n)
+		for i := range out {
+			out[i] = s.Next(logits).ID
+		}
+		return out
+	}
+	a := draw(SamplingParams{Temperature: 1}, 42, 200)
+	b := draw(SamplingParams{Temperature: 1}, 42, 200)
+	c := draw(SamplingParams{Temperature: 1}, 43, 200)
+	same := true
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("same seed differs at %d", i)
+		}
+		same = same && a[i] == c[i]
+	}
+	if same {
+		t.Fatal("different seeds gave identical samples")
+	}
+	// top-k 3: only the three highest logits (value 1.8 at i%7==6: ids 6, 13, 20 — lowest indices win ties)
+	for _, id := range draw(SamplingParams{Temperature: 1, TopK: 3}, 7, 300) {
+		if id != 6 && id != 13 && id != 20 {
+			t.Fatalf("top-k 3 sampled %d", id)
+		}
+	}
+	// top-p tiny: only the single most likely token
+	for _, id := range draw(SamplingParams{Temperature: 1, TopP: 0.01}, 7, 100) {
+		if id != 6 {
+			t.Fatalf("top-p 0.01 sampled %d; want 6", id)
+		}
+	}
+}
+
+// Ensure temperature-1 sampling follows the softmax distribution.
+func TestSampler_Distribution(t *testing.T) {
+	logits := []float32{0, float32(math.Log(3))} // p = 0.25, 0.75
+	s, _ := NewSampler(SamplingParams{Temperature: 1}, 9)
+	const n = 20000
+	ones := 0
+	for i := 0; i < n; i++ {
+		ones += s.Next(logits).ID
+	}
+	if f := float64(ones) / n; math.Abs(f-0.75) > 0.015 {
+		t.Fatalf("frequency of token 1 = %.3f; want 0.75±0.015", f)
+	}
+}
+
+func TestSamplingParams_Validate(t *testing.T) {
+	bad := []SamplingParams{{Temperature: -1}, {TopP: 1.5}, {TopK: -2}, {TopLogprobs: 21}, {Temperature: math.NaN()}}
+	for _, p := range bad {
+		if err := p.Validate(); err == nil {
+			t.Errorf("%+v: got nil error", p)
+		}
+	}
+}

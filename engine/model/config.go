@@ -1,0 +1,242 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Config is the subset of a Hugging Face config.json the engine needs.
+type Config struct {
+	ModelType         string       `json:"model_type"`
+	Architectures     []string     `json:"architectures,omitempty"`
+	HiddenSize        int          `json:"hidden_size"`
+	IntermediateSize  int          `json:"intermediate_size"`
+	NumLayers         int          `json:"num_hidden_layers"`
+	NumHeads          int          `json:"num_attention_heads"`
+	NumKVHeads        int          `json:"num_key_value_heads"`
+	HeadDim           int          `json:"head_dim,omitempty"`
+	VocabSize         int          `json:"vocab_size"`
+	MaxPositions      int          `json:"max_position_embeddings"`
+	RMSNormEps        float64      `json:"rms_norm_eps"`
+	RopeTheta         float64      `json:"rope_theta"`
+	RopeScaling       *RopeScaling `json:"rope_scaling,omitempty"`
+	TieWordEmbeddings bool         `json:"tie_word_embeddings"`
+	AttentionBias     bool         `json:"attention_bias"`
+	MLPBias           bool         `json:"mlp_bias,omitempty"`
+	HiddenAct         string       `json:"hidden_act"`
+	TorchDType        string       `json:"torch_dtype,omitempty"`
+	BOSTokenID        *int         `json:"bos_token_id,omitempty"`
+	EOSTokenID        TokenIDs     `json:"eos_token_id,omitempty"`
+}
+
+// RopeScaling is config.json's rope_scaling; only the "llama3" type (and no
+// scaling) are supported.
+type RopeScaling struct {
+	RopeType                      string  `json:"rope_type"`
+	Type                          string  `json:"type,omitempty"` // older spelling of rope_type
+	Factor                        float64 `json:"factor"`
+	LowFreqFactor                 float64 `json:"low_freq_factor"`
+	HighFreqFactor                float64 `json:"high_freq_factor"`
+	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+}
+
+// TokenIDs is a token id field that config files write either as one int or
+// as a list of ints.
+type TokenIDs []int
+
+// UnmarshalJSON accepts an int, a list of ints or null.
+func (t *TokenIDs) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = nil
+		return nil
+	}
+	var one int
+	if err := json.Unmarshal(b, &one); err == nil {
+		*t = TokenIDs{one}
+		return nil
+	}
+	var many []int
+	if err := json.Unmarshal(b, &many); err != nil {
+		return fmt.Errorf("token id: want an int or a list of ints, got %s", b)
+	}
+	*t = many
+	return nil
+}
+
+// MarshalJSON writes a single id as an int, several as a list.
+func (t TokenIDs) MarshalJSON() ([]byte, error) {
+	if len(t) == 1 {
+		return json.Marshal(t[0])
+	}
+	return json.Marshal([]int(t))
+}
+
+// architectures lists the supported model_type values and the family-specific
+// defaults applied before validation.
+var architectures = map[string]func(*Config){
+	// Qwen2 always has q/k/v biases and no attention_bias key in its config.
+	"qwen2": func(c *Config) { c.AttentionBias = true },
+	"llama": func(c *Config) {},
+}
+
+// SupportedModelTypes returns the model_type values Load accepts.
+func SupportedModelTypes() []string {
+	var out []string
+	for k := range architectures {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ReadConfig reads and validates dir/config.json.
+func ReadConfig(dir string) (Config, error) {
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: read config: %w", err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes a config.json, applies defaults and validates it.
+func ParseConfig(b []byte) (Config, error) {
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Config{}, fmt.Errorf("invalid JSON: %w", err)
+	}
+	fix, ok := architectures[c.ModelType]
+	if !ok {
+		return Config{}, fmt.Errorf("model_type %q is not supported (supported: %s)", c.ModelType, strings.Join(SupportedModelTypes(), ", "))
+	}
+	fix(&c)
+	if c.NumKVHeads == 0 {
+		c.NumKVHeads = c.NumHeads
+	}
+	if c.HeadDim == 0 && c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	if c.RMSNormEps == 0 {
+		c.RMSNormEps = 1e-6
+	}
+	if c.RopeTheta == 0 {
+		c.RopeTheta = 10000
+	}
+	if c.HiddenAct == "" {
+		c.HiddenAct = "silu"
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first inconsistent field of c.
+func (c Config) Validate() error {
+	var errs []error
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be > 0, got %d", name, v))
+		}
+	}
+	pos("hidden_size", c.HiddenSize)
+	pos("intermediate_size", c.IntermediateSize)
+	pos("num_hidden_layers", c.NumLayers)
+	pos("num_attention_heads", c.NumHeads)
+	pos("num_key_value_heads", c.NumKVHeads)
+	pos("head_dim", c.HeadDim)
+	pos("vocab_size", c.VocabSize)
+	if c.NumHeads > 0 && c.NumKVHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
+		errs = append(errs, fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumHeads, c.NumKVHeads))
+	}
+	if c.HeadDim%2 != 0 {
+		errs = append(errs, fmt.Errorf("head_dim %d must be even for rotary embeddings", c.HeadDim))
+	}
+	if c.HiddenAct != "silu" {
+		errs = append(errs, fmt.Errorf("hidden_act %q is not supported (only silu)", c.HiddenAct))
+	}
+	if c.RMSNormEps <= 0 || math.IsNaN(c.RMSNormEps) {
+		errs = append(errs, fmt.Errorf("rms_norm_eps must be > 0, got %v", c.RMSNormEps))
+	}
+	if rs := c.RopeScaling; rs != nil {
+		t := rs.RopeType
+		if t == "" {
+			t = rs.Type
+		}
+		switch t {
+		case "default", "":
+		case "llama3":
+			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMaxPositionEmbeddings <= 0 {
+				errs = append(errs, fmt.Errorf("rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("rope_scaling type %q is not supported (only llama3)", t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hasOBias reports whether o_proj has a bias: Llama's attention_bias covers
+// all four projections, Qwen2's biases are on q, k and v only.
+func (c Config) hasOBias() bool { return c.AttentionBias && c.ModelType == "llama" }
+
+// QDim is NH*HD, the width of the query projection.
+func (c Config) QDim() int { return c.NumHeads * c.HeadDim }
+
+// KVDim is KVH*HD, the width of the key and value projections.
+func (c Config) KVDim() int { return c.NumKVHeads * c.HeadDim }
+
+// NumParams counts the model's parameters (tied embeddings once).
+func (c Config) NumParams() int64 {
+	C, F, V := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
+	Q, KV := int64(c.QDim()), int64(c.KVDim())
+	layer := C*Q + 2*C*KV + Q*C + 3*C*F + 2*C
+	if c.AttentionBias {
+		layer += Q + 2*KV
+	}
+	if c.hasOBias() {
+		layer += C
+	}
+	if c.MLPBias {
+		layer += 2*F + C
+	}
+	n := V*C + int64(c.NumLayers)*layer + C
+	if !c.TieWordEmbeddings {
+		n += V * C
+	}
+	return n
+}
+
+// GenerationConfig holds generation_config.json's sampling defaults.
+type GenerationConfig struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	TopK        *int     `json:"top_k,omitempty"`
+	BOSTokenID  *int     `json:"bos_token_id,omitempty"`
+	EOSTokenID  TokenIDs `json:"eos_token_id,omitempty"`
+	DoSample    *bool    `json:"do_sample,omitempty"`
+}
+
+// ReadGenerationConfig reads dir/generation_config.json; a missing file gives
+// the zero value and no error.
+func ReadGenerationConfig(dir string) (GenerationConfig, error) {
+	var g GenerationConfig
+	b, err := os.ReadFile(filepath.Join(dir, "generation_config.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return g, nil
+	}
+	if err != nil {
+		return g, fmt.Errorf("model: read generation config: %w", err)
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		return g, fmt.Errorf("model: %s: invalid JSON: %w", filepath.Join(dir, "generation_config.json"), err)
+	}
+	return g, nil
+}

@@ -1,0 +1,193 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/artgo/art/engine/kernels"
+)
+
+// Segment is a run of consecutive tokens of a batch that extend one
+// sequence: the tokens take positions Cache.Len, Cache.Len+1, ... and their
+// keys and values are appended to Cache.
+type Segment struct {
+	Cache *KVCache
+	N     int
+}
+
+// Workspace holds the activation buffers of one forward pass; it grows to the
+// largest batch seen and is reused. A Workspace is not safe for concurrent
+// use.
+type Workspace struct {
+	T          int
+	x, xn, tmp []float32 // (T, C)
+	q, att     []float32 // (T, Q)
+	k, v       []float32 // (T, KV)
+	gate, up   []float32 // (T, F)
+	pos        []int     // (T)
+	hidden     []float32 // (T, C) final-normed output
+}
+
+func (ws *Workspace) ensure(cfg Config, T int) {
+	if T <= ws.T {
+		return
+	}
+	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	ws.T = T
+	ws.x = make([]float32, T*C)
+	ws.xn = make([]float32, T*C)
+	ws.tmp = make([]float32, T*C)
+	ws.hidden = make([]float32, T*C)
+	ws.q = make([]float32, T*Q)
+	ws.att = make([]float32, T*Q)
+	ws.k = make([]float32, T*KV)
+	ws.v = make([]float32, T*KV)
+	ws.gate = make([]float32, T*F)
+	ws.up = make([]float32, T*F)
+	ws.pos = make([]int, T)
+}
+
+// Forward runs the transformer over tokens, which is the concatenation of
+// segs, appending every segment's keys and values to its cache. It returns
+// the final-normed hidden states (T, C), valid until the next call with ws.
+func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32, error) {
+	cfg := m.Config
+	T := len(tokens)
+	if err := m.checkBatch(tokens, segs); err != nil {
+		return nil, err
+	}
+	ws.ensure(cfg, T)
+	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	x, xn, tmp := ws.x[:T*C], ws.xn[:T*C], ws.tmp[:T*C]
+	q, att, k, v := ws.q[:T*Q], ws.att[:T*Q], ws.k[:T*KV], ws.v[:T*KV]
+	gate, up := ws.gate[:T*F], ws.up[:T*F]
+	pos := ws.pos[:T]
+	t0 := 0
+	for _, s := range segs {
+		for i := 0; i < s.N; i++ {
+			pos[t0+i] = s.Cache.Len + i
+		}
+		t0 += s.N
+	}
+
+	embeddingForward(x, tokens, m.W.Embed)
+	for l := range m.W.Layers {
+		w := &m.W.Layers[l]
+		rmsNormForward(xn, nil, x, w.AttnNorm, T, C, cfg.RMSNormEps)
+		kernels.Linear(q, xn, w.Q, w.QBias, T)
+		kernels.Linear(k, xn, w.K, w.KBias, T)
+		kernels.Linear(v, xn, w.V, w.VBias, T)
+		ropeForward(q, pos, m.freqs, T, NH, HD)
+		ropeForward(k, pos, m.freqs, T, KVH, HD)
+		t0 := 0
+		for _, s := range segs {
+			start := s.Cache.Len
+			copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
+			copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
+			attentionForward(att[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], start, s.N, NH, KVH, HD)
+			t0 += s.N
+		}
+		kernels.Linear(tmp, att, w.O, w.OBias, T)
+		addInPlace(x, tmp)
+
+		rmsNormForward(xn, nil, x, w.MLPNorm, T, C, cfg.RMSNormEps)
+		kernels.Linear(gate, xn, w.Gate, w.GateBias, T)
+		kernels.Linear(up, xn, w.Up, w.UpBias, T)
+		swigluForward(gate, gate, up, T*F)
+		kernels.Linear(tmp, gate, w.Down, w.DownBias, T)
+		addInPlace(x, tmp)
+	}
+	for _, s := range segs {
+		s.Cache.Len += s.N
+	}
+	hidden := ws.hidden[:T*C]
+	rmsNormForward(hidden, nil, x, m.W.FinalNorm, T, C, cfg.RMSNormEps)
+	return hidden, nil
+}
+
+func (m *Model) checkBatch(tokens []int, segs []Segment) error {
+	V := m.Config.VocabSize
+	for i, id := range tokens {
+		if id < 0 || id >= V {
+			return fmt.Errorf("model: token %d at index %d is outside the vocabulary [0, %d)", id, i, V)
+		}
+	}
+	n := 0
+	for i, s := range segs {
+		if s.Cache == nil || s.N <= 0 {
+			return fmt.Errorf("model: segment %d has no cache or no tokens", i)
+		}
+		if s.Cache.Len+s.N > s.Cache.Cap {
+			return fmt.Errorf("model: segment %d needs %d positions but its cache holds %d (context length exceeded)", i, s.Cache.Len+s.N, s.Cache.Cap)
+		}
+		if len(s.Cache.K) != m.Config.NumLayers {
+			return fmt.Errorf("model: segment %d cache was made for another model", i)
+		}
+		n += s.N
+	}
+	if n != len(tokens) {
+		return fmt.Errorf("model: segments cover %d tokens, batch has %d", n, len(tokens))
+	}
+	return nil
+}
+
+// embeddingForward copies the embedding rows of tokens into out (T, C).
+func embeddingForward(out []float32, tokens []int, wte *kernels.Mat) {
+	C := wte.Cols
+	for t, id := range tokens {
+		wte.Row(out[t*C:(t+1)*C], id)
+	}
+}
+
+func addInPlace(dst, src []float32) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+// Logits computes the vocabulary logits (n, V) of n hidden rows (n, C).
+func (m *Model) Logits(out, hidden []float32, n int) {
+	kernels.Linear(out, hidden, m.W.LMHead, nil, n)
+}
+
+// logSoftmaxAt returns log softmax(logits)[target] computed in float64.
+func logSoftmaxAt(logits []float32, target int) float64 {
+	maxv := math.Inf(-1)
+	for _, v := range logits {
+		maxv = math.Max(maxv, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxv)
+	}
+	return float64(logits[target]) - maxv - math.Log(sum)
+}
+
+// LogProbs scores a token sequence: it returns, for t in [0, T-1), the log
+// probability of tokens[t+1] after tokens[0..t]. The vocabulary logits are
+// computed in chunks so a long sequence never holds (T, V) floats at once.
+func (m *Model) LogProbs(tokens []int) ([]float64, error) {
+	T := len(tokens)
+	if T < 2 {
+		return nil, fmt.Errorf("model: need at least 2 tokens to score, got %d", T)
+	}
+	cache := m.NewKVCache(T)
+	var ws Workspace
+	hidden, err := m.Forward(&ws, tokens, []Segment{{Cache: cache, N: T}})
+	if err != nil {
+		return nil, err
+	}
+	C, V := m.Config.HiddenSize, m.Config.VocabSize
+	const chunk = 32
+	logits := make([]float32, chunk*V)
+	out := make([]float64, T-1)
+	for t0 := 0; t0 < T-1; t0 += chunk {
+		n := min(chunk, T-1-t0)
+		m.Logits(logits[:n*V], hidden[t0*C:(t0+n)*C], n)
+		for i := 0; i < n; i++ {
+			out[t0+i] = logSoftmaxAt(logits[i*V:(i+1)*V], tokens[t0+i+1])
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,196 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/safetensors"
+	"github.com/artgo/art/internal/atomicfile"
+)
+
+// presets are the named shapes `art init-model --shape` offers. A zero
+// VocabSize means "the tokenizer's size, rounded up to a multiple of 64".
+var presets = map[string]Config{
+	"tiny": {HiddenSize: 64, IntermediateSize: 128, NumLayers: 2, NumHeads: 4, NumKVHeads: 2, HeadDim: 16,
+		MaxPositions: 4096, RMSNormEps: 1e-6},
+	"small": {HiddenSize: 256, IntermediateSize: 704, NumLayers: 4, NumHeads: 8, NumKVHeads: 2, HeadDim: 32,
+		MaxPositions: 4096, RMSNormEps: 1e-6},
+	"qwen2.5-0.5b": {ModelType: "qwen2", HiddenSize: 896, IntermediateSize: 4864, NumLayers: 24, NumHeads: 14,
+		NumKVHeads: 2, HeadDim: 64, VocabSize: 151936, MaxPositions: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true},
+	"smollm2-135m": {ModelType: "llama", HiddenSize: 576, IntermediateSize: 1536, NumLayers: 30, NumHeads: 9,
+		NumKVHeads: 3, HeadDim: 64, VocabSize: 49152, MaxPositions: 8192, RMSNormEps: 1e-5, RopeTheta: 100000,
+		TieWordEmbeddings: true},
+}
+
+// PresetNames lists the shapes Preset accepts.
+func PresetNames() []string {
+	var out []string
+	for k := range presets {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Preset returns the config of a named shape for an architecture ("qwen2" or
+// "llama"), sized for a tokenizer of tokenizerVocab ids (0 if none).
+// Presets named after a real model fix their own architecture.
+func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
+	c, ok := presets[shape]
+	if !ok {
+		return Config{}, fmt.Errorf("model: unknown shape %q (known: %s)", shape, strings.Join(PresetNames(), ", "))
+	}
+	if _, ok := architectures[arch]; !ok {
+		return Config{}, fmt.Errorf("model: unknown architecture %q (known: %s)", arch, strings.Join(SupportedModelTypes(), ", "))
+	}
+	if c.ModelType != "" && c.ModelType != arch {
+		return Config{}, fmt.Errorf("model: shape %s is a %s model, not %s", shape, c.ModelType, arch)
+	}
+	c.ModelType = arch
+	c.HiddenAct = "silu"
+	switch arch {
+	case "qwen2":
+		c.Architectures = []string{"Qwen2ForCausalLM"}
+		c.AttentionBias = true
+		if c.RopeTheta == 0 {
+			c.RopeTheta = 1e6
+		}
+		if c.VocabSize == 0 {
+			c.TieWordEmbeddings = true
+		}
+	case "llama":
+		c.Architectures = []string{"LlamaForCausalLM"}
+		if c.RopeTheta == 0 {
+			// Llama 3.x: long-context rope scaling exercised even by the small shapes.
+			c.RopeTheta = 500000
+			c.RopeScaling = &RopeScaling{RopeType: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4,
+				OriginalMaxPositionEmbeddings: 8192}
+		}
+	}
+	if tokenizerVocab > c.VocabSize {
+		c.VocabSize = (tokenizerVocab + 63) / 64 * 64
+	}
+	if c.VocabSize == 0 {
+		return Config{}, fmt.Errorf("model: shape %s needs a tokenizer to size its vocabulary", shape)
+	}
+	c.TorchDType = "float32"
+	return c, c.Validate()
+}
+
+// InitOptions controls RandomWeights.
+type InitOptions struct {
+	Seed  uint64
+	DType kernels.DType // storage dtype of the matrices
+	Std   float64       // matrix init std; 0 means 0.02 (transformers' initializer_range)
+	// NormJitter perturbs the RMSNorm weights around 1 (and makes biases
+	// non-zero) so numerical checks exercise every parameter.
+	NormJitter float64
+}
+
+// RandomWeights draws weights for cfg from a seeded normal distribution, the
+// way transformers initialises a fresh model.
+func RandomWeights(cfg Config, opt InitOptions) Weights {
+	std := opt.Std
+	if std == 0 {
+		std = 0.02
+	}
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x617274676f)) // "artgo"
+	var w Weights
+	for _, r := range tensorTable(cfg, &w) {
+		n := 1
+		for _, d := range r.shape {
+			n *= d
+		}
+		if r.vec != nil {
+			v := make([]float32, n)
+			isNorm := strings.HasSuffix(r.name, "norm.weight")
+			for i := range v {
+				if isNorm {
+					v[i] = 1 + float32(opt.NormJitter*rng.NormFloat64())
+				} else {
+					v[i] = float32(opt.NormJitter * std * 10 * rng.NormFloat64())
+				}
+			}
+			*r.vec = v
+			continue
+		}
+		*r.mat = randomMat(rng, r.shape[0], r.shape[1], std, opt.DType)
+	}
+	if cfg.TieWordEmbeddings {
+		w.LMHead = w.Embed
+	}
+	return w
+}
+
+func randomMat(rng *rand.Rand, rows, cols int, std float64, dt kernels.DType) *kernels.Mat {
+	n := rows * cols
+	switch dt {
+	case kernels.F32:
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(std * rng.NormFloat64())
+		}
+		return kernels.NewMatF32(rows, cols, v)
+	case kernels.BF16, kernels.F16:
+		v := make([]uint16, n)
+		conv := kernels.F32ToBF16
+		if dt == kernels.F16 {
+			conv = kernels.F32ToF16
+		}
+		for i := range v {
+			v[i] = conv(float32(std * rng.NormFloat64()))
+		}
+		return &kernels.Mat{Rows: rows, Cols: cols, DType: dt, U16: v}
+	}
+	panic("model: unknown dtype " + dt.String())
+}
+
+// Save writes m as a Hugging Face folder: config.json, generation_config.json
+// and model.safetensors (matrices in their dtype, vectors in F32). Each file
+// is written atomically.
+func (m *Model) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model: save: %w", err)
+	}
+	var tensors []safetensors.Tensor
+	w := m.W // shares m's layers: the table reads through it
+	for _, r := range tensorTable(m.Config, &w) {
+		if r.vec != nil {
+			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, *r.vec))
+			continue
+		}
+		switch mat := *r.mat; mat.DType {
+		case kernels.F32:
+			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, mat.F32))
+		case kernels.BF16:
+			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.U16))
+		case kernels.F16:
+			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.U16))
+		}
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
+		return fmt.Errorf("model: save: %w", err)
+	}
+	if err := writeJSON(filepath.Join(dir, "config.json"), m.Config); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "generation_config.json"), m.Generation)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: encode %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,25 @@
+package model
+
+import "math"
+
+// rmsNormForward normalises each of the T rows of inp (T,C) by its root mean
+// square and scales by weight (C): out = inp * rstd * weight. It saves the
+// per-row reciprocal rms in rstd (T) for the backward pass; rstd may be nil.
+// out and inp may alias.
+func rmsNormForward(out, rstd, inp, weight []float32, T, C int, eps float64) {
+	for t := 0; t < T; t++ {
+		x := inp[t*C : (t+1)*C]
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		r := float32(1 / math.Sqrt(ss/float64(C)+eps))
+		if rstd != nil {
+			rstd[t] = r
+		}
+		o := out[t*C : (t+1)*C]
+		for i, v := range x {
+			o[i] = v * r * weight[i]
+		}
+	}
+}

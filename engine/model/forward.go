@@ -11,8 +11,9 @@ import (
 // sequence: the tokens take positions Cache.Len, Cache.Len+1, ... and their
 // keys and values are appended to Cache.
 type Segment struct {
-	Cache *KVCache
-	N     int
+	Cache   *KVCache
+	N       int
+	Adapter Adapter // optional: a LoRA adapter for this sequence only
 }
 
 // Workspace holds the activation buffers of one forward pass; it grows to the
@@ -78,6 +79,9 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 		kernels.Linear(q, xn, w.Q, w.QBias, T)
 		kernels.Linear(k, xn, w.K, w.KBias, T)
 		kernels.Linear(v, xn, w.V, w.VBias, T)
+		addDeltas(segs, q, xn, l, ModQ, Q, C)
+		addDeltas(segs, k, xn, l, ModK, KV, C)
+		addDeltas(segs, v, xn, l, ModV, KV, C)
 		ropeForward(q, pos, m.freqs, T, NH, HD)
 		ropeForward(k, pos, m.freqs, T, KVH, HD)
 		t0 := 0
@@ -89,13 +93,17 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 			t0 += s.N
 		}
 		kernels.Linear(tmp, att, w.O, w.OBias, T)
+		addDeltas(segs, tmp, att, l, ModO, C, Q)
 		addInPlace(x, tmp)
 
 		rmsNormForward(xn, nil, x, w.MLPNorm, T, C, cfg.RMSNormEps)
 		kernels.Linear(gate, xn, w.Gate, w.GateBias, T)
 		kernels.Linear(up, xn, w.Up, w.UpBias, T)
+		addDeltas(segs, gate, xn, l, ModGate, F, C)
+		addDeltas(segs, up, xn, l, ModUp, F, C)
 		swigluForward(gate, gate, up, T*F)
 		kernels.Linear(tmp, gate, w.Down, w.DownBias, T)
+		addDeltas(segs, tmp, gate, l, ModDown, C, F)
 		addInPlace(x, tmp)
 	}
 	for _, s := range segs {
@@ -104,6 +112,18 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 	hidden := ws.hidden[:T*C]
 	rmsNormForward(hidden, nil, x, m.W.FinalNorm, T, C, cfg.RMSNormEps)
 	return hidden, nil
+}
+
+// addDeltas applies each segment's adapter to its rows of a projection whose
+// output out has width N and input inp width K.
+func addDeltas(segs []Segment, out, inp []float32, l int, mod Module, N, K int) {
+	t0 := 0
+	for _, s := range segs {
+		if s.Adapter != nil {
+			s.Adapter.AddDelta(out[t0*N:(t0+s.N)*N], inp[t0*K:(t0+s.N)*K], s.N, l, mod)
+		}
+		t0 += s.N
+	}
 }
 
 func (m *Model) checkBatch(tokens []int, segs []Segment) error {
@@ -164,17 +184,18 @@ func logSoftmaxAt(logits []float32, target int) float64 {
 	return float64(logits[target]) - maxv - math.Log(sum)
 }
 
-// LogProbs scores a token sequence: it returns, for t in [0, T-1), the log
-// probability of tokens[t+1] after tokens[0..t]. The vocabulary logits are
-// computed in chunks so a long sequence never holds (T, V) floats at once.
-func (m *Model) LogProbs(tokens []int) ([]float64, error) {
+// LogProbs scores a token sequence under the model plus adapter (which may
+// be nil): it returns, for t in [0, T-1), the log probability of tokens[t+1]
+// after tokens[0..t]. The vocabulary logits are computed in chunks so a long
+// sequence never holds (T, V) floats at once.
+func (m *Model) LogProbs(tokens []int, adapter Adapter) ([]float64, error) {
 	T := len(tokens)
 	if T < 2 {
 		return nil, fmt.Errorf("model: need at least 2 tokens to score, got %d", T)
 	}
 	cache := m.NewKVCache(T)
 	var ws Workspace
-	hidden, err := m.Forward(&ws, tokens, []Segment{{Cache: cache, N: T}})
+	hidden, err := m.Forward(&ws, tokens, []Segment{{Cache: cache, N: T, Adapter: adapter}})
 	if err != nil {
 		return nil, err
 	}

@@ -9,3 +9,18 @@ func swigluForward(h, gate, up []float32, n int) {
 		h[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
 	}
 }
+
+// swigluBackward computes dgate and dup (n) from dh, the gradient of
+// h = silu(gate)*up, overwriting them. dgate may alias gate only if the
+// forward values are no longer needed (they are read before the write).
+func swigluBackward(dgate, dup, dh, gate, up []float32, n int) {
+	for i := 0; i < n; i++ {
+		g := gate[i]
+		sig := 1 / (1 + float32(math.Exp(float64(-g))))
+		silu := g * sig
+		dsilu := sig * (1 + g*(1-sig))
+		d := dh[i]
+		dup[i] = d * silu
+		dgate[i] = d * up[i] * dsilu
+	}
+}

@@ -78,7 +78,7 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 				t.Fatal(err)
 			}
 			tokens := randomTokens(48, vocab, uint64(i+7))
-			got, err := m.LogProbs(tokens)
+			got, err := m.LogProbs(tokens, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,3 +23,28 @@ func rmsNormForward(out, rstd, inp, weight []float32, T, C int, eps float64) {
 		}
 	}
 }
+
+// rmsNormBackward accumulates dinp (T,C) += ∂loss/∂inp given dout (T,C),
+// the forward input inp, weight and the saved rstd. The weight gradient is
+// accumulated into dweight unless it is nil (frozen base weights).
+func rmsNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, T, C int) {
+	for t := 0; t < T; t++ {
+		x := inp[t*C : (t+1)*C]
+		dy := dout[t*C : (t+1)*C]
+		dx := dinp[t*C : (t+1)*C]
+		r := rstd[t]
+		var dot float64 // Σ dy·w·x
+		for i, v := range x {
+			dot += float64(dy[i]) * float64(weight[i]) * float64(v)
+		}
+		k := float32(dot/float64(C)) * r * r * r
+		for i, v := range x {
+			dx[i] += dy[i]*weight[i]*r - v*k
+		}
+		if dweight != nil {
+			for i, v := range x {
+				dweight[i] += dy[i] * v * r
+			}
+		}
+	}
+}

@@ -56,3 +56,27 @@ func ropeForward(x []float32, pos []int, freqs []float64, T, nh, HD int) {
 		}
 	}
 }
+
+// ropeBackward turns the gradient w.r.t. ropeForward's output into the
+// gradient w.r.t. its input, in place: the rotation's transpose.
+func ropeBackward(dx []float32, pos []int, freqs []float64, T, nh, HD int) {
+	half := HD / 2
+	cos := make([]float32, half)
+	sin := make([]float32, half)
+	for t := 0; t < T; t++ {
+		p := float64(pos[t])
+		for i, f := range freqs {
+			s, c := math.Sincos(p * f)
+			cos[i], sin[i] = float32(c), float32(s)
+		}
+		row := dx[t*nh*HD : (t+1)*nh*HD]
+		for h := 0; h < nh; h++ {
+			v := row[h*HD : (h+1)*HD]
+			for i := 0; i < half; i++ {
+				d1, d2 := v[i], v[i+half]
+				v[i] = d1*cos[i] + d2*sin[i]
+				v[i+half] = d2*cos[i] - d1*sin[i]
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package lora
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/model"
+)
+
+func tinyModel(t testing.TB, arch string) *model.Model {
+	t.Helper()
+	cfg, err := model.Preset(arch, "tiny", 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1, DType: kernels.F32, Std: 0.1, NormJitter: 0.1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func tokens(n, vocab int, seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = rng.IntN(vocab)
+	}
+	return out
+}
+
+// randomizeB gives every B factor random values so the adapter changes the
+// model and gradients reach A.
+func randomizeB(a *Adapter, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for _, p := range a.order {
+		for i := range p.B {
+			p.B[i] = float32(0.05 * rng.NormFloat64())
+		}
+	}
+}
+
+// Ensure a fresh adapter (B = 0) leaves the model unchanged, as in PEFT.
+func TestNew_IsIdentity(t *testing.T) {
+	m := tinyModel(t, "qwen2")
+	a, err := New(m.Config, Config{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := tokens(16, 200, 1)
+	base, _ := m.LogProbs(toks, nil)
+	with, _ := m.LogProbs(toks, a)
+	for i := range base {
+		if base[i] != with[i] {
+			t.Fatalf("token %d: %v with fresh adapter; want %v", i, with[i], base[i])
+		}
+	}
+}
+
+// Ensure save → load gives identical logprobs and PEFT's names and config.
+func TestSaveLoad_RoundTrip(t *testing.T) {
+	m := tinyModel(t, "llama")
+	a, err := New(m.Config, Config{Rank: 4, Alpha: 8, TargetModules: []string{"q_proj", "v_proj", "down_proj"}, Layers: []int{1}}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(a, 5)
+	dir := t.TempDir()
+	if err := a.Save(dir, "base-model"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{ConfigFile, WeightsFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Load(dir, m.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := tokens(20, 200, 2)
+	want, _ := m.LogProbs(toks, a)
+	got, _ := m.LogProbs(toks, b)
+	base, _ := m.LogProbs(toks, nil)
+	changed := false
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("token %d: %v after reload; want %v", i, got[i], want[i])
+		}
+		changed = changed || want[i] != base[i]
+	}
+	if !changed {
+		t.Fatal("adapter with random B does not change the model")
+	}
+	if name := tensorName(1, model.ModDown, "B"); name != "base_model.model.model.layers.1.mlp.down_proj.lora_B.weight" {
+		t.Fatalf("PEFT name %q", name)
+	}
+}
+
+// Ensure the LoRA gradients of a loss on token logprobs match finite
+// differences through the whole model.
+func TestGradients_FiniteDifferences(t *testing.T) {
+	for _, arch := range []string{"qwen2", "llama"} {
+		t.Run(arch, func(t *testing.T) {
+			m := tinyModel(t, arch)
+			a, err := New(m.Config, Config{Rank: 4}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeB(a, 4)
+			toks := tokens(12, 200, 3)
+			rows := []int{3, 4, 7, 10}
+			targets := make([]int, len(rows))
+			coef := []float64{0.7, -1.3, 0.4, 1.1}
+			for i, r := range rows {
+				targets[i] = toks[r+1]
+			}
+			acts := m.NewActs(len(toks))
+			loss := func() float64 {
+				if _, err := m.TrainForward(acts, toks, a); err != nil {
+					t.Fatal(err)
+				}
+				st, _ := m.LMHeadBackward(acts, rows, targets, nil)
+				var l float64
+				for i, lp := range st.Logprobs {
+					l += coef[i] * lp
+				}
+				return l
+			}
+			loss()
+			a.ZeroGrad()
+			_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, lp, ent float64) float64 { return coef[i] })
+			m.TrainBackward(acts, dh, a)
+			grads := append([]float32(nil), a.Grads()...)
+			params := a.Params()
+			rng := rand.New(rand.NewPCG(7, 7))
+			const eps = 1e-2
+			var worst, scale float64
+			for k := 0; k < 60; k++ {
+				i := rng.IntN(len(params))
+				old := params[i]
+				params[i] = old + eps
+				lp := loss()
+				params[i] = old - eps
+				lm := loss()
+				params[i] = old
+				num := (lp - lm) / (2 * eps)
+				worst = math.Max(worst, math.Abs(num-float64(grads[i])))
+				scale = math.Max(scale, math.Abs(num))
+			}
+			t.Logf("max |analytic-numeric| %.3g, largest gradient %.3g", worst, scale)
+			if scale == 0 || worst > 2e-3*scale {
+				t.Fatalf("LoRA gradients disagree with finite differences: max err %.3g vs scale %.3g", worst, scale)
+			}
+		})
+	}
+}

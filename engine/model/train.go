@@ -1,0 +1,258 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/artgo/art/engine/kernels"
+)
+
+// layerActs are one layer's forward activations kept for the backward pass.
+type layerActs struct {
+	in       []float32 // (T, C) residual stream entering the layer
+	rstd1    []float32 // (T)
+	xn1      []float32 // (T, C) attention-normed input of q, k, v
+	q        []float32 // (T, Q) after RoPE
+	k, v     []float32 // (T, KV), k after RoPE
+	att      []float32 // (T, Q) attention output, input of o_proj
+	mid      []float32 // (T, C) residual stream after attention
+	rstd2    []float32 // (T)
+	xn2      []float32 // (T, C) mlp-normed input of gate and up
+	gate, up []float32 // (T, F) before the activation
+	h        []float32 // (T, F) silu(gate)*up, input of down_proj
+}
+
+// Acts holds the activations of a training forward pass over one sequence
+// of up to cap tokens, sized once and reused across sequences.
+type Acts struct {
+	T, cap int
+	layers []layerActs
+	out    []float32 // (T, C) residual stream after the last layer
+	rstdF  []float32 // (T)
+	hidden []float32 // (T, C) final-normed, input of the LM head
+	pos    []int
+	// gradient scratch
+	dres, dmid, dxn, dq, dk, dv, datt []float32
+	dgate, dup, dh, dhidden           []float32
+}
+
+// NewActs allocates activations for training sequences of up to maxT tokens.
+func (m *Model) NewActs(maxT int) *Acts {
+	cfg := m.Config
+	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	f := func(n int) []float32 { return make([]float32, n) }
+	a := &Acts{cap: maxT, layers: make([]layerActs, cfg.NumLayers)}
+	for l := range a.layers {
+		a.layers[l] = layerActs{
+			in: f(maxT * C), rstd1: f(maxT), xn1: f(maxT * C), q: f(maxT * Q), k: f(maxT * KV), v: f(maxT * KV),
+			att: f(maxT * Q), mid: f(maxT * C), rstd2: f(maxT), xn2: f(maxT * C),
+			gate: f(maxT * F), up: f(maxT * F), h: f(maxT * F),
+		}
+	}
+	a.out, a.rstdF, a.hidden = f(maxT*C), f(maxT), f(maxT*C)
+	a.pos = make([]int, maxT)
+	for i := range a.pos {
+		a.pos[i] = i
+	}
+	a.dres, a.dmid, a.dxn, a.dhidden = f(maxT*C), f(maxT*C), f(maxT*C), f(maxT*C)
+	a.dq, a.datt, a.dk, a.dv = f(maxT*Q), f(maxT*Q), f(maxT*KV), f(maxT*KV)
+	a.dgate, a.dup, a.dh = f(maxT*F), f(maxT*F), f(maxT*F)
+	return a
+}
+
+// TrainForward runs one sequence through the model with adapter (may be
+// nil), keeping every activation the backward pass needs. It returns the
+// final-normed hidden states (T, C), valid until the next call with a.
+func (m *Model) TrainForward(a *Acts, tokens []int, adapter Adapter) ([]float32, error) {
+	cfg := m.Config
+	T := len(tokens)
+	if T == 0 || T > a.cap {
+		return nil, fmt.Errorf("model: training sequence of %d tokens; activations hold 1..%d", T, a.cap)
+	}
+	if len(a.layers) != cfg.NumLayers {
+		return nil, fmt.Errorf("model: activations were made for another model")
+	}
+	for i, id := range tokens {
+		if id < 0 || id >= cfg.VocabSize {
+			return nil, fmt.Errorf("model: token %d at index %d is outside the vocabulary [0, %d)", id, i, cfg.VocabSize)
+		}
+	}
+	a.T = T
+	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	pos := a.pos[:T]
+	delta := func(out, inp []float32, l int, mod Module) {
+		if adapter != nil {
+			adapter.AddDelta(out, inp, T, l, mod)
+		}
+	}
+	embeddingForward(a.layers[0].in[:T*C], tokens, m.W.Embed)
+	for l := range m.W.Layers {
+		w, s := &m.W.Layers[l], &a.layers[l]
+		in, xn1, q, k, v := s.in[:T*C], s.xn1[:T*C], s.q[:T*Q], s.k[:T*KV], s.v[:T*KV]
+		att, mid, xn2 := s.att[:T*Q], s.mid[:T*C], s.xn2[:T*C]
+		gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
+
+		rmsNormForward(xn1, s.rstd1, in, w.AttnNorm, T, C, cfg.RMSNormEps)
+		kernels.Linear(q, xn1, w.Q, w.QBias, T)
+		kernels.Linear(k, xn1, w.K, w.KBias, T)
+		kernels.Linear(v, xn1, w.V, w.VBias, T)
+		delta(q, xn1, l, ModQ)
+		delta(k, xn1, l, ModK)
+		delta(v, xn1, l, ModV)
+		ropeForward(q, pos, m.freqs, T, NH, HD)
+		ropeForward(k, pos, m.freqs, T, KVH, HD)
+		attentionForward(att, q, k, v, 0, T, NH, KVH, HD)
+		kernels.Linear(mid, att, w.O, w.OBias, T)
+		delta(mid, att, l, ModO)
+		addInPlace(mid, in)
+
+		rmsNormForward(xn2, s.rstd2, mid, w.MLPNorm, T, C, cfg.RMSNormEps)
+		kernels.Linear(gate, xn2, w.Gate, w.GateBias, T)
+		kernels.Linear(up, xn2, w.Up, w.UpBias, T)
+		delta(gate, xn2, l, ModGate)
+		delta(up, xn2, l, ModUp)
+		swigluForward(h, gate, up, T*F)
+		next := a.out[:T*C]
+		if l+1 < len(a.layers) {
+			next = a.layers[l+1].in[:T*C]
+		}
+		kernels.Linear(next, h, w.Down, w.DownBias, T)
+		delta(next, h, l, ModDown)
+		addInPlace(next, mid)
+	}
+	hidden := a.hidden[:T*C]
+	rmsNormForward(hidden, a.rstdF[:T], a.out[:T*C], m.W.FinalNorm, T, C, cfg.RMSNormEps)
+	return hidden, nil
+}
+
+// TrainBackward backpropagates dhidden (T, C), the loss gradient w.r.t. the
+// hidden states TrainForward returned, through the frozen model into the
+// adapter's parameter gradients (via Adapter.BackwardDelta). Base weights
+// get no gradient.
+func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
+	cfg := m.Config
+	T := a.T
+	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	pos := a.pos[:T]
+	back := func(dinp, dout, inp []float32, l int, mod Module) {
+		if adapter != nil {
+			adapter.BackwardDelta(dinp, dout, inp, T, l, mod)
+		}
+	}
+	dres := a.dres[:T*C] // gradient w.r.t. the residual stream
+	clear(dres)
+	rmsNormBackward(dres, nil, dhidden[:T*C], a.out[:T*C], m.W.FinalNorm, a.rstdF[:T], T, C)
+	dmid, dxn := a.dmid[:T*C], a.dxn[:T*C]
+	dq, datt, dk, dv := a.dq[:T*Q], a.datt[:T*Q], a.dk[:T*KV], a.dv[:T*KV]
+	dgate, dup, dh := a.dgate[:T*F], a.dup[:T*F], a.dh[:T*F]
+	for l := len(m.W.Layers) - 1; l >= 0; l-- {
+		w, s := &m.W.Layers[l], &a.layers[l]
+		// MLP block: next = mid + down(silu(gate(xn2)) * up(xn2)).
+		clear(dh)
+		kernels.LinearBackwardInput(dh, dres, w.Down, T)
+		back(dh, dres, s.h[:T*F], l, ModDown)
+		swigluBackward(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T*F)
+		clear(dxn)
+		kernels.LinearBackwardInput(dxn, dgate, w.Gate, T)
+		kernels.LinearBackwardInput(dxn, dup, w.Up, T)
+		back(dxn, dgate, s.xn2[:T*C], l, ModGate)
+		back(dxn, dup, s.xn2[:T*C], l, ModUp)
+		copy(dmid, dres)
+		rmsNormBackward(dmid, nil, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
+
+		// Attention block: mid = in + o(attention(rope(q), rope(k), v)).
+		clear(datt)
+		kernels.LinearBackwardInput(datt, dmid, w.O, T)
+		back(datt, dmid, s.att[:T*Q], l, ModO)
+		clear(dq)
+		clear(dk)
+		clear(dv)
+		attentionBackward(dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD)
+		ropeBackward(dq, pos, m.freqs, T, NH, HD)
+		ropeBackward(dk, pos, m.freqs, T, KVH, HD)
+		clear(dxn)
+		kernels.LinearBackwardInput(dxn, dq, w.Q, T)
+		kernels.LinearBackwardInput(dxn, dk, w.K, T)
+		kernels.LinearBackwardInput(dxn, dv, w.V, T)
+		back(dxn, dq, s.xn1[:T*C], l, ModQ)
+		back(dxn, dk, s.xn1[:T*C], l, ModK)
+		back(dxn, dv, s.xn1[:T*C], l, ModV)
+		copy(dres, dmid)
+		rmsNormBackward(dres, nil, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)
+	}
+}
+
+// TokenLoss gives, for the i-th scored token, the loss's derivative with
+// respect to that token's log probability, given the log probability and
+// the entropy of its predictive distribution.
+type TokenLoss func(i int, logprob, entropy float64) (dlogprob float64)
+
+// HeadStats reports what LMHeadBackward computed for each scored token.
+type HeadStats struct {
+	Logprobs []float64
+	Entropy  []float64
+}
+
+// LMHeadBackward scores the tokens targets[i] at hidden rows rows[i] (rows
+// ascending, each < T): it computes their log probabilities and entropies
+// from the LM head in chunks (never holding (T, V) logits), asks loss for
+// dL/dlogprob, and writes dL/dhidden into a's gradient buffer, which it
+// returns for TrainBackward. loss may be nil to only score.
+func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (HeadStats, []float32) {
+	C, V := m.Config.HiddenSize, m.Config.VocabSize
+	T := a.T
+	dhidden := a.dhidden[:T*C]
+	clear(dhidden)
+	st := HeadStats{Logprobs: make([]float64, len(rows)), Entropy: make([]float64, len(rows))}
+	const chunk = 32
+	in := make([]float32, chunk*C)
+	logits := make([]float32, chunk*V)
+	din := make([]float32, chunk*C)
+	for i0 := 0; i0 < len(rows); i0 += chunk {
+		n := min(chunk, len(rows)-i0)
+		for i := 0; i < n; i++ {
+			r := rows[i0+i]
+			copy(in[i*C:(i+1)*C], a.hidden[r*C:(r+1)*C])
+		}
+		m.Logits(logits[:n*V], in[:n*C], n)
+		for i := 0; i < n; i++ {
+			z := logits[i*V : (i+1)*V]
+			maxv := math.Inf(-1)
+			for _, v := range z {
+				maxv = math.Max(maxv, float64(v))
+			}
+			var sum, ez float64
+			for _, v := range z {
+				e := math.Exp(float64(v) - maxv)
+				sum += e
+				ez += e * (float64(v) - maxv)
+			}
+			logZ := math.Log(sum)
+			tgt := targets[i0+i]
+			lp := float64(z[tgt]) - maxv - logZ
+			st.Logprobs[i0+i] = lp
+			st.Entropy[i0+i] = logZ - ez/sum
+			if loss == nil {
+				continue
+			}
+			g := loss(i0+i, lp, st.Entropy[i0+i])
+			// d logp[tgt] / d z_j = 1[j = tgt] - p_j
+			for j, v := range z {
+				z[j] = float32(-g * math.Exp(float64(v)-maxv-logZ))
+			}
+			z[tgt] += float32(g)
+		}
+		if loss == nil {
+			continue
+		}
+		clear(din[:n*C])
+		kernels.LinearBackwardInput(din[:n*C], logits[:n*V], m.W.LMHead, n)
+		for i := 0; i < n; i++ {
+			r := rows[i0+i]
+			addInPlace(dhidden[r*C:(r+1)*C], din[i*C:(i+1)*C])
+		}
+	}
+	return st, dhidden
+}

@@ -19,6 +19,8 @@ type Request struct {
 	Stop         []string // finish with "stop" once the output text contains one
 	// TokenBytes decodes a token to bytes; required when Stop is set.
 	TokenBytes func(id int) []byte
+	// Adapter is an optional LoRA adapter to sample from.
+	Adapter model.Adapter
 }
 
 // Finish reasons, as in the OpenAI API.
@@ -75,7 +77,7 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("generate: %w", err)
 		}
-		hidden, err := m.Forward(&ws, input, []model.Segment{{Cache: cache, N: len(input)}})
+		hidden, err := m.Forward(&ws, input, []model.Segment{{Cache: cache, N: len(input), Adapter: req.Adapter}})
 		if err != nil {
 			return res, fmt.Errorf("generate: %w", err)
 		}

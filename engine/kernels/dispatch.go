@@ -1,18 +1,155 @@
 package kernels
 
+import "fmt"
+
 // Linear computes out[M×N] = inp[M×K] · wᵀ + bias (bias may be nil); w is
-// [N×K] in any DType. out is overwritten. This is the entry point the model
-// uses; it dispatches to the fastest variant the CPU supports.
+// [N×K] in any DType. out is overwritten and must not overlap inp. This is
+// the entry point the model uses; it dispatches to the fastest variant the
+// CPU supports.
+//
+// The first call packs w into 64-column panels cached in the Mat (see
+// Mat.Prepack). Up to streamMaxM rows stream the panels once, in place, at
+// memory bandwidth; more rows run the blocked GEMM. Safe for concurrent use.
 func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
-	LinearRef(out, inp, w, bias, M)
+	N, K := w.Rows, w.Cols
+	checkLen("Linear out", out, M*N)
+	checkLen("Linear inp", inp, M*K)
+	if bias != nil {
+		checkLen("Linear bias", bias, N)
+	}
+	if M == 0 || N == 0 {
+		return
+	}
+	if K == 0 {
+		for m := range M {
+			row := out[m*N : (m+1)*N]
+			if bias != nil {
+				copy(row, bias[:N])
+			} else {
+				clear(row)
+			}
+		}
+		return
+	}
+	pk := w.panels()
+	j := job{M: M, N: N, K: K, a: inp, lda: K, c: out, ldc: N, first: flagStore}
+	if pk.bf16 != nil {
+		j.kind, j.bh = bPanelsBF16, pk.bf16
+	} else {
+		j.kind, j.bf = bPanelsF32, pk.f32
+	}
+	if bias != nil {
+		j.first |= flagBias
+		j.bias = bias
+	}
+	j.run()
 }
 
-// LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w.
+// LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w, the input
+// gradient of Linear. dinp must not overlap dout. w is read in its own
+// layout (each k-row of B = w is a weight row), packed per call.
 func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
-	LinearBackwardInputRef(dinp, dout, w, M)
+	N, K := w.Rows, w.Cols
+	checkLen("LinearBackwardInput dinp", dinp, M*K)
+	checkLen("LinearBackwardInput dout", dout, M*N)
+	if M == 0 || N == 0 || K == 0 {
+		return
+	}
+	j := job{M: M, N: K, K: N, a: dout, lda: N, c: dinp, ldc: K, first: flagAcc, ldb: K}
+	switch w.DType {
+	case F32:
+		checkLen("LinearBackwardInput w", w.F32, N*K)
+		j.kind, j.bf = bRowsF32, w.F32
+	case BF16, F16:
+		if len(w.U16) < N*K {
+			panic("kernels: LinearBackwardInput w.U16 shorter than Rows*Cols")
+		}
+		j.kind, j.bh, j.dt = bRowsU16, w.U16, w.DType
+	default:
+		panic("kernels: unknown dtype " + w.DType.String())
+	}
+	j.run()
 }
 
-// Gemm computes C = beta·C + op(A)·op(B) on fp32 row-major matrices; see GemmRef.
+// Gemm computes C = beta·C + op(A)·op(B) on fp32 row-major matrices; see
+// GemmRef. op(A) is M×K (A stored K×M if transA), op(B) is K×N (B stored N×K
+// if transB). beta = 0 overwrites C without reading it. C must not overlap A
+// or B. Safe for concurrent use on disjoint C.
 func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
-	GemmRef(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+	if M <= 0 || N <= 0 {
+		return
+	}
+	checkMat("Gemm C", C, M, N, ldc)
+	if transA {
+		checkMat("Gemm A", A, K, M, lda)
+	} else {
+		checkMat("Gemm A", A, M, K, lda)
+	}
+	if transB {
+		checkMat("Gemm B", B, N, K, ldb)
+	} else {
+		checkMat("Gemm B", B, K, N, ldb)
+	}
+	if K <= 0 {
+		for i := range M {
+			row := C[i*ldc : i*ldc+N]
+			if beta == 0 {
+				clear(row)
+			} else {
+				Scale(beta, row)
+			}
+		}
+		return
+	}
+	// A narrow C (LoRA rank, N < 64) from a transposed A (dyᵀ·h) wastes most
+	// of each 64-column panel; compute Cᵀ = op(B)ᵀ·op(A)ᵀ instead, where
+	// op(A)ᵀ is A as stored, so nothing large needs transposing.
+	if transA && N < panelW && M >= panelW {
+		tp := getBuf(N * M)
+		defer putBuf(tp)
+		t := *tp
+		gemm(!transB, false, N, M, K, B, ldb, A, lda, 0, t, M)
+		for i := range M {
+			row := C[i*ldc : i*ldc+N]
+			if beta == 0 {
+				for j := range row {
+					row[j] = t[j*M+i]
+				}
+			} else {
+				for j := range row {
+					row[j] = beta*row[j] + t[j*M+i]
+				}
+			}
+		}
+		return
+	}
+	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+}
+
+func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+	j := job{M: M, N: N, K: K, a: A, lda: lda, aT: transA, bf: B, ldb: ldb, c: C, ldc: ldc}
+	j.kind = bRowsF32
+	if transB {
+		j.kind = bColsF32
+	}
+	switch beta {
+	case 0:
+		j.first = flagStore
+	case 1:
+		j.first = flagAcc
+	default:
+		j.first, j.beta, j.scale = flagAcc, beta, true
+	}
+	j.run()
+}
+
+// checkMat panics unless s holds a rows×cols matrix with row stride ld.
+func checkMat(what string, s []float32, rows, cols, ld int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	if ld < cols {
+		panic(fmt.Sprintf("kernels: %s leading dimension %d < %d columns", what, ld, cols))
+	}
+	checkLen(what, s, (rows-1)*ld+cols)
 }

@@ -7,7 +7,11 @@
 // M rows of activations, K input features, N output features.
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
 
 // DType is how a weight matrix is stored in memory. Compute is always fp32.
 type DType uint8
@@ -34,12 +38,17 @@ func (d DType) String() string {
 // An nn.Linear weight is [out features, in features] = [N, K].
 // Exactly one of F32 (DType F32) or U16 (raw bf16/f16 bits) is set.
 //
-// A Mat is read-only once built: kernels may cache a packed copy of it.
+// A Mat is read-only once built: Linear caches a packed copy of it (see
+// Prepack), so its data must not change after the first call, and a Mat
+// must not be copied by value after first use (build a new one instead).
 type Mat struct {
 	Rows, Cols int
 	DType      DType
 	F32        []float32
 	U16        []uint16
+
+	packOnce sync.Once              // builds pk once
+	pk       atomic.Pointer[panels] // lazily built panel copy of the weights, see panels.go
 }
 
 // NewMatF32 wraps data (len rows*cols) as an F32 matrix without copying.

@@ -256,3 +256,6 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 	}
 	return st, dhidden
 }
+
+// Cap returns the longest sequence a can hold.
+func (a *Acts) Cap() int { return a.cap }

@@ -1,0 +1,79 @@
+package art
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotRegistered is returned by the methods of a TrainableModel that need
+// a backend before Register has succeeded.
+var ErrNotRegistered = errors.New("art: model is not registered with a backend; call Register first")
+
+// Backend trains models and serves their checkpoints. Implementations live
+// in other packages (backend/local runs the engine in process,
+// backend/remote talks to `art serve`).
+//
+// A Backend must be safe for concurrent use. Every method receives the
+// model it acts on; a backend may keep per-model state keyed by
+// m.Project and m.Name, but must not retain m itself or the groups passed to
+// Train after the call returns.
+type Backend interface {
+	// Register prepares the backend to train and serve m: it loads or creates
+	// the latest checkpoint (step 0 is the untrained adapter) and starts
+	// serving it. Registering the same model again resumes it.
+	Register(ctx context.Context, m *TrainableModel) error
+
+	// Step returns the latest checkpoint step of m, 0 if there is none.
+	Step(ctx context.Context, m *TrainableModel) (int, error)
+
+	// Train runs one training step on groups with cfg and saves the result
+	// as the next checkpoint, which is served right away.
+	//
+	// A step always advances: when there is nothing to train (every group's
+	// rewards are equal, no turn has logprobs, ...), the checkpoint is
+	// carried over to the new step and the result has Skipped set with the
+	// reason. Train never skips silently and never trains on part of the
+	// groups without saying so in the result's metrics. An error means no
+	// new checkpoint was saved.
+	Train(ctx context.Context, m *TrainableModel, groups []TrajectoryGroup, cfg TrainConfig) (TrainResult, error)
+
+	// DeleteCheckpoints deletes every checkpoint of m whose step is not in
+	// keep. The latest checkpoint is never deleted, even if keep omits it.
+	DeleteCheckpoints(ctx context.Context, m *TrainableModel, keep []int) error
+
+	// InferenceEndpoint returns where to send chat completions for m at
+	// step, or at the latest step if step < 0. The checkpoint at step must
+	// exist.
+	InferenceEndpoint(ctx context.Context, m *TrainableModel, step int) (Endpoint, error)
+
+	// Close releases the backend's resources (servers, engines). The
+	// backend must not be used afterwards.
+	Close() error
+}
+
+// Endpoint is an OpenAI-compatible chat completions endpoint serving a model.
+type Endpoint struct {
+	BaseURL string // e.g. "http://127.0.0.1:8000/v1"
+	APIKey  string
+	Model   string // the model id to request, "name@step" for trained checkpoints
+}
+
+// TrainResult is the outcome of a training step.
+type TrainResult struct {
+	// Step is the checkpoint step the call produced.
+	Step int
+	// Metrics are the step's training metrics, keyed as ART keys them
+	// ("loss/train", "loss/grad_norm", "data/step_num_groups_trainable", ...).
+	Metrics map[string]float64
+	// Skipped reports that nothing was trained at this step (the checkpoint
+	// was carried over unchanged); SkipReason says why.
+	Skipped    bool
+	SkipReason string
+}
+
+// LogOptions returns the options that log the step's training metrics under
+// the "train" split at its step: model.Log(ctx, groups, res.LogOptions()).
+func (r TrainResult) LogOptions() LogOptions {
+	step := r.Step
+	return LogOptions{Split: "train", Step: &step, Metrics: r.Metrics}
+}

@@ -1,0 +1,236 @@
+// Command kernels is the side-by-side benchmark of engine/kernels.Linear
+// against OpenBLAS cblas_sgemm (the peer, built separately from obench.c; no
+// cgo here). run.sh drives it: it interleaves rounds of the Go runner and
+// the OpenBLAS runner and then asks this program for the report.
+//
+//	kernels run [-t threads] [-dtype f32,bf16] [-mintime s] [-cold MB] MxKxN...
+//	kernels report [file...]
+//
+// run prints one line per shape and dtype:
+//
+//	go <threads> <dtype> <M>x<K>x<N> <median seconds> <reps>
+//
+// Shapes are M×K×N as in kernels.md: C[M×N] = A[M×K]·Wᵀ, W the [N×K]
+// weight. report reads such lines (from both runners, several rounds),
+// takes the median over rounds of each configuration and prints a markdown
+// table of GFLOP/s and Go/OpenBLAS ratios.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/artgo/art/engine/kernels"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: kernels run|report ...")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "run":
+		run(os.Args[2:])
+	case "report":
+		report(os.Args[2:])
+	default:
+		fmt.Fprintf(os.Stderr, "kernels: unknown command %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+type shape struct{ M, K, N int }
+
+func parseShape(s string) (shape, error) {
+	var sh shape
+	if _, err := fmt.Sscanf(strings.ReplaceAll(s, "×", "x"), "%dx%dx%d", &sh.M, &sh.K, &sh.N); err != nil {
+		return sh, fmt.Errorf("bad shape %q: %v", s, err)
+	}
+	return sh, nil
+}
+
+func (s shape) String() string { return fmt.Sprintf("%dx%dx%d", s.M, s.K, s.N) }
+
+func run(args []string) {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	threads := fs.Int("t", 1, "GOMAXPROCS (worker goroutines)")
+	dtypes := fs.String("dtype", "f32,bf16", "weight dtypes")
+	mintime := fs.Duration("mintime", 500*time.Millisecond, "minimum time per shape")
+	cold := fs.Float64("cold", 0, "for M <= 16, cycle through weight copies totalling this many MB")
+	cpuClock := fs.Bool("cpuclock", false, "time by process CPU time / threads (a development aid on a busy machine; not for reports)")
+	fs.Parse(args)
+	clock := func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+	if *cpuClock {
+		clock = func() float64 {
+			var ru syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			return (float64(ru.Utime.Nano()) + float64(ru.Stime.Nano())) / 1e9 / float64(*threads)
+		}
+	}
+	runtime.GOMAXPROCS(*threads)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, arg := range fs.Args() {
+		sh, err := parseShape(arg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kernels:", err)
+			os.Exit(2)
+		}
+		for _, dts := range strings.Split(*dtypes, ",") {
+			dt := kernels.F32
+			if dts == "bf16" {
+				dt = kernels.BF16
+			}
+			copies := 1
+			if *cold > 0 && sh.M <= 16 {
+				copies = int(*cold*1e6/(float64(sh.N)*float64(sh.K)*4)) + 1
+			}
+			ws := make([]*kernels.Mat, copies)
+			for c := range ws {
+				ws[c] = randMat(r, sh.N, sh.K, dt)
+				ws[c].Prepack()
+			}
+			inp := randSlice(r, sh.M*sh.K)
+			out := make([]float32, sh.M*sh.N)
+			kernels.Linear(out, inp, ws[0], nil, sh.M)
+			var times []float64
+			start := time.Now()
+			for c := 0; time.Since(start) < *mintime || len(times) < 5; {
+				c = (c + 1) % copies
+				t0 := clock()
+				kernels.Linear(out, inp, ws[c], nil, sh.M)
+				times = append(times, clock()-t0)
+			}
+			slices.Sort(times)
+			fmt.Printf("go %d %s %v %.9f %d\n", *threads, dts, sh, times[len(times)/2], len(times))
+			ws = nil
+			runtime.GC()
+		}
+	}
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.Float64()*2 - 1)
+	}
+	return s
+}
+
+func randMat(r *rand.Rand, N, K int, dt kernels.DType) *kernels.Mat {
+	v := randSlice(r, N*K)
+	if dt == kernels.F32 {
+		return kernels.NewMatF32(N, K, v)
+	}
+	u := make([]uint16, len(v))
+	for i, x := range v {
+		u[i] = kernels.F32ToBF16(x)
+	}
+	return &kernels.Mat{Rows: N, Cols: K, DType: kernels.BF16, U16: u}
+}
+
+// key identifies one configuration across rounds.
+type key struct {
+	lib     string
+	threads int
+	dtype   string
+	shape   string
+}
+
+func report(files []string) {
+	var in []io.Reader
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kernels:", err)
+			os.Exit(1)
+		}
+		defer fh.Close()
+		in = append(in, fh)
+	}
+	if len(in) == 0 {
+		in = append(in, os.Stdin)
+	}
+	samples := map[key][]float64{}
+	var shapes []string
+	var threads []int
+	for _, rd := range in {
+		sc := bufio.NewScanner(rd)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) < 5 || (f[0] != "go" && f[0] != "openblas") {
+				continue
+			}
+			t, _ := strconv.Atoi(f[1])
+			sec, err := strconv.ParseFloat(f[4], 64)
+			if err != nil || sec <= 0 {
+				continue
+			}
+			k := key{f[0], t, f[2], f[3]}
+			samples[k] = append(samples[k], sec)
+			if !slices.Contains(shapes, f[3]) {
+				shapes = append(shapes, f[3])
+			}
+			if !slices.Contains(threads, t) {
+				threads = append(threads, t)
+			}
+		}
+	}
+	slices.Sort(threads)
+	gflops := func(k key) (float64, int) {
+		s := samples[k]
+		if len(s) == 0 {
+			return 0, 0
+		}
+		sh, _ := parseShape(k.shape)
+		s = slices.Clone(s)
+		slices.Sort(s)
+		med := s[len(s)/2]
+		if len(s)%2 == 0 {
+			med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+		}
+		return 2 * float64(sh.M) * float64(sh.K) * float64(sh.N) / med / 1e9, len(s)
+	}
+	cell := func(v float64) string {
+		if v == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f", v)
+	}
+	ratio := func(a, b float64) string {
+		if a == 0 || b == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("**%.2f**", a/b)
+	}
+	hdr := "| shape M×K×N |"
+	sep := "| --- |"
+	for _, t := range threads {
+		hdr += fmt.Sprintf(" Go f32 %dt | Go bf16 %dt | OpenBLAS %dt | f32/OB | bf16/OB |", t, t, t)
+		sep += " ---: | ---: | ---: | ---: | ---: |"
+	}
+	fmt.Println(hdr)
+	fmt.Println(sep)
+	rounds := 0
+	for _, sh := range shapes {
+		line := "| " + strings.ReplaceAll(sh, "x", "×") + " |"
+		for _, t := range threads {
+			gf, n1 := gflops(key{"go", t, "f32", sh})
+			gb, n2 := gflops(key{"go", t, "bf16", sh})
+			ob, n3 := gflops(key{"openblas", t, "f32", sh})
+			rounds = max(rounds, n1, n2, n3)
+			line += fmt.Sprintf(" %s | %s | %s | %s | %s |", cell(gf), cell(gb), cell(ob), ratio(gf, ob), ratio(gb, ob))
+		}
+		fmt.Println(line)
+	}
+	fmt.Printf("\nGFLOP/s = 2·M·K·N / time; each cell is the median over %d interleaved rounds of the median of ≥5 calls.\n", rounds)
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// newRootCmd builds the art command with every subcommand. To add one, write
+// newXxxCmd() *cobra.Command in its own file and list it in AddCommand below.
+// Subcommands get the context with cmd.Context() and print with
+// cmd.OutOrStdout() / cmd.ErrOrStderr(); they should return errors rather
+// than print them. The root's PersistentPreRunE configures slog; a
+// subcommand that needs its own pre-run hook should use PreRunE, which does
+// not replace it.
+func newRootCmd() *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:   "art",
+		Short: "Agent Reinforcement Trainer: train LLM agents with reinforcement learning",
+		Long: `art trains the LLM behind an agent with reinforcement learning (GRPO on a
+LoRA adapter), from the agent's own rollouts, and serves each checkpoint on an
+OpenAI-compatible endpoint as name@step.`,
+		SilenceUsage:  true, // an error is not a usage problem; main prints it
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+strings.Join([]string{"debug", "info", "warn", "error"}, ", "))
+
+	root.AddCommand(
+		newVersionCmd(),
+	)
+	return root
+}

@@ -1,0 +1,127 @@
+package gguf
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Magic is the first four bytes of every GGUF file.
+const Magic = "GGUF"
+
+// Version is the format version this package writes (and the one it reads).
+const Version = 3
+
+// DefaultAlignment is the tensor data alignment when general.alignment is
+// absent.
+const DefaultAlignment = 32
+
+// KeyAlignment is the metadata key that sets the tensor data alignment.
+const KeyAlignment = "general.alignment"
+
+// Limits from the specification.
+const (
+	maxTensorName = 64 // bytes in a tensor name
+	maxDims       = 4  // dimensions of a tensor
+)
+
+// Type is a ggml tensor element type (enum ggml_type).
+type Type uint32
+
+// The tensor types this package writes and reads. Quantized types are not
+// supported.
+const (
+	F32  Type = 0
+	F16  Type = 1
+	I8   Type = 24
+	I16  Type = 25
+	I32  Type = 26
+	I64  Type = 27
+	F64  Type = 28
+	BF16 Type = 30
+)
+
+var typeNames = map[Type]string{
+	F32: "F32", F16: "F16", I8: "I8", I16: "I16", I32: "I32", I64: "I64", F64: "F64", BF16: "BF16",
+}
+
+func (t Type) String() string {
+	if s, ok := typeNames[t]; ok {
+		return s
+	}
+	return fmt.Sprintf("Type(%d)", uint32(t))
+}
+
+// Size returns the bytes of one element of t, or 0 for types this package
+// does not handle (block-quantized ones).
+func (t Type) Size() int {
+	switch t {
+	case I8:
+		return 1
+	case F16, BF16, I16:
+		return 2
+	case F32, I32:
+		return 4
+	case I64, F64:
+		return 8
+	}
+	return 0
+}
+
+// valueType is a metadata value type (enum gguf_metadata_value_type).
+type valueType uint32
+
+const (
+	vtUint8   valueType = 0
+	vtInt8    valueType = 1
+	vtUint16  valueType = 2
+	vtInt16   valueType = 3
+	vtUint32  valueType = 4
+	vtInt32   valueType = 5
+	vtFloat32 valueType = 6
+	vtBool    valueType = 7
+	vtString  valueType = 8
+	vtArray   valueType = 9
+	vtUint64  valueType = 10
+	vtInt64   valueType = 11
+	vtFloat64 valueType = 12
+)
+
+// KV is one metadata key-value pair. Value holds one of the Go types that map
+// to a GGUF value type: uint8, int8, uint16, int16, uint32, int32, float32,
+// bool, string, uint64, int64, float64, or a slice of any of those (a GGUF
+// array). Read returns values with exactly these types, so a written KV reads
+// back reflect.DeepEqual to itself. Counts that llama.cpp reads (block_count,
+// head_count, ...) must be uint32: llama.cpp checks value types strictly.
+type KV struct {
+	Key   string
+	Value any
+}
+
+// TensorInfo describes one tensor of a file.
+type TensorInfo struct {
+	Name string
+	// Dims are ggml's ne: Dims[0] varies fastest. A PyTorch [rows, cols]
+	// matrix is Dims {cols, rows}.
+	Dims []uint64
+	Type Type
+	// Offset is the start of the tensor's data relative to the data section
+	// (File.DataOffset); a multiple of the alignment.
+	Offset uint64
+}
+
+// Elements returns the number of elements of the tensor.
+func (ti TensorInfo) Elements() uint64 {
+	n := uint64(1)
+	for _, d := range ti.Dims {
+		n *= d
+	}
+	return n
+}
+
+// Bytes returns the size of the tensor's data.
+func (ti TensorInfo) Bytes() uint64 { return ti.Elements() * uint64(ti.Type.Size()) }
+
+// ErrFormat is wrapped by every error about a malformed GGUF file.
+var ErrFormat = errors.New("gguf: malformed file")
+
+func alignUp(n, align uint64) uint64 { return (n + align - 1) / align * align }

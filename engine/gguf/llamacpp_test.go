@@ -1,0 +1,290 @@
+package gguf
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/testassets"
+)
+
+// Tolerances for comparing llama.cpp's logits with the engine's on the same
+// weights, |ours-theirs| <= atol + rtol*|theirs|.
+//
+// F32: both engines compute in fp32 but sum in different orders, and
+// llama.cpp derives its rotary angles in fp32 (the engine in fp64); logits of
+// a few units agree to ~6e-6. The bound leaves 15x room for that while
+// staying far below what a real export bug causes: leaving out the llama3
+// rope factors moves logits by 6e-2 yet keeps the same greedy tokens on
+// these short prompts, so the token comparison alone would not catch it.
+//
+// F16: llama.cpp rounds the activations to f16 before each f16 matmul (the
+// engine widens the weights and keeps fp32 activations), a relative error of
+// 2^-11 per input, measured at 2.7e-3 here; the bound is still far under the
+// O(1) errors of a wrong layout.
+const (
+	logitAtolF32 = 1e-4
+	logitRtolF32 = 1e-5
+	logitAtolF16 = 1e-2
+	logitRtolF16 = 1e-3
+)
+
+// parityTokens is the number of greedy tokens compared (the issue's
+// acceptance test asks for 32).
+const parityTokens = 32
+
+// llamaCppModule returns the file URL of node-llama-cpp's entry point under
+// .assets, or skips the test (fails under ART_REQUIRE_ASSETS=1) when
+// scripts/install-llamacpp.sh has not been run or node is missing.
+func llamaCppModule(t *testing.T) (node, module string) {
+	t.Helper()
+	entry := filepath.Join(testassets.Root(t), ".assets", "node-llama-cpp", "node_modules", "node-llama-cpp", "dist", "index.js")
+	node, err := exec.LookPath("node")
+	var msg string
+	switch {
+	case err != nil:
+		msg = "llama.cpp peer unavailable: node not found"
+	default:
+		if _, err := os.Stat(entry); err != nil {
+			msg = "llama.cpp peer not installed: run scripts/install-llamacpp.sh (needs npm)"
+		}
+	}
+	if msg != "" {
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return node, (&url.URL{Scheme: "file", Path: entry}).String()
+}
+
+// llamaCppResult is greedy.mjs's output.
+type llamaCppResult struct {
+	Tokens    []int          `json:"tokens"`
+	Top       [][][2]float64 `json:"top"`       // per step: [id, logit] pairs, best first
+	Tokenized [][]int        `json:"tokenized"` // llama.cpp's ids for each text
+}
+
+// runLlamaCpp runs testdata/greedy.mjs on a GGUF file: n greedy tokens
+// after prompt, and the tokenization of texts.
+func runLlamaCpp(t *testing.T, node, module, path string, prompt []int, n int, texts []string) llamaCppResult {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("testdata", "greedy.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	promptJSON, _ := json.Marshal(prompt)
+	textsJSON, _ := json.Marshal(texts)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script, path, string(promptJSON), strconv.Itoa(n), "5", string(textsJSON))
+	cmd.Env = append(os.Environ(), "LLAMA_MODULE="+module)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node greedy.mjs: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var res llamaCppResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("greedy.mjs output: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if len(res.Tokens) != n || len(res.Top) != n || len(res.Tokenized) != len(texts) {
+		t.Fatalf("llama.cpp returned %d tokens, %d logit lists and %d tokenizations; want %d, %d and %d",
+			len(res.Tokens), len(res.Top), len(res.Tokenized), n, n, len(texts))
+	}
+	return res
+}
+
+// tokenizerSize returns the number of ids of dir/tokenizer.json (largest id
+// + 1 over the model vocabulary and the added tokens).
+func tokenizerSize(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, TokenizerJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok hfTokenizer
+	if err := json.Unmarshal(b, &tok); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, id := range tok.Model.Vocab {
+		n = max(n, id+1)
+	}
+	for _, a := range tok.AddedTokens {
+		n = max(n, a.ID+1)
+	}
+	return n
+}
+
+// teacherLogits returns the engine's logits after each of tokens[from-1:]
+// (one row per generated token), computed in one full forward pass.
+func teacherLogits(t *testing.T, m *model.Model, tokens []int, from int) [][]float32 {
+	t.Helper()
+	cache := m.NewKVCache(len(tokens))
+	var ws model.Workspace
+	hidden, err := m.Forward(&ws, tokens, []model.Segment{{Cache: cache, N: len(tokens)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	C, V := m.Config.HiddenSize, m.Config.VocabSize
+	var rows [][]float32
+	for i := from - 1; i < len(tokens)-1; i++ {
+		row := make([]float32, V)
+		m.Logits(row, hidden[i*C:(i+1)*C], 1)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// top2 returns the best and second-best logits of row.
+func top2(row []float32) (best, second float32, arg int) {
+	best, second = float32(math.Inf(-1)), float32(math.Inf(-1))
+	for i, v := range row {
+		switch {
+		case v > best:
+			best, second, arg = v, best, i
+		case v > second:
+			second = v
+		}
+	}
+	return best, second, arg
+}
+
+// Ensure llama.cpp (node-llama-cpp 3.22.1's prebuilt build) runs our GGUF
+// export of a random f32 model with a real tokenizer and produces the same
+// 32 greedy tokens as generate.Generate, with logits that agree to fp32
+// rounding. This is the acceptance test of the GGUF export: it fails on a
+// wrong rope permutation, rope scaling, epsilon, bias or tensor layout. An
+// f16 export is checked too, with f16 tolerances and no token equality
+// (llama.cpp's f16 activations may break a close call differently).
+func TestExport_MatchesLlamaCpp(t *testing.T) {
+	node, module := llamaCppModule(t)
+	// Reference tokenizations (Hugging Face tokenizers semantics, from
+	// @lenml/tokenizers 3.7.2 as in engine/tokenizer's golden file): they
+	// check that llama.cpp reads the embedded vocabulary, merges,
+	// pre-tokenizer and special tokens as the Hugging Face tokenizer does.
+	const hello = "Hello, world! 12345"
+	const contractions = "I'm sure they're here; it's what we've said. He'll go, she'd stay, you'd've known."
+	qwenTexts := map[string][]int{
+		hello:                                 {9707, 11, 1879, 0, 220, 16, 17, 18, 19, 20},
+		contractions:                          {40, 2776, 2704, 807, 2299, 1588, 26, 432, 594, 1128, 582, 3003, 1053, 13, 1260, 3278, 728, 11, 1340, 4172, 4717, 11, 498, 4172, 3003, 3881, 13},
+		"<|im_start|>" + hello + "<|im_end|>": {151644, 9707, 11, 1879, 0, 220, 16, 17, 18, 19, 20, 151645},
+		"a<think>b":                           {64, 151667, 65},
+	}
+	llamaTexts := map[string][]int{
+		hello:        {9906, 11, 1917, 0, 220, 4513, 1774},
+		contractions: {40, 2846, 2771, 814, 2351, 1618, 26, 433, 596, 1148, 584, 3077, 1071, 13, 1283, 3358, 733, 11, 1364, 4265, 4822, 11, 499, 4265, 3077, 3967, 13},
+		"<|begin_of_text|>" + hello + "<|eot_id|>": {128000, 9906, 11, 1917, 0, 220, 4513, 1774, 128009},
+	}
+	tests := []struct {
+		name, arch, asset string
+		// biases turns on attention and MLP biases (llama) so the permuted
+		// q/k biases and llama.cpp's optional bias tensors are exercised.
+		biases bool
+		dtype  Type
+		texts  map[string][]int
+	}{
+		{"qwen2", "qwen2", testassets.Qwen3Tokenizer, false, F32, qwenTexts},
+		{"llama", "llama", testassets.Llama31Tokenizer, true, F32, llamaTexts},
+		{"qwen2_f16", "qwen2", testassets.Qwen3Tokenizer, false, F16, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tokDir := testassets.Dir(t, tt.asset)
+			cfg, err := model.Preset(tt.arch, "tiny", tokenizerSize(t, tokDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.biases {
+				cfg.AttentionBias, cfg.MLPBias = true, true
+			}
+			// A large init std gives peaked, well-separated logits, so greedy
+			// decoding wanders through the vocabulary instead of repeating
+			// one token and no step is a near tie. The f16 case stores the
+			// engine's weights in f16 too, so both run the same numbers.
+			init := model.InitOptions{Seed: 7, Std: 0.15, NormJitter: 0.1}
+			atol, rtol := logitAtolF32, logitRtolF32
+			if tt.dtype == F16 {
+				init.DType = kernels.F16
+				atol, rtol = logitAtolF16, logitRtolF16
+			}
+			m, err := model.New(cfg, model.RandomWeights(cfg, init))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), tt.name+".gguf")
+			if err := ExportFile(path, m, tokDir, Options{DType: tt.dtype}); err != nil {
+				t.Fatal(err)
+			}
+
+			prompt := make([]int, 16)
+			for i := range prompt {
+				prompt[i] = (i*7919 + 104729) % (cfg.VocabSize - 1024) // spread over real tokens
+			}
+			res, err := generate.Generate(context.Background(), m, generate.Request{
+				Prompt: prompt, MaxTokens: parityTokens, Sampling: generate.SamplingParams{Temperature: 0},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := res.IDs()
+			texts := []string{}
+			for text := range tt.texts {
+				texts = append(texts, text)
+			}
+			theirs := runLlamaCpp(t, node, module, path, prompt, parityTokens, texts)
+			for i, text := range texts {
+				if got, want := theirs.Tokenized[i], tt.texts[text]; !slices.Equal(got, want) {
+					t.Errorf("llama.cpp tokenizes %q as %v; want %v", text, got, want)
+				}
+			}
+
+			// Logits of both engines along llama.cpp's path: if the paths
+			// diverge, this still compares like with like.
+			logits := teacherLogits(t, m, append(append([]int{}, prompt...), theirs.Tokens...), len(prompt))
+			var maxDiff, minMargin float64 = 0, math.Inf(1)
+			distinct := map[int]bool{}
+			same, reported := 0, 0
+			for step, top := range theirs.Top {
+				best, second, _ := top2(logits[step])
+				minMargin = math.Min(minMargin, float64(best-second))
+				distinct[theirs.Tokens[step]] = true
+				if step < len(ours) && ours[step] == theirs.Tokens[step] && same == step {
+					same++
+				}
+				for _, p := range top {
+					id, want := int(p[0]), p[1]
+					got := float64(logits[step][id])
+					d := math.Abs(got - want)
+					maxDiff = math.Max(maxDiff, d)
+					if d > atol+rtol*math.Abs(want) && reported < 5 {
+						reported++
+						t.Errorf("step %d token %d: logit %.6f; llama.cpp %.6f (diff %.2g)", step, id, got, want, d)
+					}
+				}
+			}
+			t.Logf("%s: %d/%d greedy tokens equal (%d distinct), max |logit diff| %.2g over llama.cpp's top-5, smallest top-1 margin %.3g",
+				tt.name, same, parityTokens, len(distinct), maxDiff, minMargin)
+			if tt.dtype == F32 && fmt.Sprint(ours) != fmt.Sprint(theirs.Tokens) {
+				t.Errorf("greedy tokens differ:\n ours      %v\n llama.cpp %v", ours, theirs.Tokens)
+			}
+			if len(distinct) < 4 {
+				t.Errorf("greedy decoding is degenerate (%d distinct tokens in %v): pick weights with more spread", len(distinct), theirs.Tokens)
+			}
+		})
+	}
+}

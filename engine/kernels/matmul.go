@@ -1,0 +1,295 @@
+package kernels
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Blocking of the large-M path (kernels.md §5): a KC×NC block of B (1 MiB of
+// fp32) stays in L2 while 6-row micro-panels of A (6×KC, 6 KiB) sit in L1
+// and sweep across it. KC·NC·4 ≥ 2 MiB measured 10–40 % slower.
+const (
+	blockK      = 256
+	blockPanels = 16 // NC = 1024 columns
+)
+
+// Small-M streaming (kernels.md §3–4): with few rows there is little reuse of
+// B, so the kernels read B panels in place over the whole K (no packing) and
+// the weights stream from memory once. Up to streamMaxM rows take this path.
+const streamMaxM = 24
+
+// streamL2 bounds the panels one row chunk sweeps before the next chunk
+// reuses them, so that they are still in L2; maxCallElems bounds one
+// assembly call (K·panels·64 weights, about 0.2–1 ms) so the Go scheduler
+// is never held off for long.
+const (
+	streamL2     = 512 << 10
+	maxCallElems = 1 << 22
+)
+
+// parallelMinNs is the estimated single-thread time below which a call
+// stays on the caller's goroutine: starting and joining a goroutine costs a
+// few microseconds.
+const parallelMinNs = 25_000
+
+// bKind says where B comes from and how a block of it becomes panels.
+type bKind uint8
+
+const (
+	bPanelsF32  bKind = iota // pre-packed fp32 panels (Linear): read in place
+	bPanelsBF16              // pre-packed bf16 panels (Linear): in place, or widened per block
+	bRowsF32                 // row-major K×N fp32 with stride ldb: packed, or read in place
+	bRowsU16                 // row-major K×N bf16/f16 (dt) with stride ldb: widened while packing
+	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
+)
+
+// job is one product C[M×N] (+)= A[M×K]·B[K×N] for the blocked driver.
+type job struct {
+	M, N, K int
+
+	a   []float32 // A is M×K with row stride lda, or if aT stored K×M
+	lda int
+	aT  bool
+
+	kind bKind
+	bf   []float32 // raw B (bRows*, bCols*) or fp32 panels
+	bh   []uint16  // raw bf16/f16 B or bf16 panels
+	dt   DType     // element type of bh for bRowsU16
+	ldb  int
+
+	c   []float32
+	ldc int
+
+	first int       // tile flags for the first K block (flagStore or flagAcc, | flagBias)
+	bias  []float32 // length ≥ N when first has flagBias
+	beta  float32   // if scaleC: C *= beta before accumulating
+	scale bool
+}
+
+func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
+
+// stream reports whether the small-M path applies: few rows, and B can be
+// read in place.
+func (j *job) stream() bool {
+	if j.M > streamMaxM {
+		return false
+	}
+	switch j.kind {
+	case bPanelsF32, bPanelsBF16, bRowsF32:
+		return true
+	}
+	return false
+}
+
+// estimateNs is a rough single-thread time: compute at ~100 GFLOP/s or
+// reading B at ~10 GB/s, whichever is larger.
+func (j *job) estimateNs() float64 {
+	flops := 2 * float64(j.M) * float64(j.N) * float64(j.K)
+	bytes := float64(j.N) * float64(j.K) * 4
+	if j.kind == bPanelsBF16 || j.kind == bRowsU16 {
+		bytes /= 2
+	}
+	return max(flops/100, bytes/10)
+}
+
+// run computes the job, split over up to GOMAXPROCS goroutines: by ranges of
+// 64-column panels when there are enough of them, else by rows (multiples of
+// 6). Each goroutine writes a disjoint part of C.
+func (j *job) run() {
+	np := j.panels()
+	if j.M == 0 || np == 0 {
+		return
+	}
+	t := runtime.GOMAXPROCS(0)
+	if j.estimateNs() < parallelMinNs {
+		t = 1
+	}
+	if t <= 1 {
+		j.part(0, j.M, 0, np)
+		return
+	}
+	mr := (j.M + 5) / 6 // row micro-panels
+	splitN := np >= t && (np%t == 0 || np >= 4*t || mr < 2*t)
+	if !splitN && mr < 2 {
+		splitN = true
+	}
+	units := np
+	if !splitN {
+		units = mr
+	}
+	t = min(t, units)
+	if t <= 1 {
+		j.part(0, j.M, 0, np)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := t - 1; w >= 0; w-- {
+		u0, u1 := w*units/t, (w+1)*units/t
+		m0, m1, p0, p1 := 0, j.M, u0, u1
+		if !splitN {
+			m0, m1, p0, p1 = u0*6, min(u1*6, j.M), 0, np
+		}
+		if w == 0 {
+			j.part(m0, m1, p0, p1)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.part(m0, m1, p0, p1)
+		}()
+	}
+	wg.Wait()
+}
+
+// Pooled scratch buffers: per-goroutine B blocks and transposed A blocks.
+var bufPool sync.Pool
+
+func getBuf(n int) *[]float32 {
+	if b, ok := bufPool.Get().(*[]float32); ok {
+		if cap(*b) >= n {
+			*b = (*b)[:n]
+			return b
+		}
+		bufPool.Put(b)
+	}
+	s := make([]float32, n, max(n, blockK*blockPanels*panelW))
+	return &s
+}
+
+func putBuf(b *[]float32) { bufPool.Put(b) }
+
+// bblock is one run of panels of a B block as the kernels see it.
+type bblock struct {
+	bf                 []float32
+	bh                 []uint16
+	boff, ldb, pstride int
+	p0, np, ncols      int // first panel (relative to the block), panels, valid columns
+}
+
+// part computes rows [m0, m1) and panels [p0, p1) of the job.
+func (j *job) part(m0, m1, p0, p1 int) {
+	N, K := j.N, j.K
+	if j.scale {
+		c1 := min(p1*panelW, N)
+		for i := m0; i < m1; i++ {
+			Scale(j.beta, j.c[i*j.ldc+p0*panelW:i*j.ldc+c1])
+		}
+	}
+	stream := j.stream()
+	kcMax, ncp := blockK, blockPanels
+	if stream {
+		kcMax = max(K, 1)
+		elems := K * panelW * 4
+		if j.kind == bPanelsBF16 {
+			elems /= 2
+		}
+		ncp = max(1, min(maxCallElems/max(K*panelW, 1), p1-p0))
+		if m1-m0 > 6 {
+			ncp = max(1, min(ncp, streamL2/max(elems, 1)))
+		}
+	}
+	var buf, abuf *[]float32
+	defer func() {
+		if buf != nil {
+			putBuf(buf)
+		}
+		if abuf != nil {
+			putBuf(abuf)
+		}
+	}()
+	var blocks [2]bblock
+	for pc := 0; pc < K; pc += kcMax {
+		kc := min(kcMax, K-pc)
+		flags := flagAcc
+		if pc == 0 {
+			flags = j.first
+		}
+		a, aoff, lda := j.a, m0*j.lda+pc, j.lda
+		if j.aT {
+			if abuf == nil {
+				abuf = getBuf((m1 - m0) * kcMax)
+			}
+			packAT(*abuf, j.a, pc*j.lda+m0, j.lda, m1-m0, kc)
+			a, aoff, lda = *abuf, 0, kc
+		}
+		for jp := p0; jp < p1; jp += ncp {
+			np := min(ncp, p1-jp)
+			ncols := min(np*panelW, N-jp*panelW)
+			nb := j.blockB(blocks[:0], &buf, pc, kc, jp, np, ncols, stream)
+			for ir := m0; ir < m1; ir += 6 {
+				t := tileArgs{
+					mr: min(6, m1-ir), k: kc,
+					a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
+					c: j.c, ldc: j.ldc,
+					flags: flags,
+				}
+				if flags&flagBias != 0 {
+					t.bias = j.bias
+				}
+				for _, b := range nb {
+					t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
+					t.np, t.ncols = b.np, b.ncols
+					col := (jp + b.p0) * panelW
+					t.coff = ir*j.ldc + col
+					t.biasoff = col
+					tile(&t)
+				}
+			}
+		}
+	}
+}
+
+// blockB makes the B block for k-rows [pc, pc+kc) and panels [jp, jp+np)
+// (ncols valid columns) ready for the kernels, packing into *buf if needed.
+func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, stream bool) []bblock {
+	K := j.K
+	need := func(n int) []float32 {
+		if *buf == nil || cap(**buf) < n {
+			if *buf != nil {
+				putBuf(*buf)
+			}
+			*buf = getBuf(n)
+		}
+		return (**buf)[:n]
+	}
+	switch {
+	case j.kind == bPanelsF32:
+		return append(out, bblock{bf: j.bf, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols})
+	case j.kind == bPanelsBF16 && stream:
+		return append(out, bblock{bh: j.bh, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols})
+	case j.kind == bPanelsBF16:
+		d := need(np * kc * panelW)
+		for q := range np {
+			widenPanel(d, q*kc*panelW, j.bh, (jp+q)*K*panelW+pc*panelW, kc)
+		}
+	case j.kind == bRowsF32 && stream:
+		full := ncols / panelW
+		if full > 0 {
+			out = append(out, bblock{bf: j.bf, boff: pc*j.ldb + jp*panelW, ldb: j.ldb, pstride: panelW, np: full, ncols: full * panelW})
+		}
+		if rem := ncols - full*panelW; rem > 0 {
+			// The partial last panel would read past the row ends: pack it.
+			d := need(kc * panelW)
+			packRowsF32(d, 0, j.bf, pc*j.ldb+(jp+full)*panelW, j.ldb, kc, rem)
+			out = append(out, bblock{bf: d, ldb: panelW, pstride: kc * panelW, p0: full, np: 1, ncols: rem})
+		}
+		return out
+	case j.kind == bRowsF32:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packRowsF32(d, q*kc*panelW, j.bf, pc*j.ldb+(jp+q)*panelW, j.ldb, kc, min(panelW, ncols-q*panelW))
+		}
+	case j.kind == bRowsU16:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packRowsU16(d, q*kc*panelW, j.bh, pc*j.ldb+(jp+q)*panelW, j.ldb, kc, min(panelW, ncols-q*panelW), j.dt)
+		}
+	case j.kind == bColsF32:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packColsF32(d, q*kc*panelW, j.bf, (jp+q)*panelW*j.ldb+pc, j.ldb, kc, min(panelW, ncols-q*panelW))
+		}
+	}
+	return append(out, bblock{bf: (**buf)[:np*kc*panelW], ldb: panelW, pstride: kc * panelW, np: np, ncols: ncols})
+}

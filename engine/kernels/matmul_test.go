@@ -1,0 +1,460 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// Tolerances. The oracle is a float64 naive product; the kernels accumulate
+// in fp32 in a different order (FMA, k unrolled, K blocked by 256), so each
+// output may differ by a few ulps of the sum of |terms|. The worst-case bound
+// is K·2⁻²⁴ relative to Σ|a·b|; random-sign data gives about √K·2⁻²⁴.
+const (
+	// gemmRelTol bounds |got−want| / (Σ_k |a_k·b_k| + |bias| + |beta·C|): 2⁻²⁴
+	// times ~300, enough for K ≤ 5000 with random signs (observed ≤ 1e-6).
+	gemmRelTol = 2e-5
+	// gemmAbsTol absorbs outputs whose terms all vanish.
+	gemmAbsTol = 1e-30
+	// vecRelTol is the same bound for Dot over n ≤ 5000 elements.
+	vecRelTol = 2e-5
+)
+
+// forVariants runs f once per implementation this CPU supports, with that
+// implementation forced on and the tile bounds checks enabled.
+func forVariants(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	saved, savedDebug := active, debugChecks
+	defer func() { active, debugChecks = saved, savedDebug }()
+	for _, v := range supportedVariants() {
+		active, debugChecks = v, true
+		t.Run(v.String(), f)
+	}
+}
+
+// thin reports whether case i is skipped under the race detector, which
+// keeps every third case.
+func thin(i int) bool { return raceEnabled && i%3 != 0 }
+
+// dtypesFor returns the weight dtypes to test for case i: all three, or
+// under the race detector one of them in turn.
+func dtypesFor(i int) []DType {
+	all := []DType{F32, BF16, F16}
+	if raceEnabled {
+		return all[i%3 : i%3+1]
+	}
+	return all
+}
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.Float64()*2 - 1)
+	}
+	return s
+}
+
+// randMat returns a random N×K weight stored as dt.
+func randMat(r *rand.Rand, N, K int, dt DType) *Mat {
+	v := randSlice(r, N*K)
+	m := &Mat{Rows: N, Cols: K, DType: dt}
+	switch dt {
+	case F32:
+		m.F32 = v
+	case BF16:
+		m.U16 = make([]uint16, len(v))
+		for i, x := range v {
+			m.U16[i] = F32ToBF16(x)
+		}
+	case F16:
+		m.U16 = make([]uint16, len(v))
+		for i, x := range v {
+			m.U16[i] = F32ToF16(x)
+		}
+	}
+	return m
+}
+
+// closeTo compares got with the float64 oracle want, whose per-element
+// magnitudes (sum of |terms|) are scale, and reports the first failure.
+func closeTo(t *testing.T, what string, got []float32, want, scale []float64) {
+	t.Helper()
+	var maxAbs, maxRel float64
+	first := -1
+	for i, w := range want {
+		d := math.Abs(float64(got[i]) - w)
+		if math.IsNaN(float64(got[i])) {
+			d = math.Inf(1)
+		}
+		rel := d / max(scale[i], gemmAbsTol)
+		maxAbs, maxRel = max(maxAbs, d), max(maxRel, rel)
+		if d > gemmAbsTol+gemmRelTol*scale[i] && first < 0 {
+			first = i
+		}
+	}
+	if first >= 0 {
+		t.Errorf("%s: index %d: got %v; want %v (max abs diff %.3g, max rel diff %.3g, tol %g)",
+			what, first, got[first], want[first], maxAbs, maxRel, gemmRelTol)
+	}
+}
+
+// linear64 is the float64 oracle of Linear: want and scale for each output.
+func linear64(inp []float32, w *Mat, bias []float32, M int) (want, scale []float64) {
+	N, K := w.Rows, w.Cols
+	want, scale = make([]float64, M*N), make([]float64, M*N)
+	row := make([]float32, K)
+	for n := range N {
+		w.Row(row, n)
+		for m := range M {
+			var s, a float64
+			for k, x := range inp[m*K : (m+1)*K] {
+				p := float64(x) * float64(row[k])
+				s += p
+				a += math.Abs(p)
+			}
+			if bias != nil {
+				s += float64(bias[n])
+				a += math.Abs(float64(bias[n]))
+			}
+			want[m*N+n], scale[m*N+n] = s, a
+		}
+	}
+	return want, scale
+}
+
+type mnk struct{ M, N, K int }
+
+// linearShapes sweeps each dimension around the tile edges (6 rows, 64
+// columns, K unrolled by 4 and blocked by 256) and adds a few large shapes
+// that cross the N block (16 panels), thread splits and the M threshold.
+func linearShapes() []mnk {
+	var s []mnk
+	for M := 1; M <= 17; M++ {
+		for _, N := range []int{65, 129} {
+			for _, K := range []int{3, 64, 301} {
+				s = append(s, mnk{M, N, K})
+			}
+		}
+	}
+	for _, N := range []int{1, 5, 6, 7, 16, 17, 32, 33, 63, 64, 65, 127, 128, 129} {
+		for _, M := range []int{1, 7, 30} {
+			for _, K := range []int{1, 301} {
+				s = append(s, mnk{M, N, K})
+			}
+		}
+	}
+	for _, K := range []int{1, 3, 4, 5, 16, 17, 255, 256, 257, 600} {
+		for _, M := range []int{2, 40} {
+			s = append(s, mnk{M, 70, K})
+		}
+	}
+	return append(s,
+		mnk{24, 200, 100}, mnk{25, 200, 100}, // either side of streamMaxM
+		mnk{100, 300, 520}, // K blocks, panel split over threads
+		mnk{64, 1100, 130}, // more panels than one N block
+		mnk{200, 64, 300},  // one panel: rows split over threads
+		mnk{3, 1500, 700},  // streaming, several calls per thread
+		mnk{13, 700, 900},  // streaming with row chunks and L2 groups
+	)
+}
+
+func TestLinear(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(1, 2))
+		for i, sh := range linearShapes() {
+			if thin(i) && i < len(linearShapes())-7 {
+				continue
+			}
+			for _, dt := range dtypesFor(i) {
+				w := randMat(r, sh.N, sh.K, dt)
+				inp := randSlice(r, sh.M*sh.K)
+				var bias []float32
+				if (i+int(dt))%2 == 0 {
+					bias = randSlice(r, sh.N)
+				}
+				out := randSlice(r, sh.M*sh.N) // overwritten
+				Linear(out, inp, w, bias, sh.M)
+				want, scale := linear64(inp, w, bias, sh.M)
+				closeTo(t, fmt.Sprintf("M=%d N=%d K=%d %v bias=%v", sh.M, sh.N, sh.K, dt, bias != nil), out, want, scale)
+			}
+		}
+	})
+}
+
+// TestLinearThreads runs shapes whose work splits over goroutines with an
+// odd GOMAXPROCS, so the panel and row ranges are uneven.
+func TestLinearThreads(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, sh := range []mnk{{1, 1000, 300}, {8, 450, 200}, {60, 260, 300}, {130, 64, 200}, {40, 130, 300}} {
+			for _, dt := range []DType{F32, BF16} {
+				w := randMat(r, sh.N, sh.K, dt)
+				inp := randSlice(r, sh.M*sh.K)
+				bias := randSlice(r, sh.N)
+				out := make([]float32, sh.M*sh.N)
+				Linear(out, inp, w, bias, sh.M)
+				want, scale := linear64(inp, w, bias, sh.M)
+				closeTo(t, fmt.Sprintf("M=%d N=%d K=%d %v", sh.M, sh.N, sh.K, dt), out, want, scale)
+			}
+		}
+	})
+}
+
+func TestLinearZeroK(t *testing.T) {
+	w := &Mat{Rows: 3, Cols: 0, DType: BF16}
+	out := []float32{9, 9, 9, 9, 9, 9}
+	Linear(out, nil, w, []float32{1, 2, 3}, 2)
+	for i, want := range []float32{1, 2, 3, 1, 2, 3} {
+		if out[i] != want {
+			t.Fatalf("out[%d] = %v; want %v", i, out[i], want)
+		}
+	}
+}
+
+// TestLinearConcurrent calls Linear on one fresh Mat from several goroutines:
+// the lazy packing must happen once and race-free.
+func TestLinearConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const M, N, K = 3, 300, 200
+	w := randMat(r, N, K, BF16)
+	inp := randSlice(r, M*K)
+	want, scale := linear64(inp, w, nil, M)
+	var wg sync.WaitGroup
+	outs := make([][]float32, 4)
+	for g := range outs {
+		outs[g] = make([]float32, M*N)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Linear(outs[g], inp, w, nil, M)
+		}()
+	}
+	wg.Wait()
+	for g, out := range outs {
+		closeTo(t, fmt.Sprintf("goroutine %d", g), out, want, scale)
+	}
+	if got, want := w.PackedBytes(), 2*K*((N+63)/64*64); got != want {
+		t.Errorf("PackedBytes = %d; want %d", got, want)
+	}
+}
+
+func TestLinearBackwardInput(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(7, 8))
+		shapes := []mnk{{1, 5, 7}, {6, 64, 64}, {7, 65, 63}, {13, 129, 127}, {17, 301, 65},
+			{40, 300, 520}, {64, 257, 130}, {100, 70, 1100}, {5, 3, 200}}
+		for i, sh := range shapes {
+			for _, dt := range dtypesFor(i) {
+				w := randMat(r, sh.N, sh.K, dt)
+				dout := randSlice(r, sh.M*sh.N)
+				dinp := randSlice(r, sh.M*sh.K)
+				want, scale := make([]float64, len(dinp)), make([]float64, len(dinp))
+				for m := range sh.M {
+					for k := range sh.K {
+						s, a := float64(dinp[m*sh.K+k]), math.Abs(float64(dinp[m*sh.K+k]))
+						for n := range sh.N {
+							p := float64(dout[m*sh.N+n]) * float64(w.At(n, k))
+							s += p
+							a += math.Abs(p)
+						}
+						want[m*sh.K+k], scale[m*sh.K+k] = s, a
+					}
+				}
+				LinearBackwardInput(dinp, dout, w, sh.M)
+				closeTo(t, fmt.Sprintf("M=%d N=%d K=%d %v", sh.M, sh.N, sh.K, dt), dinp, want, scale)
+			}
+		}
+	})
+}
+
+type gemmCase struct {
+	tA, tB        bool
+	M, N, K       int
+	lda, ldb, ldc int // 0: tight
+	beta          float32
+	nanC          bool
+}
+
+func TestGemm(t *testing.T) {
+	var cases []gemmCase
+	shapes := []mnk{{1, 1, 1}, {5, 7, 3}, {6, 64, 1}, {7, 65, 301}, {13, 129, 64}, {17, 8, 200},
+		{64, 8, 300}, {100, 16, 90}, {70, 33, 257}, {30, 200, 20}, {8, 300, 600}, {120, 140, 150}}
+	for i, sh := range shapes {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, beta := range []float32{0, 1, 0.5} {
+					c := gemmCase{tA: tA, tB: tB, M: sh.M, N: sh.N, K: sh.K, beta: beta, nanC: beta == 0}
+					if i%2 == 1 { // sub-matrices of wider arrays
+						c.lda, c.ldb, c.ldc = 3, 5, 2
+					}
+					cases = append(cases, c)
+				}
+			}
+		}
+	}
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 10))
+		for i, c := range cases {
+			if thin(i) {
+				continue
+			}
+			ar, ac := c.M, c.K
+			if c.tA {
+				ar, ac = c.K, c.M
+			}
+			br, bc := c.K, c.N
+			if c.tB {
+				br, bc = c.N, c.K
+			}
+			lda, ldb, ldc := ac+c.lda, bc+c.ldb, c.N+c.ldc
+			A, B, C := randSlice(r, ar*lda), randSlice(r, br*ldb), randSlice(r, c.M*ldc)
+			if c.nanC {
+				for i := range C {
+					if i%3 == 0 {
+						C[i] = float32(math.NaN())
+					}
+				}
+			}
+			want, scale := make([]float64, len(C)), make([]float64, len(C))
+			for i := range C {
+				want[i], scale[i] = float64(C[i]), 0 // untouched by default
+			}
+			for i := range c.M {
+				for j := range c.N {
+					var s, a float64
+					if c.beta != 0 {
+						s = float64(c.beta) * float64(C[i*ldc+j])
+						a = math.Abs(s)
+					}
+					for k := range c.K {
+						ai, bi := i*lda+k, k*ldb+j
+						if c.tA {
+							ai = k*lda + i
+						}
+						if c.tB {
+							bi = j*ldb + k
+						}
+						av, bv := A[ai], B[bi]
+						p := float64(av) * float64(bv)
+						s += p
+						a += math.Abs(p)
+					}
+					want[i*ldc+j], scale[i*ldc+j] = s, a
+				}
+			}
+			Gemm(c.tA, c.tB, c.M, c.N, c.K, A, lda, B, ldb, c.beta, C, ldc)
+			// Elements outside the M×N window (padding, possibly NaN) must be
+			// left exactly as they were.
+			for i := range C {
+				if col := i % ldc; col >= c.N && !(math.IsNaN(want[i]) && math.IsNaN(float64(C[i]))) && float64(C[i]) != want[i] {
+					t.Fatalf("%+v: padding C[%d] changed to %v", c, i, C[i])
+				}
+			}
+			for i := range C {
+				if i%ldc >= c.N {
+					want[i], C[i] = 0, 0
+				}
+			}
+			closeTo(t, fmt.Sprintf("%+v", c), C, want, scale)
+		}
+	})
+}
+
+func TestGemmZeroK(t *testing.T) {
+	C := []float32{float32(math.NaN()), 2, 3, 4}
+	Gemm(false, false, 2, 2, 0, nil, 0, nil, 2, 0, C, 2)
+	for i, v := range C {
+		if v != 0 {
+			t.Fatalf("beta=0: C[%d] = %v; want 0", i, v)
+		}
+	}
+	C = []float32{1, 2, 3, 4}
+	Gemm(false, false, 2, 2, 0, nil, 0, nil, 2, 0.5, C, 2)
+	for i, v := range C {
+		if want := float32(i+1) / 2; v != want {
+			t.Fatalf("beta=0.5: C[%d] = %v; want %v", i, v, want)
+		}
+	}
+}
+
+// TestRefs checks the reference twins themselves against the float64 oracle.
+func TestRefs(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, dt := range []DType{F32, BF16, F16} {
+		w := randMat(r, 37, 53, dt)
+		inp := randSlice(r, 5*53)
+		bias := randSlice(r, 37)
+		out := make([]float32, 5*37)
+		LinearRef(out, inp, w, bias, 5)
+		want, scale := linear64(inp, w, bias, 5)
+		closeTo(t, "LinearRef "+dt.String(), out, want, scale)
+	}
+}
+
+func TestBF16Layout(t *testing.T) {
+	seen := make(map[int]bool)
+	for j := range panelW {
+		w := bf16Word(j)
+		if w < 0 || w >= panelW || seen[w] || bf16Col(w) != j {
+			t.Fatalf("bf16Word(%d) = %d, bf16Col = %d", j, w, bf16Col(w))
+		}
+		seen[w] = true
+	}
+}
+
+func TestVectors(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(13, 14))
+		for _, n := range []int{0, 1, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099} {
+			a, b := randSlice(r, n), randSlice(r, n)
+			var want, scale float64
+			for i := range a {
+				want += float64(a[i]) * float64(b[i])
+				scale += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			for name, got := range map[string]float32{"Dot": Dot(a, b), "DotRef": DotRef(a, b)} {
+				if d := math.Abs(float64(got) - want); d > vecRelTol*scale+gemmAbsTol {
+					t.Errorf("%s n=%d: got %v; want %v (diff %.3g)", name, n, got, want, d)
+				}
+			}
+
+			y1, y2 := randSlice(r, n), make([]float32, n)
+			copy(y2, y1)
+			Axpy(0.75, a, y1)
+			AxpyRef(0.75, a, y2)
+			for i := range y1 {
+				// One fused vs two rounded operations: at most 1 ulp apart.
+				if d := math.Abs(float64(y1[i] - y2[i])); d > 1e-6*(math.Abs(float64(y2[i]))+1) {
+					t.Fatalf("Axpy n=%d: index %d: got %v; want %v", n, i, y1[i], y2[i])
+				}
+			}
+
+			copy(y1, a)
+			copy(y2, a)
+			Scale(-1.5, y1)
+			ScaleRef(-1.5, y2)
+			for i := range y1 {
+				if y1[i] != y2[i] {
+					t.Fatalf("Scale n=%d: index %d: got %v; want %v", n, i, y1[i], y2[i])
+				}
+			}
+
+			src := make([]uint16, n)
+			for i := range src {
+				src[i] = uint16(r.Uint32())
+			}
+			d1, d2 := make([]float32, n), make([]float32, n)
+			WidenBF16(d1, src)
+			WidenBF16Ref(d2, src)
+			for i := range d1 {
+				if math.Float32bits(d1[i]) != math.Float32bits(d2[i]) {
+					t.Fatalf("WidenBF16 n=%d: index %d: got %#x; want %#x", n, i, math.Float32bits(d1[i]), math.Float32bits(d2[i]))
+				}
+			}
+		}
+	})
+}

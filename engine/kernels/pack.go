@@ -1,0 +1,107 @@
+package kernels
+
+// Packing: copying a block of B into the contiguous 64-column panel layout
+// the microkernels read (k-row i of a panel at i*64), widening bf16/f16 to
+// fp32 on the way. Each function handles one panel of `rows` k-rows; the
+// full-width cases go to the assembly loops when the active variant has
+// them, the rest (edges, the Go variant) are plain loops here.
+
+// widenPanel writes rows k-rows of the interleaved bf16 panel at src[soff:]
+// as natural-order fp32 to dst[doff:].
+func widenPanel(dst []float32, doff int, src []uint16, soff, rows int) {
+	if rows == 0 || widenPanelAsm(dst, doff, src, soff, rows) {
+		return
+	}
+	for i := range rows {
+		s := src[soff+i*panelW:][:panelW]
+		d := dst[doff+i*panelW:][:panelW]
+		for w, v := range s {
+			d[bf16Col(w)] = BF16ToF32(v)
+		}
+	}
+}
+
+// packRowsF32 copies ncols (≤ 64) columns of rows source rows, lds apart, to
+// the panel at dst[doff:], zero-filling columns ncols..63.
+func packRowsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols int) {
+	if rows == 0 {
+		return
+	}
+	if ncols == panelW && packRowsF32Asm(dst, doff, src, soff, lds, rows) {
+		return
+	}
+	for i := range rows {
+		d := dst[doff+i*panelW:][:panelW]
+		copy(d, src[soff+i*lds:][:ncols])
+		clear(d[ncols:])
+	}
+}
+
+// packRowsU16 is packRowsF32 for bf16 or f16 sources (dt).
+func packRowsU16(dst []float32, doff int, src []uint16, soff, lds, rows, ncols int, dt DType) {
+	if rows == 0 {
+		return
+	}
+	if ncols == panelW && packRowsU16Asm(dst, doff, src, soff, lds, rows, dt) {
+		return
+	}
+	for i := range rows {
+		d := dst[doff+i*panelW:][:panelW]
+		s := src[soff+i*lds:][:ncols]
+		if dt == BF16 {
+			for j, v := range s {
+				d[j] = BF16ToF32(v)
+			}
+		} else {
+			for j, v := range s {
+				d[j] = F16ToF32(v)
+			}
+		}
+		clear(d[ncols:])
+	}
+}
+
+// packColsF32 is the transposing pack: panel column j, k-row i is
+// src[soff + j*lds + i], for j < ncols (≤ 64); columns ncols..63 are zero.
+func packColsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols int) {
+	if rows == 0 {
+		return
+	}
+	d := dst[doff : doff+rows*panelW]
+	// Four source rows at a time: four sequential read streams and
+	// 16-byte groups of writes.
+	j := 0
+	for ; j+4 <= ncols; j += 4 {
+		s0 := src[soff+j*lds:][:rows]
+		s1 := src[soff+(j+1)*lds:][:rows]
+		s2 := src[soff+(j+2)*lds:][:rows]
+		s3 := src[soff+(j+3)*lds:][:rows]
+		for i := range rows {
+			o := i*panelW + j
+			dd := d[o : o+4 : o+4]
+			dd[0], dd[1], dd[2], dd[3] = s0[i], s1[i], s2[i], s3[i]
+		}
+	}
+	for ; j < ncols; j++ {
+		s := src[soff+j*lds:][:rows]
+		for i, v := range s {
+			d[i*panelW+j] = v
+		}
+	}
+	if ncols < panelW {
+		for i := range rows {
+			clear(d[i*panelW+ncols : (i+1)*panelW])
+		}
+	}
+}
+
+// packAT writes the transpose of a stored-K×M block of A: dst[r*kc + i] =
+// src[soff + i*lds + r] for r < rows, i < kc.
+func packAT(dst []float32, src []float32, soff, lds, rows, kc int) {
+	for i := range kc {
+		s := src[soff+i*lds:][:rows]
+		for r, v := range s {
+			dst[r*kc+i] = v
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package kernels
+
+import "fmt"
+
+// variant names one implementation of the hot loops.
+type variant uint8
+
+const (
+	varGo     variant = iota // portable Go, any CPU
+	varAVX2                  // AVX2 + FMA assembly
+	varAVX512                // AVX-512 F/BW assembly
+)
+
+func (v variant) String() string {
+	switch v {
+	case varGo:
+		return "go"
+	case varAVX2:
+		return "avx2"
+	case varAVX512:
+		return "avx512"
+	}
+	return fmt.Sprintf("variant(%d)", uint8(v))
+}
+
+// active is the implementation in use: the best one the CPU supports, chosen
+// once at start-up (bestVariant). Tests switch it with setVariant while no
+// kernel runs; nothing else writes it.
+var active = bestVariant()
+
+// supportedVariants lists the implementations this CPU can run, fastest last.
+func supportedVariants() []variant {
+	vs := []variant{varGo}
+	for _, v := range []variant{varAVX2, varAVX512} {
+		if v <= bestVariant() {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// Tile flags: what the microkernel does with the tile it computed.
+const (
+	flagStore = 0      // C = A·B
+	flagAcc   = 1 << 0 // C += A·B
+	flagBias  = 1 << 1 // also add bias[column]
+)
+
+// tileArgs describes one microkernel call: C[mr × ncols] (+)= A[mr × k] ·
+// B[k × ncols], where B is np consecutive 64-column panels.
+//
+// All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
+// B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
+// values (fp32 in bf, or interleaved bf16 in bh); C row r column j is
+// c[coff + r*ldc + j]; bias column j is bias[biasoff+j]. Panels hold 64
+// columns except that the last may be partial: (np-1)*64 < ncols <= np*64.
+type tileArgs struct {
+	mr, k              int
+	a                  []float32
+	aoff, lda          int
+	bf                 []float32
+	bh                 []uint16
+	boff, ldb, pstride int
+	np, ncols          int
+	c                  []float32
+	coff, ldc          int
+	flags              int
+	bias               []float32
+	biasoff            int
+}
+
+// debugChecks makes tile verify every access of t against its slices before
+// the assembly runs. Tests turn it on; the kernels themselves do not check.
+var debugChecks = false
+
+// tile runs one microkernel call with the active implementation.
+func tile(t *tileArgs) {
+	if debugChecks {
+		t.check()
+	}
+	switch active {
+	case varAVX512:
+		tile512(t)
+	case varAVX2:
+		tile256(t)
+	default:
+		tileGo(t)
+	}
+}
+
+func (t *tileArgs) check() {
+	bad := func(what string, need, have int) {
+		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
+			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
+	}
+	if t.mr < 1 || t.mr > 6 || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW {
+		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d", t.mr, t.np, t.ncols))
+	}
+	if t.k > 0 {
+		if n := t.aoff + (t.mr-1)*t.lda + t.k; n > len(t.a) {
+			bad("A", n, len(t.a))
+		}
+		nb := len(t.bf)
+		if t.bh != nil {
+			nb = len(t.bh)
+		}
+		if n := t.boff + (t.np-1)*t.pstride + (t.k-1)*t.ldb + panelW; n > nb {
+			bad("B", n, nb)
+		}
+	}
+	if n := t.coff + (t.mr-1)*t.ldc + t.ncols; n > len(t.c) {
+		bad("C", n, len(t.c))
+	}
+	if t.flags&flagBias != 0 {
+		if n := t.biasoff + t.ncols; n > len(t.bias) {
+			bad("bias", n, len(t.bias))
+		}
+	}
+}
+
+// tileGo is the portable microkernel: the same contract as the assembly,
+// one panel at a time with a 6×64 accumulator block.
+func tileGo(t *tileArgs) {
+	var acc [6][panelW]float32
+	var brow [panelW]float32
+	for p := 0; p < t.np; p++ {
+		nc := min(panelW, t.ncols-p*panelW)
+		for r := 0; r < t.mr; r++ {
+			acc[r] = [panelW]float32{}
+		}
+		bbase := t.boff + p*t.pstride
+		for i := 0; i < t.k; i++ {
+			o := bbase + i*t.ldb
+			if t.bh != nil {
+				src := t.bh[o : o+panelW]
+				for w, v := range src {
+					brow[bf16Col(w)] = BF16ToF32(v)
+				}
+			} else {
+				copy(brow[:nc], t.bf[o:o+nc])
+			}
+			for r := 0; r < t.mr; r++ {
+				av := t.a[t.aoff+r*t.lda+i]
+				ar := &acc[r]
+				for j := range nc {
+					ar[j] += av * brow[j]
+				}
+			}
+		}
+		for r := 0; r < t.mr; r++ {
+			crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
+			ar := acc[r][:nc]
+			if t.flags&flagAcc != 0 {
+				for j := range crow {
+					ar[j] += crow[j]
+				}
+			}
+			if t.flags&flagBias != 0 {
+				b := t.bias[t.biasoff+p*panelW:][:nc]
+				for j := range b {
+					ar[j] += b[j]
+				}
+			}
+			copy(crow, ar)
+		}
+	}
+}

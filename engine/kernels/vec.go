@@ -1,0 +1,84 @@
+package kernels
+
+import "fmt"
+
+// Vector helpers. Each has a plain Go reference (the *Ref twin, the test
+// oracle); the exported function runs the active variant's assembly on the
+// bulk of the slice and finishes the tail in Go.
+
+// Dot returns Σ a[i]·b[i]. len(b) must equal len(a).
+func Dot(a, b []float32) float32 {
+	checkSame("Dot", len(a), len(b))
+	n := len(a)
+	s, done := dotAsm(a, b, n)
+	for i := done; i < n; i++ {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// DotRef is the reference for Dot.
+func DotRef(a, b []float32) float32 {
+	checkSame("DotRef", len(a), len(b))
+	var s float32
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
+
+// Axpy computes y[i] += alpha·x[i]. len(y) must equal len(x).
+func Axpy(alpha float32, x, y []float32) {
+	checkSame("Axpy", len(x), len(y))
+	done := axpyAsm(alpha, x, y, len(x))
+	for i := done; i < len(x); i++ {
+		y[i] += alpha * x[i]
+	}
+}
+
+// AxpyRef is the reference for Axpy.
+func AxpyRef(alpha float32, x, y []float32) {
+	checkSame("AxpyRef", len(x), len(y))
+	for i, v := range x {
+		y[i] += alpha * v
+	}
+}
+
+// Scale computes x[i] *= alpha.
+func Scale(alpha float32, x []float32) {
+	done := scaleAsm(alpha, x, len(x))
+	for i := done; i < len(x); i++ {
+		x[i] *= alpha
+	}
+}
+
+// ScaleRef is the reference for Scale.
+func ScaleRef(alpha float32, x []float32) {
+	for i := range x {
+		x[i] *= alpha
+	}
+}
+
+// WidenBF16 writes the fp32 value of each bfloat16 src[i] to dst[i] (exact).
+// len(dst) must equal len(src).
+func WidenBF16(dst []float32, src []uint16) {
+	checkSame("WidenBF16", len(dst), len(src))
+	done := widenAsm(dst, src, len(src))
+	for i := done; i < len(src); i++ {
+		dst[i] = BF16ToF32(src[i])
+	}
+}
+
+// WidenBF16Ref is the reference for WidenBF16.
+func WidenBF16Ref(dst []float32, src []uint16) {
+	checkSame("WidenBF16Ref", len(dst), len(src))
+	for i, v := range src {
+		dst[i] = BF16ToF32(v)
+	}
+}
+
+func checkSame(what string, a, b int) {
+	if a != b {
+		panic(fmt.Sprintf("kernels: %s lengths differ: %d and %d", what, a, b))
+	}
+}

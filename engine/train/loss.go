@@ -1,0 +1,74 @@
+package train
+
+import "math"
+
+// tokenTerms computes, for each sampled token of one sequence, the loss
+// value and its derivative with respect to the token's new log probability.
+//
+// lp are the new log probabilities, old the sampling-time ones (NaN = use lp,
+// ratio 1), adv the per-token advantages and w the sequence's token weight.
+// The row loss is Σ L_t·w / n over its n sampled tokens (ART's "mean"
+// reduction), so the per-token terms returned here already include w/n.
+func tokenTerms(c Config, lp, old, adv []float64, w float64) (loss float64, dlp []float64) {
+	n := len(lp)
+	dlp = make([]float64, n)
+	if n == 0 {
+		return 0, dlp
+	}
+	d := make([]float64, n) // log ratio, detached where it is a weight
+	var meanD float64
+	for t := range lp {
+		if !math.IsNaN(old[t]) {
+			d[t] = lp[t] - old[t]
+		}
+		meanD += d[t]
+	}
+	meanD /= float64(n)
+	seqRatio := math.Exp(meanD)
+	scale := w / float64(n)
+	for t := range lp {
+		tokRatio := math.Exp(d[t])
+		// r is the importance ratio; dr is ∂r/∂lp_t (used by PPO only).
+		var r, dr float64
+		switch c.ImportanceSamplingLevel {
+		case "sequence":
+			r, dr = seqRatio, seqRatio/float64(n)
+		case "average":
+			r, dr = (tokRatio+seqRatio)/2, (tokRatio+seqRatio/float64(n))/2
+		case "geometric_average":
+			r = math.Sqrt(tokRatio * seqRatio)
+			dr = r * (1 + 1/float64(n)) / 2
+		default:
+			r, dr = tokRatio, tokRatio
+		}
+		if m := c.MaxNegativeAdvantageISWeight; m > 0 && r > m {
+			r, dr = m, 0
+		}
+		if c.MaskProbRatio && (r <= 1-c.Epsilon || r >= 1+c.EpsilonHigh) {
+			r, dr = 0, 0
+		}
+		a := adv[t]
+		if c.KimiK2Tau > 0 {
+			a -= c.KimiK2Tau * d[t]
+		}
+		clipped := math.Min(math.Max(r, 1-c.Epsilon), 1+c.EpsilonHigh)
+		tis := 1.0
+		if c.TruncatedIS > 0 {
+			tis = math.Min(r, c.TruncatedIS)
+		}
+		var l, g float64
+		if c.Loss == "ppo" {
+			unclipped, clippedObj := r*a, clipped*a
+			if unclipped <= clippedObj {
+				l, g = -unclipped, -a*dr
+			} else {
+				l, g = -clippedObj, 0
+			}
+		} else { // CISPO: REINFORCE with a clipped, stop-gradient IS weight
+			l, g = -clipped*a*lp[t], -clipped*a
+		}
+		loss += l * tis * scale
+		dlp[t] = g * tis * scale
+	}
+	return loss, dlp
+}

@@ -1,0 +1,131 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// SFTConfig controls supervised fine-tuning (ART's defaults: gradient clip
+// 1.0, no weight decay).
+type SFTConfig struct {
+	LearningRate float64
+	MaxGradNorm  float64
+	MaxSeqLen    int
+}
+
+// DefaultSFTConfig returns ART's SFT settings with learning rate lr.
+func DefaultSFTConfig(lr float64) SFTConfig {
+	return SFTConfig{LearningRate: lr, MaxGradNorm: 1, MaxSeqLen: 8192}
+}
+
+// SFTHistory marks every assistant message of h that has no sampled tokens
+// as a turn to learn: its text content is encoded and the turn's closing
+// token is learned too. Assistant messages with tool calls are not
+// supported yet (an error says so).
+func (z *Tokenizer) SFTHistory(h History) (History, error) {
+	out := History{Tools: h.Tools, Turns: make([]Turn, len(h.Turns))}
+	for i, t := range h.Turns {
+		out.Turns[i] = t
+		if t.Sampled != nil {
+			continue
+		}
+		var m struct {
+			Role      string          `json:"role"`
+			Content   *string         `json:"content"`
+			ToolCalls json.RawMessage `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(t.Message, &m); err != nil {
+			return History{}, fmt.Errorf("train: sft turn %d: %w", i, err)
+		}
+		if m.Role != "assistant" {
+			continue
+		}
+		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
+			return History{}, fmt.Errorf("train: sft turn %d: assistant tool calls are not supported in SFT yet", i)
+		}
+		if m.Content == nil || *m.Content == "" {
+			return History{}, fmt.Errorf("train: sft turn %d: assistant message has no text content", i)
+		}
+		out.Turns[i].Sampled = &Sampled{TokenIDs: z.Tok.Encode(*m.Content), LearnEnd: true}
+	}
+	return out, nil
+}
+
+// SFTStep takes one optimizer step on the mean negative log-likelihood of
+// every assistant token in batch. It returns loss/train (mean NLL per
+// token), loss/grad_norm and data counts.
+func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (map[string]float64, error) {
+	if !(c.LearningRate > 0) {
+		return nil, fmt.Errorf("train: sft learning_rate = %v; want > 0", c.LearningRate)
+	}
+	start := time.Now()
+	var seqs []Sequence
+	total := 0
+	for i, h := range batch {
+		sh, err := tr.Tokenizer.SFTHistory(h)
+		if err != nil {
+			return nil, fmt.Errorf("train: sft example %d: %w", i, err)
+		}
+		seq, ok, err := tr.Tokenizer.Tokenize(sh)
+		if err != nil {
+			return nil, fmt.Errorf("train: sft example %d: %w", i, err)
+		}
+		if !ok {
+			continue
+		}
+		if c.MaxSeqLen > 0 && len(seq.Tokens) > c.MaxSeqLen {
+			tr.logger().Warn("train: sft example dropped", "example", i, "tokens", len(seq.Tokens), "max_seq_len", c.MaxSeqLen)
+			continue
+		}
+		seqs = append(seqs, seq)
+		total += seq.NumSampled()
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("train: sft batch has no assistant tokens to learn")
+	}
+	maxT := 0
+	for _, s := range seqs {
+		maxT = max(maxT, len(s.Tokens))
+	}
+	if tr.acts == nil || tr.acts.Cap() < maxT {
+		tr.acts = tr.Model.NewActs(maxT)
+	}
+	tr.Adapter.ZeroGrad()
+	var nll float64
+	tokens := 0
+	for i := range seqs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("train: sft interrupted: %w", err)
+		}
+		s := &seqs[i]
+		if _, err := tr.Model.TrainForward(tr.acts, s.Tokens, tr.Adapter); err != nil {
+			return nil, fmt.Errorf("train: sft: %w", err)
+		}
+		rows, targets, _ := sampledRows(s)
+		_, dh := tr.Model.LMHeadBackward(tr.acts, rows, targets, func(_ int, lp, _ float64) float64 {
+			nll -= lp
+			return -1 / float64(total)
+		})
+		tr.Model.TrainBackward(tr.acts, dh, tr.Adapter)
+		tokens += len(s.Tokens)
+	}
+	norm := clipGradNorm(tr.Adapter.Grads(), c.MaxGradNorm)
+	tr.Opt.step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0)
+	tr.Adapter.ZeroGrad()
+	loss := nll / float64(total)
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return nil, fmt.Errorf("train: sft loss is %v", loss)
+	}
+	return map[string]float64{
+		"loss/train":                   loss,
+		"loss/grad_norm":               norm,
+		"loss/learning_rate":           c.LearningRate,
+		"data/step_num_trajectories":   float64(len(seqs)),
+		"data/step_trainer_tokens":     float64(tokens),
+		"data/step_num_gradient_steps": 1,
+		"time/step_trainer_s":          time.Since(start).Seconds(),
+	}, nil
+}

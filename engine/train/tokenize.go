@@ -1,0 +1,166 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/tokenizer"
+)
+
+// Sequence is one tokenised history ready for the loss.
+type Sequence struct {
+	Tokens []int
+	// Sampled[t] is true when Tokens[t] was sampled by the policy; those are
+	// the tokens that train (predicted from position t-1).
+	Sampled []bool
+	// OldLogprobs[t] is the sampling-time log probability of Tokens[t]
+	// (NaN for unknown or non-sampled positions).
+	OldLogprobs []float64
+	Advantage   float64 // shared by the trajectory's histories
+	Weight      float64 // per-token loss weight
+	Traj        int     // index of the trajectory in the step
+	Name        string
+}
+
+// NumSampled counts the trainable tokens.
+func (s *Sequence) NumSampled() int {
+	n := 0
+	for _, b := range s.Sampled {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// Tokenizer renders histories with a chat template and tokenises them.
+type Tokenizer struct {
+	Tok      *tokenizer.Tokenizer
+	Template *chat.Template
+	Render   chat.RenderOptions // bos/eos tokens and chat_template_kwargs
+}
+
+// Tokenize turns a history into a sequence: it renders the conversation up
+// to its last sampled turn with the chat template, with every sampled turn's
+// content replaced by a sentinel token, and splices each turn's exact
+// sampled token ids in place of its sentinel. Sampled text is never
+// re-tokenised, so the ids are exactly those the server produced. A history
+// without sampled turns gives ok == false.
+func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
+	last := -1
+	for i, t := range h.Turns {
+		if t.Sampled != nil {
+			last = i
+		}
+	}
+	if last < 0 {
+		return Sequence{}, false, nil
+	}
+	turns := h.Turns[:last+1]
+	sentinel, sentinelID, err := z.pickSentinel(turns)
+	if err != nil {
+		return Sequence{}, false, err
+	}
+	msgs := make([]json.RawMessage, len(turns))
+	var sampled []*Sampled
+	for i, t := range turns {
+		if t.Sampled == nil {
+			msgs[i] = t.Message
+			continue
+		}
+		if len(t.Sampled.TokenIDs) == 0 {
+			return Sequence{}, false, fmt.Errorf("train: turn %d is marked sampled but has no token ids", i)
+		}
+		if len(t.Sampled.Logprobs) != 0 && len(t.Sampled.Logprobs) != len(t.Sampled.TokenIDs) {
+			return Sequence{}, false, fmt.Errorf("train: turn %d has %d token ids but %d logprobs", i, len(t.Sampled.TokenIDs), len(t.Sampled.Logprobs))
+		}
+		// The sampled tokens already hold the content and any tool-call
+		// text, so render the turn as the bare sentinel.
+		b, err := json.Marshal(map[string]string{"role": "assistant", "content": sentinel})
+		if err != nil {
+			return Sequence{}, false, err
+		}
+		msgs[i] = b
+		sampled = append(sampled, t.Sampled)
+	}
+	text, err := z.Template.Render(msgs, h.Tools, z.Render)
+	if err != nil {
+		return Sequence{}, false, fmt.Errorf("train: render chat: %w", err)
+	}
+	ids := z.Tok.Encode(text)
+	var out Sequence
+	k := 0
+	for i := 0; i < len(ids); i++ {
+		if ids[i] != sentinelID {
+			out.Tokens = append(out.Tokens, ids[i])
+			out.Sampled = append(out.Sampled, false)
+			out.OldLogprobs = append(out.OldLogprobs, math.NaN())
+			continue
+		}
+		if k == len(sampled) {
+			return Sequence{}, false, fmt.Errorf("train: the chat template rendered more sentinels than sampled turns")
+		}
+		s := sampled[k]
+		k++
+		for j, id := range s.TokenIDs {
+			out.Tokens = append(out.Tokens, id)
+			out.Sampled = append(out.Sampled, true)
+			lp := math.NaN()
+			if len(s.Logprobs) > 0 {
+				lp = s.Logprobs[j]
+			}
+			out.OldLogprobs = append(out.OldLogprobs, lp)
+		}
+		switch {
+		case s.LearnEnd && i+1 < len(ids):
+			i++
+			out.Tokens = append(out.Tokens, ids[i])
+			out.Sampled = append(out.Sampled, true)
+			out.OldLogprobs = append(out.OldLogprobs, math.NaN())
+		case i+1 < len(ids) && ids[i+1] == s.TokenIDs[len(s.TokenIDs)-1]:
+			// A turn that ended with its stop token (e.g. <|im_end|>) would
+			// see it again from the template: keep the sampled one only.
+			i++
+		}
+	}
+	if k != len(sampled) {
+		return Sequence{}, false, fmt.Errorf("train: the chat template dropped %d of %d sampled turns (does it render assistant content?)", len(sampled)-k, len(sampled))
+	}
+	if out.Sampled[0] {
+		return Sequence{}, false, fmt.Errorf("train: a sampled turn starts the sequence; nothing precedes it to predict from")
+	}
+	return out, true, nil
+}
+
+// pickSentinel chooses an added (special) token that the conversation does
+// not contain, so it survives rendering and tokenisation as one id.
+func (z *Tokenizer) pickSentinel(turns []Turn) (string, int, error) {
+	added := z.Tok.AddedTokens()
+	for i := len(added) - 1; i >= 0; i-- {
+		a := added[i]
+		if !a.Special || a.LStrip || a.RStrip || a.Content == "" {
+			continue
+		}
+		if z.Render.BOSToken == a.Content || z.Render.EOSToken == a.Content {
+			continue
+		}
+		used := false
+		for _, t := range turns {
+			if strings.Contains(string(t.Message), a.Content) {
+				used = true
+				break
+			}
+		}
+		if !used && !templateMentions(z.Template, a.Content) {
+			return a.Content, a.ID, nil
+		}
+	}
+	return "", 0, fmt.Errorf("train: no unused special token to mark sampled turns with")
+}
+
+func templateMentions(t *chat.Template, s string) bool {
+	return strings.Contains(t.Source(), s)
+}

@@ -1,0 +1,320 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
+)
+
+// Trainer updates a LoRA adapter on a frozen model. It is not safe for
+// concurrent use; the backend serialises steps.
+type Trainer struct {
+	Model     *model.Model
+	Adapter   *lora.Adapter
+	Opt       *AdamW
+	Tokenizer *Tokenizer
+	Log       *slog.Logger // nil: slog.Default()
+
+	acts *model.Acts
+}
+
+// StepResult reports one training step.
+type StepResult struct {
+	// Trained is false when nothing in the step could train (all groups
+	// had equal rewards, or nothing was sampled); Reason says why.
+	Trained  bool
+	Reason   string
+	Metrics  map[string]float64
+	Warnings []string
+}
+
+func (tr *Trainer) logger() *slog.Logger {
+	if tr.Log != nil {
+		return tr.Log
+	}
+	return slog.Default()
+}
+
+// Prepare computes advantages and tokenises the groups: it returns the
+// sequences that train, each with its advantage and token weight, plus
+// warnings (dropped over-long sequences) and counts for the metrics.
+func (tr *Trainer) Prepare(groups []Group, c Config) (seqs []Sequence, st PrepareStats, err error) {
+	st.Groups = len(groups)
+	traj := 0
+	tokensPerTraj := map[int]int{}
+	for gi, g := range groups {
+		st.Trajectories += len(g.Trajectories)
+		if len(g.Trajectories) == 0 {
+			continue
+		}
+		rewards := make([]float64, len(g.Trajectories))
+		for i, t := range g.Trajectories {
+			if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
+				return nil, st, fmt.Errorf("train: group %d trajectory %d has reward %v", gi, i, t.Reward)
+			}
+			rewards[i] = t.Reward
+		}
+		if distinct(rewards) > 1 {
+			st.TrainableGroups++
+		}
+		adv := groupAdvantages(rewards, c.ScaleRewards)
+		for ti, t := range g.Trajectories {
+			id := traj
+			traj++
+			if adv[ti] == 0 {
+				continue // ART drops zero-advantage trajectories
+			}
+			name := t.Name
+			if name == "" {
+				name = fmt.Sprintf("group %d trajectory %d", gi, ti)
+			}
+			for hi, h := range t.Histories {
+				seq, ok, err := tr.Tokenizer.Tokenize(h)
+				if err != nil {
+					return nil, st, fmt.Errorf("train: %s history %d: %w", name, hi, err)
+				}
+				if !ok {
+					continue
+				}
+				if len(seq.Tokens) > c.MaxSeqLen {
+					w := fmt.Sprintf("dropped %s history %d: %d tokens exceed max_seq_len %d", name, hi, len(seq.Tokens), c.MaxSeqLen)
+					st.Warnings = append(st.Warnings, w)
+					tr.logger().Warn("train: " + w)
+					continue
+				}
+				seq.Advantage = balance(adv[ti], c.AdvantageBalance)
+				seq.Traj = id
+				seq.Name = fmt.Sprintf("%s history %d", name, hi)
+				tokensPerTraj[id] += seq.NumSampled()
+				seqs = append(seqs, seq)
+			}
+		}
+	}
+	// Each trajectory counts equally whatever its length: weight 1/n over
+	// its n sampled tokens, renormalised to mean 1 over all sampled tokens.
+	total := 0
+	for _, n := range tokensPerTraj {
+		total += n
+	}
+	if total == 0 {
+		return nil, st, nil
+	}
+	numTraj := float64(len(tokensPerTraj))
+	for i := range seqs {
+		seqs[i].Weight = float64(total) / (numTraj * float64(tokensPerTraj[seqs[i].Traj]))
+	}
+	// Normalise so the weighted mean |A| over sampled tokens is 1.
+	var sumAW float64
+	for _, s := range seqs {
+		sumAW += math.Abs(s.Advantage) * s.Weight * float64(s.NumSampled())
+	}
+	meanAW := sumAW / float64(total)
+	for i := range seqs {
+		seqs[i].Advantage /= meanAW
+	}
+	st.SampledTokens = total
+	return seqs, st, nil
+}
+
+// PrepareStats counts what Prepare saw.
+type PrepareStats struct {
+	Groups, TrainableGroups, Trajectories, SampledTokens int
+	Warnings                                             []string
+}
+
+func distinct(v []float64) int {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return len(slices.Compact(s))
+}
+
+// Step runs one training step over groups: prepare, then one optimizer
+// update per GradAccumulationSequences sequences, in a shuffled order fixed
+// by c.Seed and step. progress (may be nil) is called after each sequence.
+func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int, progress func(done, total int)) (StepResult, error) {
+	if err := c.Validate(); err != nil {
+		return StepResult{}, err
+	}
+	start := time.Now()
+	seqs, st, err := tr.Prepare(groups, c)
+	if err != nil {
+		return StepResult{}, err
+	}
+	res := StepResult{Warnings: st.Warnings, Metrics: map[string]float64{
+		"data/step_num_groups_submitted": float64(st.Groups),
+		"data/step_num_groups_trainable": float64(st.TrainableGroups),
+		"data/step_num_trajectories":     float64(st.Trajectories),
+		"loss/learning_rate":             c.LearningRate,
+	}}
+	if len(seqs) == 0 {
+		res.Reason = "no trainable data: every group had equal rewards or no sampled turns"
+		if st.Trajectories == 0 {
+			res.Reason = "no trajectories"
+		}
+		res.Metrics["data/step_num_gradient_steps"] = 0
+		res.Metrics["data/step_trainer_tokens"] = 0
+		return res, nil
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, uint64(step)))
+	rng.Shuffle(len(seqs), func(i, j int) { seqs[i], seqs[j] = seqs[j], seqs[i] })
+	maxT := 0
+	for _, s := range seqs {
+		maxT = max(maxT, len(s.Tokens))
+	}
+	if tr.acts == nil || tr.acts.Cap() < maxT {
+		tr.acts = tr.Model.NewActs(maxT)
+	}
+	var shaping [][]float64
+	if c.KLPenaltyCoef > 0 {
+		var klMean float64
+		if shaping, klMean, err = tr.klShaping(ctx, seqs, c); err != nil {
+			return res, err
+		}
+		res.Metrics["loss/kl_policy_ref"] = klMean
+	}
+	var sumLoss, sumEntropy, sumNorm float64
+	var entropyTokens, tokens, gradSteps int
+	tr.Adapter.ZeroGrad()
+	pending := 0
+	for i := range seqs {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("train: step interrupted: %w", err)
+		}
+		s := &seqs[i]
+		var shape []float64
+		if shaping != nil {
+			shape = shaping[i]
+		}
+		loss, ent, n, err := tr.sequenceGrad(s, c, shape)
+		if err != nil {
+			return res, err
+		}
+		sumLoss += loss
+		sumEntropy += ent
+		entropyTokens += n
+		tokens += len(s.Tokens)
+		pending++
+		if pending == c.GradAccumulationSequences || i == len(seqs)-1 {
+			sumNorm += clipGradNorm(tr.Adapter.Grads(), c.MaxGradNorm)
+			tr.Opt.Step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate)
+			tr.Adapter.ZeroGrad()
+			gradSteps++
+			pending = 0
+		}
+		if progress != nil {
+			progress(i+1, len(seqs))
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	res.Trained = true
+	res.Metrics["loss/train"] = sumLoss / float64(len(seqs))
+	res.Metrics["loss/entropy"] = sumEntropy / float64(max(entropyTokens, 1))
+	res.Metrics["loss/grad_norm"] = sumNorm / float64(gradSteps)
+	res.Metrics["data/step_num_gradient_steps"] = float64(gradSteps)
+	res.Metrics["data/step_trainer_tokens"] = float64(tokens)
+	res.Metrics["time/step_trainer_s"] = elapsed
+	res.Metrics["throughput/avg_trainer_tok_per_s"] = float64(tokens) / elapsed
+	return res, nil
+}
+
+// sequenceGrad accumulates one sequence's loss gradient into the adapter.
+// It returns the row loss, the summed entropy and the number of sampled
+// tokens.
+func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (loss, entropy float64, n int, err error) {
+	m, a := tr.Model, tr.acts
+	if _, err := m.TrainForward(a, s.Tokens, tr.Adapter); err != nil {
+		return 0, 0, 0, fmt.Errorf("train: %s: %w", s.Name, err)
+	}
+	rows, targets, old := sampledRows(s)
+	n = len(rows)
+	adv := make([]float64, n)
+	for i := range adv {
+		adv[i] = s.Advantage
+		if klShaping != nil {
+			adv[i] += klShaping[i]
+		}
+	}
+	var dlp []float64
+	if c.ImportanceSamplingLevel == "token" {
+		// One pass: each token's gradient depends on its own logprob only.
+		st, dh := m.LMHeadBackward(a, rows, targets, func(i int, logprob, _ float64) float64 {
+			// A one-token call gives that token's term with weight w/1;
+			// the row loss is the mean over its n tokens.
+			l, d := tokenTerms(c, []float64{logprob}, old[i:i+1], adv[i:i+1], s.Weight)
+			loss += l / float64(n)
+			return d[0] / float64(n)
+		})
+		m.TrainBackward(a, dh, tr.Adapter)
+		for _, e := range st.Entropy {
+			entropy += e
+		}
+		return loss, entropy, n, nil
+	}
+	// Sequence-level ratios need every logprob first.
+	st, _ := m.LMHeadBackward(a, rows, targets, nil)
+	loss, dlp = tokenTerms(c, st.Logprobs, old, adv, s.Weight)
+	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return dlp[i] })
+	m.TrainBackward(a, dh, tr.Adapter)
+	for _, e := range st.Entropy {
+		entropy += e
+	}
+	return loss, entropy, n, nil
+}
+
+// sampledRows lists, for each sampled token t of s, the hidden row t-1 that
+// predicts it, the token itself and its sampling-time logprob.
+func sampledRows(s *Sequence) (rows, targets []int, old []float64) {
+	for t, ok := range s.Sampled {
+		if ok {
+			rows = append(rows, t-1)
+			targets = append(targets, s.Tokens[t])
+			old = append(old, s.OldLogprobs[t])
+		}
+	}
+	return rows, targets, old
+}
+
+// klShaping computes, per sequence and sampled token, coef·(k̄ - k_t) with
+// k_t = logπ_learner - logπ_base (adapter off), and returns k̄, the mean
+// over the step.
+func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config) ([][]float64, float64, error) {
+	m, a := tr.Model, tr.acts
+	ks := make([][]float64, len(seqs))
+	var sum float64
+	var n int
+	for i := range seqs {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, fmt.Errorf("train: step interrupted: %w", err)
+		}
+		s := &seqs[i]
+		rows, targets, _ := sampledRows(s)
+		if _, err := m.TrainForward(a, s.Tokens, tr.Adapter); err != nil {
+			return nil, 0, err
+		}
+		learner, _ := m.LMHeadBackward(a, rows, targets, nil)
+		if _, err := m.TrainForward(a, s.Tokens, nil); err != nil {
+			return nil, 0, err
+		}
+		base, _ := m.LMHeadBackward(a, rows, targets, nil)
+		ks[i] = make([]float64, len(rows))
+		for t := range rows {
+			ks[i][t] = learner.Logprobs[t] - base.Logprobs[t]
+			sum += ks[i][t]
+			n++
+		}
+	}
+	mean := sum / float64(max(n, 1))
+	for i := range ks {
+		for t := range ks[i] {
+			ks[i][t] = c.KLPenaltyCoef * (mean - ks[i][t])
+		}
+	}
+	return ks, mean, nil
+}

@@ -1,0 +1,307 @@
+package art
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/artgo/art/store"
+)
+
+// DefaultSplit is the split Log uses when given none, as in ART.
+const DefaultSplit = "val"
+
+// LogOptions configures Model.Log and TrainableModel.Log.
+type LogOptions struct {
+	// Split names the data split: "train", "val" (the default), "test" or
+	// any other valid name.
+	Split string
+	// Step is the step to log at; nil means the model's current step.
+	Step *int
+	// Metrics are logged along with the groups' aggregates and override
+	// them; typically TrainResult.Metrics. Keys are prefixed with the split
+	// unless they already start with a metric section or a split.
+	Metrics map[string]float64
+}
+
+// processStart anchors "time/wall_clock_sec": seconds since this process
+// started logging.
+var processStart = time.Now()
+
+// Log records groups at a step: it writes them to
+// trajectories/<split>/<step:04d>.parquet (when there are any) and appends
+// one row of aggregate metrics to history.jsonl:
+//
+//	<split>/reward            mean reward over trajectories
+//	<split>/exception_rate    exceptions / (trajectories + exceptions)
+//	<split>/reward_std_dev    mean of the within-group population std
+//	<split>/<metric>          mean of each trajectory metric over the trajectories that have it
+//	<split>/group_<metric>    mean of each group metric over groups with trajectories
+//	the keys of opts.Metrics, training_step, time/wall_clock_sec, step, recorded_at
+//
+// A prompted Model logs at step 0 unless opts.Step says otherwise. Log works
+// without groups to record only opts.Metrics.
+func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
+	step := 0
+	if opts.Step != nil {
+		step = *opts.Step
+	}
+	return m.log(ctx, groups, opts, step)
+}
+
+// Log is Model.Log with the step defaulting to the latest checkpoint step.
+func (m *TrainableModel) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
+	var step int
+	if opts.Step != nil {
+		step = *opts.Step
+	} else {
+		var err error
+		if step, err = m.Step(ctx); err != nil {
+			return err
+		}
+	}
+	return m.Model.log(ctx, groups, opts, step)
+}
+
+func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions, step int) error {
+	split := opts.Split
+	if split == "" {
+		split = DefaultSplit
+	}
+	if err := store.ValidateName(split); err != nil {
+		return fmt.Errorf("art: log: split: %w", err)
+	}
+	if step < 0 {
+		return fmt.Errorf("art: log: negative step %d", step)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("art: log: %w", err)
+	}
+	d, err := m.Dir()
+	if err != nil {
+		return err
+	}
+	if len(groups) > 0 {
+		rows, err := trajectoryRows(groups)
+		if err != nil {
+			return fmt.Errorf("art: log model %q: %w", m.Name, err)
+		}
+		if err := d.WriteTrajectories(split, step, rows); err != nil {
+			return fmt.Errorf("art: log model %q: %w", m.Name, err)
+		}
+	}
+	metrics := logMetrics(groups, split, opts.Metrics)
+	if len(metrics) == 0 {
+		return nil
+	}
+	row := make(map[string]any, len(metrics)+4)
+	for k, v := range metrics {
+		row[k] = v
+	}
+	row["training_step"] = step
+	row["time/wall_clock_sec"] = time.Since(processStart).Seconds()
+	row["step"] = step
+	row["recorded_at"] = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := d.AppendHistory(row); err != nil {
+		return fmt.Errorf("art: log model %q: %w", m.Name, err)
+	}
+	return nil
+}
+
+// qualifyMetric prefixes key with the split unless its first path element is
+// a metric section, a split, or this split.
+func qualifyMetric(key, split string) string {
+	first, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return split + "/" + key
+	}
+	switch first {
+	case split,
+		// ART's metric sections and splits
+		"reward", "loss", "offpolicy", "pipeline", "throughput", "costs", "time", "data",
+		"train", "val", "test":
+		return key
+	}
+	return split + "/" + key
+}
+
+// mean accumulates an average.
+type mean struct{ sum, n float64 }
+
+func (a *mean) add(v float64) { a.sum += v; a.n++ }
+
+// logMetrics computes the history row's metrics for groups (see Log), with
+// extra merged in last. Non-finite values are left out.
+func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	if len(groups) > 0 {
+		var reward, exceptionRate, stdDev mean
+		traj := map[string]*mean{}
+		group := map[string]*mean{}
+		addTo := func(m map[string]*mean, k string, v float64) {
+			a := m[k]
+			if a == nil {
+				a = &mean{}
+				m[k] = a
+			}
+			a.add(v)
+		}
+		for _, g := range groups {
+			for range g.Exceptions {
+				exceptionRate.add(1)
+			}
+			if len(g.Trajectories) == 0 {
+				continue
+			}
+			for _, t := range g.Trajectories {
+				exceptionRate.add(0)
+				reward.add(t.Reward)
+				for k, v := range t.Metrics {
+					addTo(traj, k, v)
+				}
+			}
+			for k, v := range g.Metrics {
+				addTo(group, k, v)
+			}
+			if len(g.Trajectories) > 1 {
+				stdDev.add(rewardStdDev(g.Trajectories))
+			}
+		}
+		for k, a := range traj {
+			out[qualifyMetric(k, split)] = a.sum / a.n
+		}
+		for k, a := range group {
+			out[split+"/group_"+k] = a.sum / a.n
+		}
+		if reward.n > 0 {
+			out[split+"/reward"] = reward.sum / reward.n
+		}
+		if exceptionRate.n > 0 {
+			out[split+"/exception_rate"] = exceptionRate.sum / exceptionRate.n
+		}
+		out[split+"/reward_std_dev"] = 0
+		if stdDev.n > 0 {
+			out[split+"/reward_std_dev"] = stdDev.sum / stdDev.n
+		}
+	}
+	for k, v := range extra {
+		out[qualifyMetric(k, split)] = v
+	}
+	for k, v := range out {
+		if !isFinite(v) {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// rewardStdDev returns the population standard deviation of the rewards.
+func rewardStdDev(ts []Trajectory) float64 {
+	var mu float64
+	for _, t := range ts {
+		mu += t.Reward
+	}
+	mu /= float64(len(ts))
+	var ss float64
+	for _, t := range ts {
+		ss += (t.Reward - mu) * (t.Reward - mu)
+	}
+	return math.Sqrt(ss / float64(len(ts)))
+}
+
+// trajectoryRows converts groups to parquet rows, one per trajectory, with
+// ART's columns. Exceptions and additional histories are not stored, and
+// choices lose their logprobs, as in ART.
+func trajectoryRows(groups []TrajectoryGroup) ([]store.TrajectoryRow, error) {
+	var rows []store.TrajectoryRow
+	for gi, g := range groups {
+		if err := g.Validate(); err != nil {
+			return nil, fmt.Errorf("group %d: %w", gi, err)
+		}
+		groupMetadata, err := jsonOrEmpty(len(g.Metadata), g.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		groupMetrics, err := jsonOrEmpty(len(g.Metrics), g.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		for ti := range g.Trajectories {
+			t := &g.Trajectories[ti]
+			row := store.TrajectoryRow{
+				GroupIndex:    int64(gi),
+				GroupMetadata: groupMetadata,
+				GroupMetrics:  groupMetrics,
+				GroupLogs:     nilIfEmpty(g.Logs),
+				Reward:        t.Reward,
+				Logs:          nilIfEmpty(t.Logs),
+			}
+			if row.Metrics, err = jsonOrEmpty(len(t.Metrics), t.Metrics); err != nil {
+				return nil, err
+			}
+			if row.Metadata, err = jsonOrEmpty(len(t.Metadata), t.Metadata); err != nil {
+				return nil, err
+			}
+			if row.Tools, err = jsonOrEmpty(len(t.Tools), t.Tools); err != nil {
+				return nil, err
+			}
+			for _, it := range t.MessagesAndChoices {
+				mr, err := messageRow(it)
+				if err != nil {
+					return nil, fmt.Errorf("group %d trajectory %d: %w", gi, ti, err)
+				}
+				row.Messages = append(row.Messages, mr)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+func messageRow(it MessageOrChoice) (store.MessageRow, error) {
+	m := it.AsMessage()
+	r := store.MessageRow{Role: m.Role, Trainable: it.Choice != nil}
+	if m.Content.Parts != nil {
+		b, err := json.Marshal(m.Content.Parts)
+		if err != nil {
+			return r, err
+		}
+		r.Content = string(b)
+	} else {
+		r.Content = m.Content.Text
+	}
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return r, err
+		}
+		r.ToolCalls = string(b)
+	}
+	if it.Choice == nil {
+		r.ToolCallID = m.ToolCallID
+	}
+	return r, nil
+}
+
+// jsonOrEmpty encodes v, or returns "" (stored as null) when n, its length,
+// is 0.
+func jsonOrEmpty(n int, v any) (string, error) {
+	if n == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func nilIfEmpty(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}

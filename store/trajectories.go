@@ -1,0 +1,84 @@
+package store
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/artgo/art/internal/atomicfile"
+)
+
+// TrajectoryRow is one row of a trajectories parquet file: one trajectory
+// with its group's fields repeated. The columns and their types are ART's
+// (src/art/utils/trajectory_logging.py), so DuckDB or Polars queries written
+// for ART read our files unchanged. Empty strings and nil slices are stored
+// as nulls, as ART stores its empty values.
+type TrajectoryRow struct {
+	GroupIndex    int64        `parquet:"group_index"`
+	GroupMetadata string       `parquet:"group_metadata,optional"` // JSON object
+	GroupMetrics  string       `parquet:"group_metrics,optional"`  // JSON object
+	GroupLogs     []string     `parquet:"group_logs,optional,list"`
+	Reward        float64      `parquet:"reward"`
+	Metrics       string       `parquet:"metrics,optional"`  // JSON object
+	Metadata      string       `parquet:"metadata,optional"` // JSON object
+	Tools         string       `parquet:"tools,optional"`    // JSON array of tools
+	Logs          []string     `parquet:"logs,optional,list"`
+	Messages      []MessageRow `parquet:"messages,optional,list"`
+}
+
+// MessageRow is one message of a trajectory's main history. A sampled turn
+// (a choice) is stored as its message with Trainable set; its logprobs are
+// not stored.
+type MessageRow struct {
+	Role       string `parquet:"role,optional"`
+	Content    string `parquet:"content,optional"`    // text, or the JSON array of content parts
+	ToolCalls  string `parquet:"tool_calls,optional"` // JSON array of tool calls
+	ToolCallID string `parquet:"tool_call_id,optional"`
+	Trainable  bool   `parquet:"trainable"`
+}
+
+// TrajectoriesPath returns the path of the parquet file for split and step:
+// trajectories/<split>/<step:04d>.parquet.
+func (d *ModelDir) TrajectoriesPath(split string, step int) string {
+	return filepath.Join(d.path, TrajectoriesDir, split, fmt.Sprintf("%04d.parquet", step))
+}
+
+// WriteTrajectories atomically writes rows, ZSTD-compressed, to the parquet
+// file for split and step, replacing any file already there.
+func (d *ModelDir) WriteTrajectories(split string, step int, rows []TrajectoryRow) error {
+	if err := ValidateName(split); err != nil {
+		return fmt.Errorf("store: split: %w", err)
+	}
+	if step < 0 {
+		return fmt.Errorf("store: write trajectories: negative step %d", step)
+	}
+	path := d.TrajectoriesPath(split, step)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
+	})
+	if err != nil {
+		return fmt.Errorf("store: write trajectories: %w", err)
+	}
+	return nil
+}
+
+// ReadTrajectories reads back the parquet file for split and step.
+func (d *ModelDir) ReadTrajectories(split string, step int) ([]TrajectoryRow, error) {
+	return ReadTrajectoriesFile(d.TrajectoriesPath(split, step))
+}
+
+// ReadTrajectoriesFile reads the rows of a trajectories parquet file, whether
+// written by WriteTrajectories or by ART.
+func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
+	rows, err := parquet.ReadFile[TrajectoryRow](path)
+	if err != nil {
+		return nil, fmt.Errorf("store: read trajectories %s: %w", path, err)
+	}
+	return rows, nil
+}

@@ -57,12 +57,13 @@ func ToolMsg(toolCallID, text string) Message {
 // for an assistant message with tool calls (as OpenAI returns it) and as ""
 // otherwise (as OpenAI requires it).
 func (m Message) MarshalJSON() ([]byte, error) {
-	type message Message // no methods: avoids recursion
-	var w struct {
-		message
-		Content *Content `json:"content"`
-	}
-	w.message = message(m)
+	w := struct {
+		Role       string     `json:"role"`
+		Content    *Content   `json:"content"`
+		Name       string     `json:"name,omitempty"`
+		ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string     `json:"tool_call_id,omitempty"`
+	}{Role: m.Role, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 	if !m.Content.IsZero() || m.Role != RoleAssistant || len(m.ToolCalls) == 0 {
 		w.Content = &m.Content
 	}
@@ -192,7 +193,11 @@ func (p *ContentPart) UnmarshalJSON(data []byte) error {
 		}
 		p.ImageURL = w.ImageURL
 	default:
-		p.Raw = append(json.RawMessage(nil), bytes.TrimSpace(data)...)
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil {
+			return fmt.Errorf("art: content part: %w", err)
+		}
+		p.Raw = buf.Bytes()
 	}
 	return nil
 }
@@ -230,9 +235,29 @@ type FunctionDefinition struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
 	// Parameters is the JSON Schema of the arguments, kept as raw bytes so
-	// that its key order (which chat templates render) is the user's.
+	// that its key order (which chat templates render) is the user's. It is
+	// compacted when decoded.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
 	Strict     *bool           `json:"strict,omitempty"`
+}
+
+// UnmarshalJSON decodes d, keeping Parameters' key order and dropping its
+// insignificant whitespace.
+func (d *FunctionDefinition) UnmarshalJSON(data []byte) error {
+	type def FunctionDefinition
+	var v def
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	if v.Parameters != nil {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v.Parameters); err != nil {
+			return err
+		}
+		v.Parameters = buf.Bytes()
+	}
+	*d = FunctionDefinition(v)
+	return nil
 }
 
 // FunctionTool returns a function tool. parameters is a JSON Schema object,

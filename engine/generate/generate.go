@@ -21,6 +21,9 @@ type Request struct {
 	TokenBytes func(id int) []byte
 	// Adapter is an optional LoRA adapter to sample from.
 	Adapter model.Adapter
+	// OnToken, if set, sees every token as it is sampled; an error from it
+	// stops the generation and is returned.
+	OnToken func(Sample) error
 }
 
 // Finish reasons, as in the OpenAI API.
@@ -85,6 +88,11 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 		m.Logits(logits, hidden[(len(input)-1)*C:len(input)*C], 1)
 		s := sampler.Next(logits)
 		res.Tokens = append(res.Tokens, s)
+		if req.OnToken != nil {
+			if err := req.OnToken(s); err != nil {
+				return res, err
+			}
+		}
 		if slices.Contains(req.StopTokenIDs, s.ID) {
 			res.FinishReason = FinishStop
 			return res, nil

@@ -42,9 +42,12 @@ func ExportFile(path string, m *model.Model, tokenizerDir string, opts Options) 
 
 // Export writes m as a GGUF v3 file to w, with the tokenizer read from
 // tokenizerDir (tokenizer.json, and tokenizer_config.json for special tokens
-// and the chat template). The model must be a "qwen2" or "llama" model in a
-// shape llama.cpp runs; everything is checked before the first byte is
-// written. Tensor data is converted and streamed row by row.
+// and the chat template; a Hugging Face model folder holds both). The model
+// must be a "qwen2" or "llama" model in a shape llama.cpp runs. Shapes,
+// dtype and tokenizer are checked before the first byte is written; only a
+// weight too large for F16 is found while converting. Tensor data is
+// converted and streamed row by row, so Export allocates little beyond the
+// tokenizer's metadata.
 func Export(w io.Writer, m *model.Model, tokenizerDir string, opts Options) error {
 	p, err := plan(m, tokenizerDir, opts)
 	if err != nil {

@@ -460,6 +460,8 @@ func TestExport_BadInput(t *testing.T) {
 		edit(&m.Config)
 		return &m
 	}
+	huge := testModel(t, "qwen2", kernels.F32, false)
+	huge.W.Layers[1].Up.F32[3*huge.Config.HiddenSize+5] = 1e6
 	bigVocabDir := t.TempDir()
 	writeTestTokenizer(t, bigVocabDir, false)
 	var tok map[string]any
@@ -493,6 +495,7 @@ func TestExport_BadInput(t *testing.T) {
 		}), tokDir, Options{}, "qwen2 has no rope scaling"},
 		{"NoContextLength", withConfig(qwen, func(c *model.Config) { c.MaxPositions = 0 }), tokDir, Options{}, "max_position_embeddings must be > 0"},
 		{"WrongShape", withConfig(qwen, func(c *model.Config) { c.IntermediateSize = 96 }), tokDir, Options{}, "gate_proj is 128x64, want 96x64"},
+		{"F16Overflow", huge, tokDir, Options{DType: F16}, "blk.1.ffn_up.weight[3][5] = 1e+06 overflows F16 (max 65504); export as F32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,7 +90,8 @@ const (
 // to a GGUF value type: uint8, int8, uint16, int16, uint32, int32, float32,
 // bool, string, uint64, int64, float64, or a slice of any of those (a GGUF
 // array). Read returns values with exactly these types, so a written KV reads
-// back reflect.DeepEqual to itself. Counts that llama.cpp reads (block_count,
+// back reflect.DeepEqual to itself; arrays of arrays, which Write does not
+// produce, read as []any. Counts that llama.cpp reads (block_count,
 // head_count, ...) must be uint32: llama.cpp checks value types strictly.
 type KV struct {
 	Key   string

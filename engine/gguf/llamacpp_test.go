@@ -277,7 +277,7 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s: %d/%d greedy tokens equal (%d distinct), max |logit diff| %.2g over llama.cpp's top-5, smallest top-1 margin %.3g",
+			t.Logf("%s: first %d of %d greedy tokens equal (%d distinct), max |logit diff| %.2g over llama.cpp's top-5, smallest top-1 margin %.3g",
 				tt.name, same, parityTokens, len(distinct), maxDiff, minMargin)
 			if tt.dtype == F32 && fmt.Sprint(ours) != fmt.Sprint(theirs.Tokens) {
 				t.Errorf("greedy tokens differ:\n ours      %v\n llama.cpp %v", ours, theirs.Tokens)

@@ -100,7 +100,6 @@ func readVocabulary(dir string, size int, pre string, fallbackBOS, fallbackEOS i
 	if err := json.Unmarshal(b, &tok); err != nil {
 		return nil, fmt.Errorf("gguf: %s: invalid JSON: %w", path, err)
 	}
-	b = nil
 	var cfg hfTokenizerConfig
 	cpath := filepath.Join(dir, TokenizerConfigJSON)
 	switch cb, err := os.ReadFile(cpath); {

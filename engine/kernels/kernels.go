@@ -5,6 +5,40 @@
 // stays as the test oracle; faster variants (Go assembly for AVX-512/AVX2,
 // selected at run time) must agree with it. Shapes use the llm.c letters:
 // M rows of activations, K input features, N output features.
+//
+// # Dispatch
+//
+// The engine calls Linear, LinearBackwardInput and Gemm (dispatch.go) and the
+// vector helpers Dot, Axpy, Scale and WidenBF16 (vec.go). Underneath, one
+// implementation is active for the whole process, chosen once at start-up
+// from the CPU flags (golang.org/x/sys/cpu): AVX-512 F+BW, else AVX2+FMA,
+// else portable Go; the purego build tag and non-amd64 builds have only Go.
+// The variants share everything except the microkernel and the packing
+// loops, and the tests force each supported one in turn.
+//
+// All matrix products run through one driver (matmul.go) around a
+// microkernel that computes up to 6 rows × 64 columns of C from A rows read
+// in place (broadcast) and B in 64-column panels (4 zmm per k-row):
+//
+//   - Linear packs the weight once, lazily, into panels cached in the Mat
+//     (panels.go: fp32 for F32/F16, bf16 for BF16, so bf16 weights cost no
+//     extra width). Up to streamMaxM rows (decode) stream the panels in
+//     place over the whole K, so the weights are read once at memory
+//     bandwidth and bf16 is widened in registers. More rows (prefill,
+//     training) run the blocked GEMM: K blocks of 256, N blocks of 1024
+//     columns (fp32 panels read in place, bf16 widened per block into an L2
+//     buffer), 6-row micro-panels of A sweeping each block.
+//   - LinearBackwardInput reads the weight in its own [N×K] layout, packing
+//     (and widening) B blocks per call.
+//   - Gemm packs op(B) per block (a copy, or a gather-transpose for
+//     transB), transposes A blocks when transA, and computes narrow
+//     transA products (LoRA weight gradients) as Cᵀ to fill the panels.
+//
+// Work is split over GOMAXPROCS goroutines by ranges of 64-column panels (or
+// rows, when there are few panels); each writes its own part of C, with
+// scratch from a sync.Pool, so concurrent calls are safe. Calls estimated
+// below ~25 µs stay on the caller's goroutine. Each assembly call is bounded
+// (≤ ~1 ms) so the scheduler and GC are never held off for long.
 package kernels
 
 import (

@@ -169,24 +169,10 @@ type bblock struct {
 
 // part computes rows [m0, m1) and panels [p0, p1) of the job.
 func (j *job) part(m0, m1, p0, p1 int) {
-	N, K := j.N, j.K
 	if j.scale {
-		c1 := min(p1*panelW, N)
+		c1 := min(p1*panelW, j.N)
 		for i := m0; i < m1; i++ {
 			Scale(j.beta, j.c[i*j.ldc+p0*panelW:i*j.ldc+c1])
-		}
-	}
-	stream := j.stream()
-	kcMax, ncp := blockK, blockPanels
-	if stream {
-		kcMax = max(K, 1)
-		elems := K * panelW * 4
-		if j.kind == bPanelsBF16 {
-			elems /= 2
-		}
-		ncp = max(1, min(maxCallElems/max(K*panelW, 1), p1-p0))
-		if m1-m0 > 6 {
-			ncp = max(1, min(ncp, streamL2/max(elems, 1)))
 		}
 	}
 	var buf, abuf *[]float32
@@ -198,44 +184,76 @@ func (j *job) part(m0, m1, p0, p1 int) {
 			putBuf(abuf)
 		}
 	}()
+	if !j.stream() {
+		// Blocked GEMM (BLIS order): K blocks, then N blocks packed to L2,
+		// then 6-row micro-panels of A across the block.
+		for pc := 0; pc < j.K; pc += blockK {
+			kc := min(blockK, j.K-pc)
+			for jp := p0; jp < p1; jp += blockPanels {
+				j.block(&buf, &abuf, m0, m1, pc, kc, jp, min(blockPanels, p1-jp), false)
+			}
+		}
+		return
+	}
+	// Streaming: B is read in place, panel group by panel group, so it
+	// streams from memory once. With more than 6 rows, later row chunks
+	// re-read the group from L2, so the group's K slice is sized to fit.
+	bytesPerK := panelW * 4
+	if j.kind == bPanelsBF16 {
+		bytesPerK /= 2
+	}
+	kcMax := j.K
+	ncp := max(1, min(maxCallElems/(j.K*panelW), p1-p0))
+	if m1-m0 > 6 {
+		kcMax = min(j.K, max(blockK, streamL2/bytesPerK))
+		ncp = max(1, min(p1-p0, streamL2/(kcMax*bytesPerK)))
+	}
+	for jp := p0; jp < p1; jp += ncp {
+		for pc := 0; pc < j.K; pc += kcMax {
+			j.block(&buf, &abuf, m0, m1, pc, min(kcMax, j.K-pc), jp, min(ncp, p1-jp), true)
+		}
+	}
+}
+
+// block runs the micro-panels of rows [m0, m1) over k-rows [pc, pc+kc) and
+// panels [jp, jp+np). buf and abuf are the caller's scratch buffers.
+func (j *job) block(buf, abuf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
+	flags := flagAcc
+	if pc == 0 {
+		flags = j.first
+	}
+	a, aoff, lda := j.a, m0*j.lda+pc, j.lda
+	if j.aT {
+		n := (m1 - m0) * kc
+		if *abuf == nil || cap(**abuf) < n {
+			if *abuf != nil {
+				putBuf(*abuf)
+			}
+			*abuf = getBuf(n)
+		}
+		packAT(**abuf, j.a, pc*j.lda+m0, j.lda, m1-m0, kc)
+		a, aoff, lda = **abuf, 0, kc
+	}
+	ncols := min(np*panelW, j.N-jp*panelW)
 	var blocks [2]bblock
-	for pc := 0; pc < K; pc += kcMax {
-		kc := min(kcMax, K-pc)
-		flags := flagAcc
-		if pc == 0 {
-			flags = j.first
+	nb := j.blockB(blocks[:0], buf, pc, kc, jp, np, ncols, stream)
+	for ir := m0; ir < m1; ir += 6 {
+		t := tileArgs{
+			mr: min(6, m1-ir), k: kc,
+			a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
+			c: j.c, ldc: j.ldc,
+			flags: flags,
 		}
-		a, aoff, lda := j.a, m0*j.lda+pc, j.lda
-		if j.aT {
-			if abuf == nil {
-				abuf = getBuf((m1 - m0) * kcMax)
-			}
-			packAT(*abuf, j.a, pc*j.lda+m0, j.lda, m1-m0, kc)
-			a, aoff, lda = *abuf, 0, kc
+		if flags&flagBias != 0 {
+			t.bias = j.bias
 		}
-		for jp := p0; jp < p1; jp += ncp {
-			np := min(ncp, p1-jp)
-			ncols := min(np*panelW, N-jp*panelW)
-			nb := j.blockB(blocks[:0], &buf, pc, kc, jp, np, ncols, stream)
-			for ir := m0; ir < m1; ir += 6 {
-				t := tileArgs{
-					mr: min(6, m1-ir), k: kc,
-					a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
-					c: j.c, ldc: j.ldc,
-					flags: flags,
-				}
-				if flags&flagBias != 0 {
-					t.bias = j.bias
-				}
-				for _, b := range nb {
-					t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
-					t.np, t.ncols = b.np, b.ncols
-					col := (jp + b.p0) * panelW
-					t.coff = ir*j.ldc + col
-					t.biasoff = col
-					tile(&t)
-				}
-			}
+		for _, b := range nb {
+			t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
+			t.np, t.ncols = b.np, b.ncols
+			col := (jp + b.p0) * panelW
+			t.coff = ir*j.ldc + col
+			t.biasoff = col
+			tile(&t)
 		}
 	}
 }

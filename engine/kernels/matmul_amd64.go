@@ -195,6 +195,9 @@ func packRowsBF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 func packRowsF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 
 //go:noescape
+func packColsF32_512(dst *float32, src *float32, lds uintptr, rows int)
+
+//go:noescape
 func widenPanel256(dst *float32, src *uint16, rows int)
 
 //go:noescape
@@ -390,5 +393,13 @@ func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, 
 	default:
 		return false
 	}
+	return true
+}
+
+func packColsF32Asm(dst []float32, doff int, src []float32, soff, lds, rows int) bool {
+	if active != varAVX512 || lds*4*63 >= 1<<31 {
+		return false
+	}
+	packColsF32_512(pf(dst, doff), pf(src, soff), uintptr(lds)*4, rows)
 	return true
 }

@@ -12386,6 +12386,64 @@ done:
 	VZEROUPPER
 	RET
 
+DATA iota16<>+0(SB)/4, $0
+DATA iota16<>+4(SB)/4, $1
+DATA iota16<>+8(SB)/4, $2
+DATA iota16<>+12(SB)/4, $3
+DATA iota16<>+16(SB)/4, $4
+DATA iota16<>+20(SB)/4, $5
+DATA iota16<>+24(SB)/4, $6
+DATA iota16<>+28(SB)/4, $7
+DATA iota16<>+32(SB)/4, $8
+DATA iota16<>+36(SB)/4, $9
+DATA iota16<>+40(SB)/4, $10
+DATA iota16<>+44(SB)/4, $11
+DATA iota16<>+48(SB)/4, $12
+DATA iota16<>+52(SB)/4, $13
+DATA iota16<>+56(SB)/4, $14
+DATA iota16<>+60(SB)/4, $15
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+
+// packColsF32_512: transposing pack of 64 source rows into a panel (AVX-512 gathers).
+TEXT ·packColsF32_512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), DX
+	MOVQ rows+24(FP), CX
+	VPBROADCASTD DX, Z5
+	VMOVDQU32 iota16<>(SB), Z4
+	VPMULLD Z5, Z4, Z4
+	MOVQ DX, AX
+	SHLQ $4, AX
+	LEAQ (SI)(AX*1), R8
+	LEAQ (R8)(AX*1), R9
+	LEAQ (R9)(AX*1), R10
+	TESTQ CX, CX
+	JEQ done
+loop:
+	KXNORW K0, K0, K1
+	VGATHERDPS (SI)(Z4*1), K1, Z0
+	KXNORW K0, K0, K2
+	VGATHERDPS (R8)(Z4*1), K2, Z1
+	KXNORW K0, K0, K3
+	VGATHERDPS (R9)(Z4*1), K3, Z2
+	KXNORW K0, K0, K4
+	VGATHERDPS (R10)(Z4*1), K4, Z3
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $4, R10
+	ADDQ $256, DI
+	DECQ CX
+	JNE loop
+done:
+	VZEROUPPER
+	RET
+
 // packRowsF32_512: copy 64-float rows into a panel (AVX-512).
 TEXT ·packRowsF32_512(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI

@@ -19,3 +19,7 @@ func packRowsF32Asm(dst []float32, doff int, src []float32, soff, lds, rows int)
 func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, dt DType) bool {
 	return false
 }
+
+func packColsF32Asm(dst []float32, doff int, src []float32, soff, lds, rows int) bool {
+	return false
+}

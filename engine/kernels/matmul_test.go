@@ -158,6 +158,7 @@ func linearShapes() []mnk {
 		mnk{200, 64, 300},  // one panel: rows split over threads
 		mnk{3, 1500, 700},  // streaming, several calls per thread
 		mnk{13, 700, 900},  // streaming with row chunks and L2 groups
+		mnk{9, 130, 4100},  // streaming with K split to fit L2
 	)
 }
 
@@ -165,7 +166,7 @@ func TestLinear(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for i, sh := range linearShapes() {
-			if thin(i) && i < len(linearShapes())-7 {
+			if thin(i) && i < len(linearShapes())-8 {
 				continue
 			}
 			for _, dt := range dtypesFor(i) {

@@ -67,6 +67,9 @@ func packColsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols 
 	if rows == 0 {
 		return
 	}
+	if ncols == panelW && packColsF32Asm(dst, doff, src, soff, lds, rows) {
+		return
+	}
 	d := dst[doff : doff+rows*panelW]
 	// Four source rows at a time: four sequential read streams and
 	// 16-byte groups of writes.

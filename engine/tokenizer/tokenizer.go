@@ -88,8 +88,8 @@ const (
 // <|eot_id|>); others, such as Qwen's <think> or <tool_call>, are ordinary
 // text that happens to have its own id.
 type AddedToken struct {
-	ID      int
-	Content string
+	ID      int    // the token's id
+	Content string // the text it matches
 	// Special marks control tokens (EncodeOrdinary treats them as text).
 	Special bool
 	// LStrip and RStrip remove whitespace to the token's left or right when
@@ -169,6 +169,9 @@ func parse(data []byte) (*Tokenizer, error) {
 			return nil, fmt.Errorf("added token %q has no valid id", a.Content)
 		}
 		size = max(size, *a.ID+1)
+	}
+	if n := len(m.Vocab.m) + len(f.AddedTokens); size > 2*n+1<<16 {
+		return nil, fmt.Errorf("token ids are too sparse: %d tokens with ids up to %d", n, size-1)
 	}
 	t.tokens = make([]string, size)
 	t.whole = make([]atomic.Uint32, size)
@@ -376,24 +379,18 @@ func (t *Tokenizer) encodeWord(w string, ids []int) []int {
 	// they map to it; otherwise they do when BPE merges them into it, which
 	// whole records per id once known.
 	id, inVocab := t.vocab[w]
+	state := wholeUnknown
 	if inVocab {
 		if t.ignoreMerges {
 			return append(ids, int(id))
 		}
-		switch t.whole[id].Load() {
-		case wholeYes:
+		if state = t.whole[id].Load(); state == wholeYes {
 			return append(ids, int(id))
-		case wholeUnknown:
-			var buf [smallWord]int32
-			out := t.bpe(w, buf[:0])
-			if len(out) == 1 && out[0] == id {
-				t.whole[id].Store(wholeYes)
-				return append(ids, int(id))
-			}
-			t.whole[id].Store(wholeNo)
 		}
 	}
-	cache := t.cache != nil && len(w) <= maxCachedWord
+	// Other pieces go through the word cache, except a vocabulary entry seen
+	// for the first time, whose flag gets set instead.
+	cache := t.cache != nil && len(w) <= maxCachedWord && (!inVocab || state == wholeNo)
 	if cache {
 		if c, ok := t.cache.get(w); ok {
 			for _, id := range c {
@@ -404,8 +401,13 @@ func (t *Tokenizer) encodeWord(w string, ids []int) []int {
 	}
 	var buf [smallWord]int32
 	out := t.bpe(w, buf[:0])
-	if cache {
+	switch {
+	case cache:
 		t.cache.put(w, out)
+	case inVocab && len(out) == 1 && out[0] == id:
+		t.whole[id].Store(wholeYes)
+	case inVocab:
+		t.whole[id].Store(wholeNo)
 	}
 	for _, id := range out {
 		ids = append(ids, int(id))

@@ -35,6 +35,7 @@ func TestMalformed(t *testing.T) {
 		{"model not an object", func() any { return `{"model": 5}` }, "invalid JSON: unexpected number for model", false},
 		{"unigram", func() any { return `{"model": {"type": "Unigram", "vocab": [["a", -1.5]]}}` }, `unsupported model type "Unigram"`, true},
 		{"huge id", func() any { m := good(); model(m)["vocab"].(map[string]any)["zz"] = 1 << 40; return m }, "id out of range", false},
+		{"sparse ids", func() any { m := good(); model(m)["vocab"].(map[string]any)["zz"] = 1 << 30; return m }, "too sparse", false},
 		{"no model", func() any { m := good(); delete(m, "model"); return m }, "no model", false},
 		{"null model", func() any { m := good(); m["model"] = nil; return m }, "no model", false},
 		{"untyped model", func() any { m := good(); delete(model(m), "type"); return m }, "model has no type", false},

@@ -14,6 +14,9 @@ type Config struct {
 	Epsilon      float64 // lower clip: ratio ≥ 1-Epsilon
 	EpsilonHigh  float64 // upper clip: ratio ≤ 1+EpsilonHigh
 	ScaleRewards bool    // divide group-centred rewards by the group std
+	// NormalizeAdvantages rescales advantages so their weighted mean |A|
+	// over sampled tokens is 1 (ART's normalize_advantages).
+	NormalizeAdvantages bool
 	// AdvantageBalance in [-1, 1] shrinks negative (> 0) or positive (< 0)
 	// advantages.
 	AdvantageBalance float64
@@ -40,7 +43,7 @@ type Config struct {
 // DefaultConfig is ART's LocalBackend defaults.
 func DefaultConfig() Config {
 	return Config{
-		LearningRate: 5e-6, Loss: "cispo", Epsilon: 1, EpsilonHigh: 4, ScaleRewards: true,
+		LearningRate: 5e-6, Loss: "cispo", Epsilon: 1, EpsilonHigh: 4, ScaleRewards: true, NormalizeAdvantages: true,
 		ImportanceSamplingLevel: "token", MaxGradNorm: 0.1, GradAccumulationSequences: 1, MaxSeqLen: 8192,
 	}
 }

@@ -21,10 +21,9 @@ func DefaultSFTConfig(lr float64) SFTConfig {
 	return SFTConfig{LearningRate: lr, MaxGradNorm: 1, MaxSeqLen: 8192}
 }
 
-// SFTHistory marks every assistant message of h that has no sampled tokens
-// as a turn to learn: its text content is encoded and the turn's closing
-// token is learned too. Assistant messages with tool calls are not
-// supported yet (an error says so).
+// SFTHistory marks every assistant message of h without sampled tokens as
+// a turn to learn: Tokenize encodes its text and learns the turn's closing
+// token too.
 func (z *Tokenizer) SFTHistory(h History) (History, error) {
 	out := History{Tools: h.Tools, Turns: make([]Turn, len(h.Turns))}
 	for i, t := range h.Turns {
@@ -33,23 +32,14 @@ func (z *Tokenizer) SFTHistory(h History) (History, error) {
 			continue
 		}
 		var m struct {
-			Role      string          `json:"role"`
-			Content   *string         `json:"content"`
-			ToolCalls json.RawMessage `json:"tool_calls"`
+			Role string `json:"role"`
 		}
 		if err := json.Unmarshal(t.Message, &m); err != nil {
 			return History{}, fmt.Errorf("train: sft turn %d: %w", i, err)
 		}
-		if m.Role != "assistant" {
-			continue
+		if m.Role == "assistant" {
+			out.Turns[i].Sampled = &Sampled{}
 		}
-		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
-			return History{}, fmt.Errorf("train: sft turn %d: assistant tool calls are not supported in SFT yet", i)
-		}
-		if m.Content == nil || *m.Content == "" {
-			return History{}, fmt.Errorf("train: sft turn %d: assistant message has no text content", i)
-		}
-		out.Turns[i].Sampled = &Sampled{TokenIDs: z.Tok.Encode(*m.Content), LearnEnd: true}
 	}
 	return out, nil
 }

@@ -71,11 +71,18 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			msgs[i] = t.Message
 			continue
 		}
-		if len(t.Sampled.TokenIDs) == 0 {
-			return Sequence{}, false, fmt.Errorf("train: turn %d is marked sampled but has no token ids", i)
+		smp := t.Sampled
+		if len(smp.TokenIDs) == 0 {
+			// A trainable turn without sampled ids (SFT, or training
+			// without logprobs): learn its text as the tokenizer encodes it.
+			text, err := assistantText(t.Message)
+			if err != nil {
+				return Sequence{}, false, fmt.Errorf("train: turn %d: %w", i, err)
+			}
+			smp = &Sampled{TokenIDs: z.Tok.Encode(text), LearnEnd: true}
 		}
-		if len(t.Sampled.Logprobs) != 0 && len(t.Sampled.Logprobs) != len(t.Sampled.TokenIDs) {
-			return Sequence{}, false, fmt.Errorf("train: turn %d has %d token ids but %d logprobs", i, len(t.Sampled.TokenIDs), len(t.Sampled.Logprobs))
+		if len(smp.Logprobs) != 0 && len(t.Sampled.Logprobs) != len(t.Sampled.TokenIDs) {
+			return Sequence{}, false, fmt.Errorf("train: turn %d has %d token ids but %d logprobs", i, len(smp.TokenIDs), len(smp.Logprobs))
 		}
 		// The sampled tokens already hold the content and any tool-call
 		// text, so render the turn as the bare sentinel.
@@ -84,7 +91,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			return Sequence{}, false, err
 		}
 		msgs[i] = b
-		sampled = append(sampled, t.Sampled)
+		sampled = append(sampled, smp)
 	}
 	text, err := z.Template.Render(msgs, h.Tools, z.Render)
 	if err != nil {
@@ -133,6 +140,28 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 		return Sequence{}, false, fmt.Errorf("train: a sampled turn starts the sequence; nothing precedes it to predict from")
 	}
 	return out, true, nil
+}
+
+// assistantText returns the text content of an assistant message to learn.
+func assistantText(msg json.RawMessage) (string, error) {
+	var m struct {
+		Role      string          `json:"role"`
+		Content   *string         `json:"content"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return "", fmt.Errorf("decode message: %w", err)
+	}
+	if m.Role != "assistant" {
+		return "", fmt.Errorf("only assistant turns can be trained, got role %q", m.Role)
+	}
+	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" && string(m.ToolCalls) != "[]" {
+		return "", fmt.Errorf("training an assistant turn with tool calls needs its sampled token ids")
+	}
+	if m.Content == nil || *m.Content == "" {
+		return "", fmt.Errorf("assistant turn has no text content to learn")
+	}
+	return *m.Content, nil
 }
 
 // pickSentinel chooses an added (special) token that the conversation does

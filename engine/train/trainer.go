@@ -115,9 +115,10 @@ func (tr *Trainer) Prepare(groups []Group, c Config) (seqs []Sequence, st Prepar
 	for _, s := range seqs {
 		sumAW += math.Abs(s.Advantage) * s.Weight * float64(s.NumSampled())
 	}
-	meanAW := sumAW / float64(total)
-	for i := range seqs {
-		seqs[i].Advantage /= meanAW
+	if meanAW := sumAW / float64(total); c.NormalizeAdvantages && meanAW > 0 {
+		for i := range seqs {
+			seqs[i].Advantage /= meanAW
+		}
 	}
 	st.SampledTokens = total
 	return seqs, st, nil

@@ -468,6 +468,61 @@ func packs512(g *gen) {
 	g.label("done")
 	g.ret()
 
+	// packColsF32_512(dst *float32, src *float32, lds uintptr, rows int):
+	// the transposing pack, dst[i*64+j] = src[j*lds+i] for 64 columns j
+	// (source rows lds bytes apart, lds*63 < 2³¹), by four 16-lane gathers
+	// per k-row.
+	g.raw(`
+DATA iota16<>+0(SB)/4, $0
+DATA iota16<>+4(SB)/4, $1
+DATA iota16<>+8(SB)/4, $2
+DATA iota16<>+12(SB)/4, $3
+DATA iota16<>+16(SB)/4, $4
+DATA iota16<>+20(SB)/4, $5
+DATA iota16<>+24(SB)/4, $6
+DATA iota16<>+28(SB)/4, $7
+DATA iota16<>+32(SB)/4, $8
+DATA iota16<>+36(SB)/4, $9
+DATA iota16<>+40(SB)/4, $10
+DATA iota16<>+44(SB)/4, $11
+DATA iota16<>+48(SB)/4, $12
+DATA iota16<>+52(SB)/4, $13
+DATA iota16<>+56(SB)/4, $14
+DATA iota16<>+60(SB)/4, $15
+GLOBL iota16<>(SB), RODATA|NOPTR, $64
+`)
+	g.text("packColsF32_512", 32, "packColsF32_512: transposing pack of 64 source rows into a panel (AVX-512 gathers).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), SI")
+	g.p("MOVQ lds+16(FP), DX")
+	g.p("MOVQ rows+24(FP), CX")
+	g.p("VPBROADCASTD DX, Z5")
+	g.p("VMOVDQU32 iota16<>(SB), Z4")
+	g.p("VPMULLD Z5, Z4, Z4")
+	g.p("MOVQ DX, AX")
+	g.p("SHLQ $4, AX")
+	g.p("LEAQ (SI)(AX*1), R8")
+	g.p("LEAQ (R8)(AX*1), R9")
+	g.p("LEAQ (R9)(AX*1), R10")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.label("loop")
+	for i, base := range []string{"SI", "R8", "R9", "R10"} {
+		g.p("KXNORW K0, K0, K%d", i+1)
+		g.p("VGATHERDPS (%s)(Z4*1), K%d, Z%d", base, i+1, i)
+	}
+	for i := 0; i < 4; i++ {
+		g.p("VMOVUPS Z%d, %d(DI)", i, 64*i)
+	}
+	for _, base := range []string{"SI", "R8", "R9", "R10"} {
+		g.p("ADDQ $4, %s", base)
+	}
+	g.p("ADDQ $256, DI")
+	g.p("DECQ CX")
+	g.p("JNE loop")
+	g.label("done")
+	g.ret()
+
 	rows := func(name, comment string, load func(i int)) {
 		g.text(name, 32, comment)
 		g.p("MOVQ dst+0(FP), DI")

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: engine/kernels.Linear (pure Go + Go assembly)
+# against OpenBLAS cblas_sgemm, on the same shapes, 1 and 2 threads,
+# interleaved rounds, medians. Prints a markdown table (for BENCHMARKS.md).
+#
+#   bench/kernels/run.sh [rounds]        (default 5 rounds)
+#
+# Environment: MINTIME (seconds per shape and run, default 0.5), COLD_MB
+# (shapes with M <= 16 cycle through weight copies of at least this many MB
+# so the weights come from DRAM, as when decoding a model larger than L3;
+# default 400), THREADS (default "1 2"), SHAPES (M×K×N list).
+#
+# OpenBLAS is the peer only: it is built here as a small C program with gcc,
+# and OPENBLAS_CORETYPE=Cooperlake is set on its command alone (Debian's
+# OpenBLAS 0.3.21 misdetects this CPU otherwise). The Go build has no cgo.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+rounds=${1:-5}
+mintime=${MINTIME:-0.5}
+cold=${COLD_MB:-400}
+threads=${THREADS:-"1 2"}
+shapes=${SHAPES:-"512x896x4864 512x4864x896 1024x1024x1024 8x896x4864 1x896x151936"}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# 1. The peer: Debian's OpenBLAS and a C compiler.
+if ! [ -e /usr/include/x86_64-linux-gnu/cblas.h ] && ! [ -e /usr/include/cblas.h ]; then
+	echo "installing libopenblas-dev ..." >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq libopenblas-dev gcc >&2
+fi
+gcc -O2 -o "$work/obench" "$here/openblas/obench.c" -I/usr/include/x86_64-linux-gnu -lopenblas
+
+# 2. Our side.
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/gobench" ./bench/kernels)
+
+# 3. Is the machine idle? Busy share of all CPUs over 2 s from /proc/stat.
+busy() {
+	read -r _ u1 n1 s1 i1 w1 q1 sq1 st1 _ </proc/stat
+	sleep 2
+	read -r _ u2 n2 s2 i2 w2 q2 sq2 st2 _ </proc/stat
+	local b=$(((u2 - u1) + (n2 - n1) + (s2 - s1) + (q2 - q1) + (sq2 - sq1) + (st2 - st1)))
+	local t=$((b + (i2 - i1) + (w2 - w1)))
+	echo $((100 * b / (t > 0 ? t : 1)))
+}
+pct=$(busy)
+if [ "$pct" -ge 20 ]; then
+	echo "warning: machine is ${pct}% busy before the run (load: $(cut -d' ' -f1-3 /proc/loadavg)); results will be noisy" >&2
+else
+	echo "machine idle check: ${pct}% busy" >&2
+fi
+
+# 4. Interleaved rounds: Go then OpenBLAS, for each thread count.
+res="$work/results.txt"
+for r in $(seq 1 "$rounds"); do
+	for t in $threads; do
+		echo "round $r/$rounds, $t thread(s) ..." >&2
+		GOMAXPROCS=$t "$work/gobench" run -t "$t" -dtype f32,bf16 -mintime "${mintime}s" -cold "$cold" $shapes >>"$res"
+		OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=$t \
+			"$work/obench" -t "$t" -mintime "$mintime" -cold "$cold" $shapes >>"$res"
+	done
+done
+pct=$(busy)
+[ "$pct" -ge 20 ] && echo "warning: machine was ${pct}% busy after the run" >&2
+
+# 5. Report.
+echo
+echo "Linear (C = A·Wᵀ, W [N×K] pre-packed) vs OpenBLAS cblas_sgemm (RowMajor, NoTrans, Trans), $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; shapes with M ≤ 16 use ${cold} MB of weight copies (DRAM)."
+echo
+"$work/gobench" report "$res"
+if [ -n "${KEEP_RESULTS:-}" ]; then
+	cp "$res" "$KEEP_RESULTS"
+fi

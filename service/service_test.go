@@ -1,0 +1,175 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+)
+
+func openTiny(t *testing.T) *Service {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func rawMsgs(t *testing.T, ms ...art.Message) []json.RawMessage {
+	t.Helper()
+	var out []json.RawMessage
+	for _, m := range ms {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// Ensure a chat request returns n choices with exact token ids and
+// logprobs, and that the content is the decoded tokens minus the stop token.
+func TestChat_ChoicesCarryTokens(t *testing.T) {
+	s := openTiny(t)
+	seed := int64(3)
+	resp, err := s.Chat(context.Background(), ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Model != "agent@0" || len(resp.Choices) != 3 {
+		t.Fatalf("model %q, %d choices", resp.Model, len(resp.Choices))
+	}
+	for _, c := range resp.Choices {
+		if len(c.Tokens) == 0 || len(c.Tokens) > 6 {
+			t.Fatalf("choice %d has %d tokens", c.Index, len(c.Tokens))
+		}
+		var text []byte
+		for i, tok := range c.Tokens {
+			if tok.Logprob > 0 || len(tok.Top) != 2 {
+				t.Fatalf("token %d: logprob %v, %d top", i, tok.Logprob, len(tok.Top))
+			}
+			if c.FinishReason == "stop" && i == len(c.Tokens)-1 {
+				continue
+			}
+			text = append(text, tok.Bytes...)
+		}
+		if string(text) != c.Content {
+			t.Fatalf("content %q; tokens spell %q", c.Content, text)
+		}
+	}
+	// The same seed gives the same answers.
+	again, err := s.Chat(context.Background(), ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range again.Choices {
+		if again.Choices[i].Content != resp.Choices[i].Content {
+			t.Fatalf("seeded choice %d differs: %q vs %q", i, again.Choices[i].Content, resp.Choices[i].Content)
+		}
+	}
+}
+
+func TestChat_BadRequests(t *testing.T) {
+	s := openTiny(t)
+	ctx := context.Background()
+	cases := []struct {
+		req  ChatRequest
+		want string
+	}{
+		{ChatRequest{Model: "other@0", Messages: rawMsgs(t, art.UserMsg("x"))}, "unknown model"},
+		{ChatRequest{Model: "agent@7", Messages: rawMsgs(t, art.UserMsg("x"))}, "served: agent@0"},
+		{ChatRequest{Model: "agent@0"}, "messages"},
+		{ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), N: -1}, "n must be"},
+		{ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), MaxTokens: 1 << 20}, "context length"},
+	}
+	for _, c := range cases {
+		_, err := s.Chat(ctx, c.req, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v; want error containing %q", c.req, err, c.want)
+		}
+	}
+	if _, err := s.Chat(ctx, cases[0].req, nil); !errors.Is(err, ErrUnknownModel) {
+		t.Errorf("got %v; want ErrUnknownModel", err)
+	}
+}
+
+// Ensure a train step writes and serves the next step, and that a step with
+// equal rewards advances without training and says so.
+func TestTrain_AdvancesAndServes(t *testing.T) {
+	s := openTiny(t)
+	ctx := context.Background()
+	var groups []art.TrajectoryGroup
+	for g := 0; g < 2; g++ {
+		seed := int64(g)
+		resp, err := s.Chat(ctx, ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 5, Seed: &seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var grp art.TrajectoryGroup
+		for i, c := range resp.Choices {
+			tr := art.Trajectory{Reward: float64(i % 2)}
+			tr.AddMessage(art.UserMsg("hi"))
+			tr.AddChoice(toArtChoice(c))
+			grp.Trajectories = append(grp.Trajectories, tr)
+		}
+		groups = append(groups, grp)
+	}
+	cfg := art.TrainConfig{LearningRate: 1e-3}
+	res, err := s.Train(ctx, groups, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Step != 1 || res.Skipped || res.Metrics["data/step_num_groups_trainable"] != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	models, _ := s.Models()
+	if strings.Join(models, ",") != "agent@0,agent@1" {
+		t.Fatalf("served %v", models)
+	}
+	if _, err := s.Chat(ctx, ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range groups {
+		for j := range groups[i].Trajectories {
+			groups[i].Trajectories[j].Reward = 0.5
+		}
+	}
+	res, err = s.Train(ctx, groups, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Step != 2 || !res.Skipped || res.SkipReason == "" {
+		t.Fatalf("equal rewards: got %+v; want a skipped step 2 with a reason", res)
+	}
+	if _, err := s.Resolve("agent@2"); err != nil {
+		t.Fatal(err)
+	}
+	// Reopening resumes at the latest step.
+	s2, err := Open(ctx, s.opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Step() != 2 {
+		t.Fatalf("reopened at step %d; want 2", s2.Step())
+	}
+}
+
+func toArtChoice(c ChatChoice) art.Choice {
+	out := art.Choice{Index: c.Index, FinishReason: c.FinishReason, Message: art.AssistantMsg(c.Content)}
+	for _, tok := range c.Tokens {
+		out.Logprobs = append(out.Logprobs, art.TokenLogprob{TokenID: tok.ID, Token: string(tok.Bytes), Bytes: tok.Bytes, Logprob: tok.Logprob})
+	}
+	return out
+}

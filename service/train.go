@@ -1,0 +1,172 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/train"
+)
+
+// Train runs one training step on groups and saves the result as the next
+// checkpoint, which is served at once. A step with nothing to train still
+// advances (the adapter is carried over) and the result says so. On error
+// (including cancellation) no checkpoint is written and the adapter and
+// optimizer are left as they were before the call. progress, if non-nil,
+// is called after each trained sequence.
+func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.TrainConfig, progress func(done, total int)) (art.TrainResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return art.TrainResult{}, err
+	}
+	tc, err := engineConfig(cfg)
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	tgroups, err := convertGroups(groups, cfg.AllowTrainingWithoutLogprobs)
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	s.trainMu.Lock()
+	defer s.trainMu.Unlock()
+	tr := s.trainer
+	next := s.Step() + 1
+	tc.Seed = s.opt.Seed
+	// Snapshot so a failed or cancelled step leaves no half-applied update.
+	savedAdapter := tr.Adapter.Clone()
+	savedOpt := *tr.Opt
+	savedOpt.M, savedOpt.V = append([]float32(nil), tr.Opt.M...), append([]float32(nil), tr.Opt.V...)
+	restore := func() {
+		copy(tr.Adapter.Params(), savedAdapter.Params())
+		*tr.Opt = savedOpt
+	}
+	start := time.Now()
+	res, err := tr.Step(ctx, tgroups, tc, next, progress)
+	if err != nil {
+		restore()
+		return art.TrainResult{}, fmt.Errorf("service: train step %d: %w", next, err)
+	}
+	if err := train.SaveCheckpoint(s.dir.CheckpointDir(next), tr.Adapter, tr.Opt, s.opt.BaseModel); err != nil {
+		restore()
+		return art.TrainResult{}, fmt.Errorf("service: %w", err)
+	}
+	s.mu.Lock()
+	s.adapters[next] = tr.Adapter.Clone()
+	s.latest = next
+	s.evictLocked()
+	s.mu.Unlock()
+	res.Metrics["time/step_wall_s"] = time.Since(start).Seconds()
+	out := art.TrainResult{Step: next, Metrics: res.Metrics, Skipped: !res.Trained, SkipReason: res.Reason}
+	for _, w := range res.Warnings {
+		s.log.Warn("service: " + w)
+	}
+	if out.Skipped {
+		s.log.Warn("service: step advanced WITHOUT training: checkpoint carried over", "step", next, "reason", res.Reason)
+	} else {
+		s.log.Info("service: trained", "step", next, "loss", res.Metrics["loss/train"], "sequences", res.Metrics["data/step_num_gradient_steps"])
+	}
+	return out, nil
+}
+
+// engineConfig maps the SDK's TrainConfig onto the engine's, refusing the
+// options the engine does not implement yet rather than ignoring them.
+func engineConfig(c art.TrainConfig) (train.Config, error) {
+	c = c.WithDefaults()
+	if c.PrecalculateLogprobs {
+		return train.Config{}, fmt.Errorf("service: TrainConfig.PrecalculateLogprobs is not supported yet")
+	}
+	if c.KLPenaltyCoef > 0 && (c.KLPenaltyReferenceStep != nil || c.KLPenaltySource != art.KLCurrentLearner) {
+		return train.Config{}, fmt.Errorf("service: KL shaping supports only the base model as reference and the current learner as source")
+	}
+	tc := train.DefaultConfig()
+	tc.LearningRate = c.LearningRate
+	tc.Loss = string(c.Loss)
+	tc.Epsilon, tc.EpsilonHigh = c.Epsilon, c.EpsilonHigh
+	tc.ScaleRewards = c.ScaleRewards()
+	tc.NormalizeAdvantages = c.NormalizeAdvantages()
+	tc.AdvantageBalance = c.AdvantageBalance
+	tc.ImportanceSamplingLevel = string(c.ImportanceSamplingLevel)
+	tc.MaxNegativeAdvantageISWeight = c.MaxNegativeAdvantageImportanceSamplingWeight
+	tc.MaskProbRatio = c.MaskProbRatio
+	tc.KimiK2Tau = c.KimiK2Tau
+	tc.TruncatedIS = c.TruncatedImportanceSampling
+	tc.KLPenaltyCoef = c.KLPenaltyCoef
+	if c.PackedSequenceLength > 0 {
+		tc.MaxSeqLen = c.PackedSequenceLength
+	}
+	return tc, tc.Validate()
+}
+
+// convertGroups turns SDK trajectories into engine histories: context
+// messages become JSON, choices with token ids become sampled turns.
+// Choices without token ids are context unless allowWithoutLogprobs, in
+// which case their text is re-encoded and trained (as ART does).
+func convertGroups(groups []art.TrajectoryGroup, allowWithoutLogprobs bool) ([]train.Group, error) {
+	out := make([]train.Group, len(groups))
+	for gi, g := range groups {
+		for ti, t := range g.Trajectories {
+			name := "group " + strconv.Itoa(gi) + " trajectory " + strconv.Itoa(ti)
+			tt := train.Trajectory{Reward: t.Reward, Name: name}
+			hs := append([]art.History{t.History()}, t.AdditionalHistories...)
+			for hi, h := range hs {
+				eh, err := convertHistory(h, allowWithoutLogprobs)
+				if err != nil {
+					return nil, fmt.Errorf("service: %s history %d: %w", name, hi, err)
+				}
+				tt.Histories = append(tt.Histories, eh)
+			}
+			out[gi].Trajectories = append(out[gi].Trajectories, tt)
+		}
+	}
+	return out, nil
+}
+
+func convertHistory(h art.History, allowWithoutLogprobs bool) (train.History, error) {
+	var out train.History
+	for i, tool := range h.Tools {
+		b, err := json.Marshal(tool)
+		if err != nil {
+			return out, fmt.Errorf("tool %d: %w", i, err)
+		}
+		out.Tools = append(out.Tools, b)
+	}
+	for i, mc := range h.MessagesAndChoices {
+		msg := mc.AsMessage()
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return out, fmt.Errorf("message %d: %w", i, err)
+		}
+		turn := train.Turn{Message: b}
+		if c := mc.Choice; c != nil {
+			ids, lps, ok := sampledTokens(c)
+			switch {
+			case ok:
+				turn.Sampled = &train.Sampled{TokenIDs: ids, Logprobs: lps}
+			case allowWithoutLogprobs:
+				turn.Sampled = &train.Sampled{} // re-encoded below by the trainer's SFT path
+			}
+		} else if allowWithoutLogprobs && msg.Role == art.RoleAssistant {
+			turn.Sampled = &train.Sampled{}
+		}
+		out.Turns = append(out.Turns, turn)
+	}
+	return out, nil
+}
+
+// sampledTokens returns a choice's token ids and logprobs, ok only when
+// every token carries its id.
+func sampledTokens(c *art.Choice) (ids []int, lps []float64, ok bool) {
+	if len(c.Logprobs) == 0 {
+		return nil, nil, false
+	}
+	for _, t := range c.Logprobs {
+		if t.TokenID < 0 {
+			return nil, nil, false
+		}
+		ids = append(ids, t.TokenID)
+		lps = append(lps, t.Logprob)
+	}
+	return ids, lps, true
+}

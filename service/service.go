@@ -195,6 +195,25 @@ func (s *Service) renderOptions(kwargs map[string]any) chat.RenderOptions {
 // Name returns the served model's name.
 func (s *Service) Name() string { return s.opt.Name }
 
+// Options returns the options the service was opened with.
+func (s *Service) Options() Options {
+	o := s.opt
+	o.LoRA.TargetModules = slices.Clone(o.LoRA.TargetModules)
+	o.LoRA.Layers = slices.Clone(o.LoRA.Layers)
+	return o
+}
+
+// ToolCallFormat returns how the model writes tool calls in its output, as
+// detected from its chat template.
+func (s *Service) ToolCallFormat() chat.Format { return s.format }
+
+// Running returns the number of sequences being generated right now. At
+// most Capacity run at once; further sequences wait for a free slot.
+func (s *Service) Running() int { return len(s.slots) }
+
+// Capacity returns the most sequences generated at once.
+func (s *Service) Capacity() int { return cap(s.slots) }
+
 // Model returns the base model (read-only).
 func (s *Service) Model() *model.Model { return s.model }
 

@@ -32,6 +32,7 @@ type Options struct {
 	DType     kernels.DType
 	Seed      uint64
 	Std       float64 // weight init std; 0 means 0.02
+	RopeTheta float64 // overrides the preset's rope_theta when > 0
 	// ChatTemplate replaces the tokenizer's template; "" picks the official
 	// Qwen2.5 (qwen2) or Llama 3.1 (llama) template.
 	ChatTemplate string
@@ -53,6 +54,9 @@ func Write(dir string, opt Options) (*model.Model, error) {
 	cfg, err := model.Preset(opt.Arch, opt.Shape, tok.VocabSize())
 	if err != nil {
 		return nil, err
+	}
+	if opt.RopeTheta > 0 {
+		cfg.RopeTheta = opt.RopeTheta
 	}
 	var eos model.TokenIDs
 	for _, s := range []string{"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>"} {

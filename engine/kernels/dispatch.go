@@ -8,8 +8,9 @@ import "fmt"
 // CPU supports.
 //
 // The first call packs w into 64-column panels cached in the Mat (see
-// Mat.Prepack). Up to streamMaxM rows stream the panels once, in place, at
-// memory bandwidth; more rows run the blocked GEMM. Safe for concurrent use.
+// Mat.Prepack). Up to streamMaxPanelsM rows read the panels in place (the
+// weights stream from memory once, at bandwidth for decode); more rows run
+// the blocked GEMM. Safe for concurrent use.
 func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
 	N, K := w.Rows, w.Cols
 	checkLen("Linear out", out, M*N)
@@ -126,8 +127,60 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 }
 
+// Up to dotMaxM rows of A against a transposed B with K ≤ dotMaxK run as
+// dot products (see gemmRows).
+const (
+	dotMaxM = 1
+	dotMaxK = 256
+)
+
+// transAChunk bounds the scratch (elements) of the transposed A in gemm:
+// a taller op(A) is done in row blocks (the LM-head weight gradient has
+// M = 151936). A variable so tests can make it small.
+var transAChunk = 1 << 22
+
 func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
-	j := job{M: M, N: N, K: K, a: A, lda: lda, aT: transA, bf: B, ldb: ldb, c: C, ldc: ldc}
+	if !transA {
+		gemmRows(transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+		return
+	}
+	// The kernels broadcast A from rows: transpose A (stored K×M) up front,
+	// with gathers at ~0.2 ns per element, into scratch shared by all
+	// goroutines, in blocks of rows when it is large.
+	mb := M
+	if M*K > transAChunk {
+		mb = max(6, transAChunk/K/6*6)
+	}
+	tp := getBuf(min(mb, M) * K)
+	defer putBuf(tp)
+	for m0 := 0; m0 < M; m0 += mb {
+		rows := min(mb, M-m0)
+		transposeF32(*tp, K, A[m0:], lda, K, rows)
+		gemmRows(transB, rows, N, K, *tp, K, B, ldb, beta, C[m0*ldc:], ldc)
+	}
+}
+
+// gemmRows is gemm for A stored M×K.
+func gemmRows(transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+	if transB && M <= dotMaxM && K <= dotMaxK {
+		// A few rows against a transposed B (attention scores while
+		// decoding, q·Kᵀ): one dot product per output beats transposing B
+		// into panels that would be used only once.
+		for i := range M {
+			a := A[i*lda : i*lda+K]
+			row := C[i*ldc : i*ldc+N]
+			for j := range row {
+				d := Dot(a, B[j*ldb:j*ldb+K])
+				if beta == 0 {
+					row[j] = d
+				} else {
+					row[j] = beta*row[j] + d
+				}
+			}
+		}
+		return
+	}
+	j := job{M: M, N: N, K: K, a: A, lda: lda, bf: B, ldb: ldb, c: C, ldc: ldc}
 	j.kind = bRowsF32
 	if transB {
 		j.kind = bColsF32

@@ -22,21 +22,25 @@
 //
 //   - Linear packs the weight once, lazily, into panels cached in the Mat
 //     (panels.go: fp32 for F32/F16, bf16 for BF16, so bf16 weights cost no
-//     extra width). Up to streamMaxM rows (decode) stream the panels in
-//     place over the whole K, so the weights are read once at memory
-//     bandwidth and bf16 is widened in registers. More rows (prefill,
-//     training) run the blocked GEMM: K blocks of 256, N blocks of 1024
-//     columns (fp32 panels read in place, bf16 widened per block into an L2
-//     buffer), 6-row micro-panels of A sweeping each block.
+//     extra width). Up to streamMaxPanelsM rows (decode, short prefill)
+//     read the panels in place, panel group by panel group, with software
+//     prefetch, so the weights stream from memory once at bandwidth and bf16
+//     is widened in registers; groups and K slices are sized so that later
+//     6-row chunks find them in L2. More rows run the blocked GEMM: K blocks
+//     of 256, N blocks of 1024 columns (fp32 panels read in place, bf16
+//     widened per block into an L2 buffer), 6-row micro-panels of A
+//     sweeping each block.
 //   - LinearBackwardInput reads the weight in its own [N×K] layout, packing
 //     (and widening) B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
 //     transB), transposes A blocks when transA, and computes narrow
 //     transA products (LoRA weight gradients) as Cᵀ to fill the panels.
 //
-// Work is split over GOMAXPROCS goroutines by ranges of 64-column panels (or
-// rows, when there are few panels); each writes its own part of C, with
-// scratch from a sync.Pool, so concurrent calls are safe. Calls estimated
+// Work is split over GOMAXPROCS goroutines in chunks of 64-column panels (or
+// of rows, when there are few panels), about three per goroutine, taken from
+// a shared counter so a descheduled goroutine delays a call by one chunk
+// only; each chunk writes its own part of C, with scratch from a sync.Pool,
+// so concurrent calls are safe. Calls estimated
 // below ~25 µs stay on the caller's goroutine. Each assembly call is bounded
 // (≤ ~1 ms) so the scheduler and GC are never held off for long.
 package kernels

@@ -3,6 +3,7 @@ package kernels
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Blocking of the large-M path (kernels.md §5): a KC×NC block of B (1 MiB of
@@ -14,9 +15,16 @@ const (
 )
 
 // Small-M streaming (kernels.md §3–4): with few rows there is little reuse of
-// B, so the kernels read B panels in place over the whole K (no packing) and
-// the weights stream from memory once. Up to streamMaxM rows take this path.
-const streamMaxM = 24
+// B, so the kernels read B in place (no packing pass) and the weights stream
+// from memory once, overlapped with the compute by software prefetch. For
+// pre-packed weights this in-place path measured as fast as the blocked one
+// up to M = 512 (140–150 GFLOP/s on one core) and much faster below M = 64,
+// most of all for bf16, which it widens in registers; streamMaxPanelsM rows
+// take it. Raw row-major B (Gemm) is read in place only up to streamMaxM rows.
+const (
+	streamMaxPanelsM = 128
+	streamMaxM       = 24
+)
 
 // streamL2 bounds the panels one row chunk sweeps before the next chunk
 // reuses them, so that they are still in L2; maxCallElems bounds one
@@ -24,7 +32,7 @@ const streamMaxM = 24
 // is never held off for long.
 const (
 	streamL2     = 512 << 10
-	maxCallElems = 1 << 22
+	maxCallElems = 1 << 20
 )
 
 // parallelMinNs is the estimated single-thread time below which a call
@@ -43,13 +51,12 @@ const (
 	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
 )
 
-// job is one product C[M×N] (+)= A[M×K]·B[K×N] for the blocked driver.
+// job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
 type job struct {
 	M, N, K int
 
-	a   []float32 // A is M×K with row stride lda, or if aT stored K×M
+	a   []float32 // A is M×K with row stride lda
 	lda int
-	aT  bool
 
 	kind bKind
 	bf   []float32 // raw B (bRows*, bCols*) or fp32 panels
@@ -62,7 +69,7 @@ type job struct {
 
 	first int       // tile flags for the first K block (flagStore or flagAcc, | flagBias)
 	bias  []float32 // length ≥ N when first has flagBias
-	beta  float32   // if scaleC: C *= beta before accumulating
+	beta  float32   // if scale: C *= beta before accumulating
 	scale bool
 }
 
@@ -71,12 +78,11 @@ func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
 // stream reports whether the small-M path applies: few rows, and B can be
 // read in place.
 func (j *job) stream() bool {
-	if j.M > streamMaxM {
-		return false
-	}
 	switch j.kind {
-	case bPanelsF32, bPanelsBF16, bRowsF32:
-		return true
+	case bPanelsF32, bPanelsBF16:
+		return j.M <= streamMaxPanelsM
+	case bRowsF32:
+		return j.M <= streamMaxM
 	}
 	return false
 }
@@ -92,9 +98,12 @@ func (j *job) estimateNs() float64 {
 	return max(flops/100, bytes/10)
 }
 
-// run computes the job, split over up to GOMAXPROCS goroutines: by ranges of
-// 64-column panels when there are enough of them, else by rows (multiples of
-// 6). Each goroutine writes a disjoint part of C.
+// run computes the job, split over up to GOMAXPROCS goroutines. The work is
+// cut into chunks of 64-column panels (or of rows, when there are few
+// panels), about three per goroutine, which the goroutines take in turn
+// from a shared counter: on a shared machine a descheduled goroutine then
+// delays the call by one chunk, not by its whole static share. Each chunk
+// writes a disjoint part of C.
 func (j *job) run() {
 	np := j.panels()
 	if j.M == 0 || np == 0 {
@@ -108,37 +117,51 @@ func (j *job) run() {
 		j.part(0, j.M, 0, np)
 		return
 	}
-	mr := (j.M + 5) / 6 // row micro-panels
-	splitN := np >= t && (np%t == 0 || np >= 4*t || mr < 2*t)
-	if !splitN && mr < 2 {
-		splitN = true
-	}
-	units := np
-	if !splitN {
-		units = mr
+	mp := (j.M + 5) / 6 // row micro-panels
+	splitN := np >= 2*t || np >= mp
+	var size, units int
+	if splitN {
+		per := 3
+		if j.stream() {
+			per = 4
+		}
+		size = (np + per*t - 1) / (per * t)
+		if !j.stream() {
+			size = min(size, blockPanels)
+		}
+		units = (np + size - 1) / size
+	} else {
+		size = (mp + 3*t - 1) / (3 * t)
+		units = (mp + size - 1) / size
 	}
 	t = min(t, units)
-	if t <= 1 {
-		j.part(0, j.M, 0, np)
-		return
+	// The goroutines share a heap copy, so that the caller's job can stay
+	// on its stack (small calls allocate nothing).
+	sj := new(job)
+	*sj = *j
+	var next atomic.Int64
+	work := func() {
+		for {
+			u := int(next.Add(1) - 1)
+			if u >= units {
+				return
+			}
+			if splitN {
+				sj.part(0, sj.M, u*size, min((u+1)*size, np))
+			} else {
+				sj.part(u*size*6, min((u+1)*size*6, sj.M), 0, np)
+			}
+		}
 	}
 	var wg sync.WaitGroup
-	for w := t - 1; w >= 0; w-- {
-		u0, u1 := w*units/t, (w+1)*units/t
-		m0, m1, p0, p1 := 0, j.M, u0, u1
-		if !splitN {
-			m0, m1, p0, p1 = u0*6, min(u1*6, j.M), 0, np
-		}
-		if w == 0 {
-			j.part(m0, m1, p0, p1)
-			break
-		}
+	for range t - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j.part(m0, m1, p0, p1)
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 }
 
@@ -164,7 +187,8 @@ type bblock struct {
 	bf                 []float32
 	bh                 []uint16
 	boff, ldb, pstride int
-	p0, np, ncols      int // first panel (relative to the block), panels, valid columns
+	p0, np, ncols      int  // first panel (relative to the block), panels, valid columns
+	prefetch           bool // contiguous pre-packed panels: use the prefetching kernels
 }
 
 // part computes rows [m0, m1) and panels [p0, p1) of the job.
@@ -175,13 +199,10 @@ func (j *job) part(m0, m1, p0, p1 int) {
 			Scale(j.beta, j.c[i*j.ldc+p0*panelW:i*j.ldc+c1])
 		}
 	}
-	var buf, abuf *[]float32
+	var buf *[]float32
 	defer func() {
 		if buf != nil {
 			putBuf(buf)
-		}
-		if abuf != nil {
-			putBuf(abuf)
 		}
 	}()
 	if !j.stream() {
@@ -190,7 +211,7 @@ func (j *job) part(m0, m1, p0, p1 int) {
 		for pc := 0; pc < j.K; pc += blockK {
 			kc := min(blockK, j.K-pc)
 			for jp := p0; jp < p1; jp += blockPanels {
-				j.block(&buf, &abuf, m0, m1, pc, kc, jp, min(blockPanels, p1-jp), false)
+				j.block(&buf, m0, m1, pc, kc, jp, min(blockPanels, p1-jp), false)
 			}
 		}
 		return
@@ -210,30 +231,19 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	}
 	for jp := p0; jp < p1; jp += ncp {
 		for pc := 0; pc < j.K; pc += kcMax {
-			j.block(&buf, &abuf, m0, m1, pc, min(kcMax, j.K-pc), jp, min(ncp, p1-jp), true)
+			j.block(&buf, m0, m1, pc, min(kcMax, j.K-pc), jp, min(ncp, p1-jp), true)
 		}
 	}
 }
 
 // block runs the micro-panels of rows [m0, m1) over k-rows [pc, pc+kc) and
-// panels [jp, jp+np). buf and abuf are the caller's scratch buffers.
-func (j *job) block(buf, abuf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
+// panels [jp, jp+np). buf is the caller's scratch buffer.
+func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 	flags := flagAcc
 	if pc == 0 {
 		flags = j.first
 	}
 	a, aoff, lda := j.a, m0*j.lda+pc, j.lda
-	if j.aT {
-		n := (m1 - m0) * kc
-		if *abuf == nil || cap(**abuf) < n {
-			if *abuf != nil {
-				putBuf(*abuf)
-			}
-			*abuf = getBuf(n)
-		}
-		packAT(**abuf, j.a, pc*j.lda+m0, j.lda, m1-m0, kc)
-		a, aoff, lda = **abuf, 0, kc
-	}
 	ncols := min(np*panelW, j.N-jp*panelW)
 	var blocks [2]bblock
 	nb := j.blockB(blocks[:0], buf, pc, kc, jp, np, ncols, stream)
@@ -249,7 +259,7 @@ func (j *job) block(buf, abuf **[]float32, m0, m1, pc, kc, jp, np int, stream bo
 		}
 		for _, b := range nb {
 			t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
-			t.np, t.ncols = b.np, b.ncols
+			t.np, t.ncols, t.prefetch = b.np, b.ncols, b.prefetch
 			col := (jp + b.p0) * panelW
 			t.coff = ir*j.ldc + col
 			t.biasoff = col
@@ -273,9 +283,9 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 	}
 	switch {
 	case j.kind == bPanelsF32:
-		return append(out, bblock{bf: j.bf, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols})
+		return append(out, bblock{bf: j.bf, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
 	case j.kind == bPanelsBF16 && stream:
-		return append(out, bblock{bh: j.bh, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols})
+		return append(out, bblock{bh: j.bh, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
 	case j.kind == bPanelsBF16:
 		d := need(np * kc * panelW)
 		for q := range np {

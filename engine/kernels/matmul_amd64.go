@@ -34,6 +34,8 @@ func bestVariant() variant {
 // compute (AVX2, fp32 B only), and flags are the tile flags.
 //
 // k512{f32,bf16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
+// k512{f32,bf16}m{mr}p: mr rows × 64 columns, prefetching B ahead; only for
+// contiguous panels (tileArgs.prefetch).
 // k256{f32,bf16}m{mr}: mr rows × 64 columns per panel.
 
 //go:noescape
@@ -145,6 +147,42 @@ func k512bf16m6n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np i
 func k512bf16m6n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
 
 //go:noescape
+func k512f32m1p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f32m2p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f32m3p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f32m4p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f32m5p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f32m6p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m1p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m2p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m3p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m4p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m5p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m6p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
 func k256f32m1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
 
 //go:noescape
@@ -195,7 +233,7 @@ func packRowsBF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 func packRowsF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 
 //go:noescape
-func packColsF32_512(dst *float32, src *float32, lds uintptr, rows int)
+func packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr, rows int)
 
 //go:noescape
 func widenPanel256(dst *float32, src *uint16, rows int)
@@ -214,23 +252,24 @@ type (
 	kbf16 = func(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
 )
 
-// k512 tables, indexed [mr-1][column groups: 0 → 16, 1 → 32, 2 → 64].
+// k512 tables, indexed [mr-1][kernel: 0 → 16 columns, 1 → 32, 2 → 64,
+// 3 → 64 with prefetch].
 var (
-	k512f32 = [6][3]kf32{
-		{k512f32m1n1, k512f32m1n2, k512f32m1n4},
-		{k512f32m2n1, k512f32m2n2, k512f32m2n4},
-		{k512f32m3n1, k512f32m3n2, k512f32m3n4},
-		{k512f32m4n1, k512f32m4n2, k512f32m4n4},
-		{k512f32m5n1, k512f32m5n2, k512f32m5n4},
-		{k512f32m6n1, k512f32m6n2, k512f32m6n4},
+	k512f32 = [6][4]kf32{
+		{k512f32m1n1, k512f32m1n2, k512f32m1n4, k512f32m1p},
+		{k512f32m2n1, k512f32m2n2, k512f32m2n4, k512f32m2p},
+		{k512f32m3n1, k512f32m3n2, k512f32m3n4, k512f32m3p},
+		{k512f32m4n1, k512f32m4n2, k512f32m4n4, k512f32m4p},
+		{k512f32m5n1, k512f32m5n2, k512f32m5n4, k512f32m5p},
+		{k512f32m6n1, k512f32m6n2, k512f32m6n4, k512f32m6p},
 	}
-	k512bf16 = [6][3]kbf16{
-		{k512bf16m1n1, k512bf16m1n2, k512bf16m1n4},
-		{k512bf16m2n1, k512bf16m2n2, k512bf16m2n4},
-		{k512bf16m3n1, k512bf16m3n2, k512bf16m3n4},
-		{k512bf16m4n1, k512bf16m4n2, k512bf16m4n4},
-		{k512bf16m5n1, k512bf16m5n2, k512bf16m5n4},
-		{k512bf16m6n1, k512bf16m6n2, k512bf16m6n4},
+	k512bf16 = [6][4]kbf16{
+		{k512bf16m1n1, k512bf16m1n2, k512bf16m1n4, k512bf16m1p},
+		{k512bf16m2n1, k512bf16m2n2, k512bf16m2n4, k512bf16m2p},
+		{k512bf16m3n1, k512bf16m3n2, k512bf16m3n4, k512bf16m3p},
+		{k512bf16m4n1, k512bf16m4n2, k512bf16m4n4, k512bf16m4p},
+		{k512bf16m5n1, k512bf16m5n2, k512bf16m5n4, k512bf16m5p},
+		{k512bf16m6n1, k512bf16m6n2, k512bf16m6n4, k512bf16m6p},
 	}
 )
 
@@ -271,7 +310,11 @@ func tile512(t *tileArgs) {
 		}
 	}
 	if full > 0 {
-		call(full, 0, 2, ^uint64(0))
+		g := 2
+		if t.prefetch {
+			g = 3
+		}
+		call(full, 0, g, ^uint64(0))
 	}
 	if rem > 0 {
 		g := 2
@@ -396,10 +439,10 @@ func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, 
 	return true
 }
 
-func packColsF32Asm(dst []float32, doff int, src []float32, soff, lds, rows int) bool {
+func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows int) bool {
 	if active != varAVX512 || lds*4*63 >= 1<<31 {
 		return false
 	}
-	packColsF32_512(pf(dst, doff), pf(src, soff), uintptr(lds)*4, rows)
+	packColsF32_512(pf(dst, doff), uintptr(ldd)*4, pf(src, soff), uintptr(lds)*4, rows)
 	return true
 }

@@ -152,10 +152,10 @@ func linearShapes() []mnk {
 		}
 	}
 	return append(s,
-		mnk{24, 200, 100}, mnk{25, 200, 100}, // either side of streamMaxM
-		mnk{100, 300, 520}, // K blocks, panel split over threads
-		mnk{64, 1100, 130}, // more panels than one N block
-		mnk{200, 64, 300},  // one panel: rows split over threads
+		mnk{128, 70, 100}, mnk{129, 70, 100}, // either side of streamMaxPanelsM
+		mnk{133, 200, 300}, // blocked: K blocks, panel split over threads
+		mnk{140, 1100, 40}, // blocked: more panels than one N block
+		mnk{200, 64, 300},  // blocked, one panel: rows split over threads
 		mnk{3, 1500, 700},  // streaming, several calls per thread
 		mnk{13, 700, 900},  // streaming with row chunks and L2 groups
 		mnk{9, 130, 4100},  // streaming with K split to fit L2
@@ -166,7 +166,7 @@ func TestLinear(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for i, sh := range linearShapes() {
-			if thin(i) && i < len(linearShapes())-8 {
+			if thin(i) && i < len(linearShapes())-9 || raceEnabled && active == varGo && sh.M*sh.N*sh.K > 1<<21 {
 				continue
 			}
 			for _, dt := range dtypesFor(i) {
@@ -297,6 +297,9 @@ func TestGemm(t *testing.T) {
 			}
 		}
 	}
+	// Small transpose chunks: the larger transA cases run in row blocks.
+	defer func(c int) { transAChunk = c }(transAChunk)
+	transAChunk = 2000
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(9, 10))
 		for i, c := range cases {
@@ -458,4 +461,21 @@ func TestVectors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLinearAllocs checks that a small Linear (one goroutine) allocates
+// nothing once the weight is packed: it runs per token per layer.
+func TestLinearAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, dt := range []DType{F32, BF16} {
+		w := randMat(r, 128, 96, dt)
+		inp, out, bias := randSlice(r, 2*96), make([]float32, 2*128), randSlice(r, 128)
+		Linear(out, inp, w, bias, 2)
+		if n := testing.AllocsPerRun(20, func() { Linear(out, inp, w, bias, 2) }); n != 0 {
+			t.Errorf("%v: %v allocations per Linear; want 0", dt, n)
+		}
+	}
 }

@@ -64,13 +64,23 @@ func packRowsU16(dst []float32, doff int, src []uint16, soff, lds, rows, ncols i
 // packColsF32 is the transposing pack: panel column j, k-row i is
 // src[soff + j*lds + i], for j < ncols (≤ 64); columns ncols..63 are zero.
 func packColsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols int) {
-	if rows == 0 {
+	transpose64(dst, doff, panelW, src, soff, lds, rows, ncols)
+	if ncols < panelW {
+		for i := range rows {
+			clear(dst[doff+i*panelW+ncols : doff+(i+1)*panelW])
+		}
+	}
+}
+
+// transpose64 writes dst[doff + i*ldd + j] = src[soff + j*lds + i] for
+// j < ncols (≤ 64) and i < rows.
+func transpose64(dst []float32, doff, ldd int, src []float32, soff, lds, rows, ncols int) {
+	if rows == 0 || ncols == 0 {
 		return
 	}
-	if ncols == panelW && packColsF32Asm(dst, doff, src, soff, lds, rows) {
+	if ncols == panelW && packColsF32Asm(dst, doff, ldd, src, soff, lds, rows) {
 		return
 	}
-	d := dst[doff : doff+rows*panelW]
 	// Four source rows at a time: four sequential read streams and
 	// 16-byte groups of writes.
 	j := 0
@@ -80,31 +90,24 @@ func packColsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols 
 		s2 := src[soff+(j+2)*lds:][:rows]
 		s3 := src[soff+(j+3)*lds:][:rows]
 		for i := range rows {
-			o := i*panelW + j
-			dd := d[o : o+4 : o+4]
+			o := doff + i*ldd + j
+			dd := dst[o : o+4 : o+4]
 			dd[0], dd[1], dd[2], dd[3] = s0[i], s1[i], s2[i], s3[i]
 		}
 	}
 	for ; j < ncols; j++ {
 		s := src[soff+j*lds:][:rows]
 		for i, v := range s {
-			d[i*panelW+j] = v
-		}
-	}
-	if ncols < panelW {
-		for i := range rows {
-			clear(d[i*panelW+ncols : (i+1)*panelW])
+			dst[doff+i*ldd+j] = v
 		}
 	}
 }
 
-// packAT writes the transpose of a stored-K×M block of A: dst[r*kc + i] =
-// src[soff + i*lds + r] for r < rows, i < kc.
-func packAT(dst []float32, src []float32, soff, lds, rows, kc int) {
-	for i := range kc {
-		s := src[soff+i*lds:][:rows]
-		for r, v := range s {
-			dst[r*kc+i] = v
-		}
+// transposeF32 writes the rows×cols transpose of src (row stride lds) to
+// dst (row stride ldd): dst[c*ldd + r] = src[r*lds + c].
+func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	// Blocks of 64 source rows become 64-wide column blocks of dst.
+	for r := 0; r < rows; r += panelW {
+		transpose64(dst, r, ldd, src, r*lds, lds, cols, min(panelW, rows-r))
 	}
 }

@@ -67,6 +67,7 @@ type tileArgs struct {
 	flags              int
 	bias               []float32
 	biasoff            int
+	prefetch           bool // B is pre-packed contiguous panels: prefetch ahead
 }
 
 // debugChecks makes tile verify every access of t against its slices before

@@ -159,3 +159,86 @@ func TestGradients_FiniteDifferences(t *testing.T) {
 		})
 	}
 }
+
+// Ensure merging an adapter into F32 weights reproduces model+adapter.
+func TestMergeInto(t *testing.T) {
+	m := tinyModel(t, "qwen2")
+	a, err := New(m.Config, Config{Rank: 4}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(a, 2)
+	toks := tokens(16, 200, 4)
+	want, _ := m.LogProbs(toks, a)
+	if err := a.MergeInto(&m.W); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.LogProbs(toks, nil)
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-4 {
+			t.Fatalf("token %d: merged %v; with adapter %v", i, got[i], want[i])
+		}
+	}
+}
+
+// Ensure full fine-tuning gradients of the embedding (tied LM head) and the
+// RMSNorm weights match finite differences.
+func TestBaseGradients_FiniteDifferences(t *testing.T) {
+	m := tinyModel(t, "qwen2")
+	toks := tokens(10, 200, 5)
+	rows := []int{2, 5, 8}
+	targets := []int{toks[3], toks[6], toks[9]}
+	coef := []float64{1.1, -0.6, 0.9}
+	acts := m.NewActs(len(toks))
+	loss := func() float64 {
+		acts.Base = nil
+		if _, err := m.TrainForward(acts, toks, nil); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := m.LMHeadBackward(acts, rows, targets, nil)
+		var l float64
+		for i, lp := range st.Logprobs {
+			l += coef[i] * lp
+		}
+		return l
+	}
+	loss()
+	g := m.NewBaseGrads()
+	acts.Base = g
+	if _, err := m.TrainForward(acts, toks, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, _, _ float64) float64 { return coef[i] })
+	m.TrainBackward(acts, dh, nil)
+	grads := g.Slices()
+	rng := rand.New(rand.NewPCG(3, 3))
+	const eps = 1e-2
+	for s := range grads {
+		var worst, scale float64
+		for k := 0; k < 12; k++ {
+			i := rng.IntN(len(grads[s]))
+			if s == 0 && k < 6 { // make sure rows of used tokens are probed
+				i = toks[k]*m.Config.HiddenSize + rng.IntN(m.Config.HiddenSize)
+			}
+			perturb := func(d float32) {
+				ps, err := m.BaseParams()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ps[s][i] += d
+				m.RefreshBase()
+			}
+			perturb(eps)
+			lp := loss()
+			perturb(-2 * eps)
+			lm := loss()
+			perturb(eps)
+			num := (lp - lm) / (2 * eps)
+			worst = math.Max(worst, math.Abs(num-float64(grads[s][i])))
+			scale = math.Max(scale, math.Abs(num))
+		}
+		if worst > 2e-3*math.Max(scale, 1e-2) {
+			t.Errorf("base parameter group %d: max |analytic-numeric| %.3g (largest gradient %.3g)", s, worst, scale)
+		}
+	}
+}

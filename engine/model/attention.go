@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 
+	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/internal/parallel"
 )
 
@@ -11,103 +12,87 @@ import (
 // at positions [0, start+n). q is (n, NH*HD) for the new tokens, kc and vc are
 // the cache rows (≥ start+n, KVH*HD), out is (n, NH*HD). Token i (absolute
 // position start+i) attends to cache positions 0..start+i.
+//
+// Per head it forms the (n, start+n) score matrix with one GEMM, applies
+// the causal mask and softmax row by row, and multiplies by V with a second
+// GEMM, so the inner loops run in the matmul kernels.
 func attentionForward(out, q, kc, vc []float32, start, n, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
+	tk := start + n
 	scale := float32(1 / math.Sqrt(float64(HD)))
-	parallel.For(NH*n, 8, func(lo, hi int) {
-		scores := make([]float32, start+n)
-		for w := lo; w < hi; w++ {
-			h, i := w/n, w%n
+	parallel.For(NH, 1, func(lo, hi int) {
+		p := make([]float32, n*tk)
+		for h := lo; h < hi; h++ {
 			kvh := h / group
-			qi := q[i*Q+h*HD : i*Q+(h+1)*HD]
-			tk := start + i + 1
-			maxv := float32(math.Inf(-1))
-			for j := 0; j < tk; j++ {
-				s := dot(qi, kc[j*KV+kvh*HD:j*KV+(kvh+1)*HD]) * scale
-				scores[j] = s
-				maxv = max(maxv, s)
+			kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
+			for i := 0; i < n; i++ {
+				softmaxCausal(p[i*tk:(i+1)*tk], start+i+1, scale)
 			}
-			var sum float32
-			for j := 0; j < tk; j++ {
-				e := float32(math.Exp(float64(scores[j] - maxv)))
-				scores[j] = e
-				sum += e
-			}
-			o := out[i*Q+h*HD : i*Q+(h+1)*HD]
-			clear(o)
-			inv := 1 / sum
-			for j := 0; j < tk; j++ {
-				axpy(scores[j]*inv, vc[j*KV+kvh*HD:j*KV+(kvh+1)*HD], o)
-			}
+			kernels.Gemm(false, false, n, HD, tk, p, tk, vc[kvh*HD:], KV, 0, out[h*HD:], Q)
 		}
 	})
 }
 
-// dot and axpy are placeholders until engine/kernels exports its vector
-// kernels; TODO(kernels): switch to kernels.Dot / kernels.Axpy.
-func dot(a, b []float32) float32 {
-	var s float32
-	for i, v := range a {
-		s += v * b[i]
+// softmaxCausal turns row (scores of one query) into probabilities over its
+// first visible entries after scaling, and zeroes the masked rest.
+func softmaxCausal(row []float32, visible int, scale float32) {
+	maxv := float32(math.Inf(-1))
+	for j := 0; j < visible; j++ {
+		row[j] *= scale
+		maxv = max(maxv, row[j])
 	}
-	return s
-}
-
-func axpy(alpha float32, x, y []float32) {
-	for i, v := range x {
-		y[i] += alpha * v
+	var sum float32
+	for j := 0; j < visible; j++ {
+		e := expf(row[j] - maxv)
+		row[j] = e
+		sum += e
 	}
+	inv := 1 / sum
+	for j := 0; j < visible; j++ {
+		row[j] *= inv
+	}
+	clear(row[visible:])
 }
 
 // attentionBackward is the gradient of attentionForward over a whole
 // sequence (start 0, T tokens, keys k and values v are the sequence's own
 // (T, KV) rows). Given dout (T, Q) it accumulates dq (T, Q), dk and dv
-// (T, KV). The attention probabilities are recomputed row by row instead of
-// being stored, so memory stays O(T) per head.
+// (T, KV). The attention probabilities are recomputed per head instead of
+// being stored, so only one (T, T) matrix per worker is alive at a time.
 func attentionBackward(dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
 	scale := float32(1 / math.Sqrt(float64(HD)))
-	// Each kv head (and the query heads sharing it) is independent.
+	// Query heads sharing a kv head write the same dk and dv rows, so the
+	// work is split by kv head.
 	parallel.For(KVH, 1, func(lo, hi int) {
-		p := make([]float32, T)
-		dp := make([]float32, T)
+		p := make([]float32, T*T)
+		dp := make([]float32, T*T)
 		for kvh := lo; kvh < hi; kvh++ {
 			for h := kvh * group; h < (kvh+1)*group; h++ {
+				kernels.Gemm(false, true, T, T, HD, q[h*HD:], Q, k[kvh*HD:], KV, 0, p, T)
 				for i := 0; i < T; i++ {
-					qi := q[i*Q+h*HD : i*Q+(h+1)*HD]
-					doi := dout[i*Q+h*HD : i*Q+(h+1)*HD]
-					n := i + 1
-					maxv := float32(math.Inf(-1))
-					for j := 0; j < n; j++ {
-						s := dot(qi, k[j*KV+kvh*HD:j*KV+(kvh+1)*HD]) * scale
-						p[j] = s
-						maxv = max(maxv, s)
-					}
-					var sum float32
-					for j := 0; j < n; j++ {
-						p[j] = float32(math.Exp(float64(p[j] - maxv)))
-						sum += p[j]
-					}
-					var pdp float32 // Σ p·dp
-					for j := 0; j < n; j++ {
-						p[j] /= sum
-						vj := v[j*KV+kvh*HD : j*KV+(kvh+1)*HD]
-						axpy(p[j], doi, dv[j*KV+kvh*HD:j*KV+(kvh+1)*HD])
-						dp[j] = dot(doi, vj)
-						pdp += p[j] * dp[j]
-					}
-					dqi := dq[i*Q+h*HD : i*Q+(h+1)*HD]
-					for j := 0; j < n; j++ {
-						ds := p[j] * (dp[j] - pdp) * scale
-						if ds == 0 {
-							continue
-						}
-						axpy(ds, k[j*KV+kvh*HD:j*KV+(kvh+1)*HD], dqi)
-						axpy(ds, qi, dk[j*KV+kvh*HD:j*KV+(kvh+1)*HD])
-					}
+					softmaxCausal(p[i*T:(i+1)*T], i+1, scale)
 				}
+				// dV += Pᵀ·dO ; dP = dO·Vᵀ
+				kernels.Gemm(true, false, T, HD, T, p, T, dout[h*HD:], Q, 1, dv[kvh*HD:], KV)
+				kernels.Gemm(false, true, T, T, HD, dout[h*HD:], Q, v[kvh*HD:], KV, 0, dp, T)
+				// dS = P∘(dP − Σ_j P∘dP)·scale, row by row (masked entries have P = 0)
+				for i := 0; i < T; i++ {
+					pr, dr := p[i*T:(i+1)*T], dp[i*T:(i+1)*T]
+					var pdp float32
+					for j := 0; j <= i; j++ {
+						pdp += pr[j] * dr[j]
+					}
+					for j := 0; j <= i; j++ {
+						dr[j] = pr[j] * (dr[j] - pdp) * scale
+					}
+					clear(dr[i+1:])
+				}
+				// dQ += dS·K ; dK += dSᵀ·Q
+				kernels.Gemm(false, false, T, HD, T, dp, T, k[kvh*HD:], KV, 1, dq[h*HD:], Q)
+				kernels.Gemm(true, false, T, HD, T, dp, T, q[h*HD:], Q, 1, dk[kvh*HD:], KV)
 			}
 		}
 	})

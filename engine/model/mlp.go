@@ -1,12 +1,10 @@
 package model
 
-import "math"
-
 // swigluForward computes h = silu(gate) * up elementwise over n values.
 func swigluForward(h, gate, up []float32, n int) {
 	for i := 0; i < n; i++ {
 		g := gate[i]
-		h[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		h[i] = g / (1 + expf(-g)) * up[i]
 	}
 }
 
@@ -16,7 +14,7 @@ func swigluForward(h, gate, up []float32, n int) {
 func swigluBackward(dgate, dup, dh, gate, up []float32, n int) {
 	for i := 0; i < n; i++ {
 		g := gate[i]
-		sig := 1 / (1 + float32(math.Exp(float64(-g))))
+		sig := 1 / (1 + expf(-g))
 		silu := g * sig
 		dsilu := sig * (1 + g*(1-sig))
 		d := dh[i]

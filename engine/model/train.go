@@ -34,6 +34,130 @@ type Acts struct {
 	// gradient scratch
 	dres, dmid, dxn, dq, dk, dv, datt []float32
 	dgate, dup, dh, dhidden           []float32
+	tokens                            []int
+
+	// Base, when set, also receives gradients for the embedding (and the
+	// tied LM head) and every RMSNorm weight: full fine-tuning of those
+	// parameters, used to build small base models from scratch.
+	Base *BaseGrads
+}
+
+// BaseGrads are gradients of a model's embedding and norm weights, shaped
+// like the model's (the embedding F32, V×C).
+type BaseGrads struct {
+	Embed     []float32   // (V, C); also the LM head's when tied
+	LMHead    []float32   // (V, C) when untied
+	AttnNorm  [][]float32 // per layer (C)
+	MLPNorm   [][]float32 // per layer (C)
+	FinalNorm []float32   // (C)
+	// Proj holds per layer the gradients of the seven projection matrices,
+	// indexed by Module, each shaped like its weight (out, in).
+	Proj [][NumModules][]float32
+}
+
+// NewBaseGrads allocates zeroed gradients for m's embedding and norms.
+func (m *Model) NewBaseGrads() *BaseGrads {
+	cfg := m.Config
+	C, V := cfg.HiddenSize, cfg.VocabSize
+	g := &BaseGrads{Embed: make([]float32, V*C), FinalNorm: make([]float32, C)}
+	if !cfg.TieWordEmbeddings {
+		g.LMHead = make([]float32, V*C)
+	}
+	for range cfg.NumLayers {
+		g.AttnNorm = append(g.AttnNorm, make([]float32, C))
+		g.MLPNorm = append(g.MLPNorm, make([]float32, C))
+		var p [NumModules][]float32
+		for mod := range NumModules {
+			out, in := mod.Dims(cfg)
+			p[mod] = make([]float32, out*in)
+		}
+		g.Proj = append(g.Proj, p)
+	}
+	return g
+}
+
+// Slices returns every gradient buffer, in a fixed order matching
+// (*Model).BaseParams.
+func (g *BaseGrads) Slices() [][]float32 {
+	out := [][]float32{g.Embed, g.FinalNorm}
+	if g.LMHead != nil {
+		out = append(out, g.LMHead)
+	}
+	out = append(out, g.AttnNorm...)
+	out = append(out, g.MLPNorm...)
+	for _, p := range g.Proj {
+		out = append(out, p[:]...)
+	}
+	return out
+}
+
+// BaseParams returns the trainable base parameters matching
+// BaseGrads.Slices. The matrices must be F32. After changing them call
+// RefreshBase: matrices are immutable to the kernels once used.
+func (m *Model) BaseParams() ([][]float32, error) {
+	if m.W.Embed.DType != kernels.F32 || m.W.LMHead.DType != kernels.F32 {
+		return nil, fmt.Errorf("model: full fine-tuning needs F32 weights, have %v", m.W.Embed.DType)
+	}
+	out := [][]float32{m.W.Embed.F32, m.W.FinalNorm}
+	if !m.Config.TieWordEmbeddings {
+		out = append(out, m.W.LMHead.F32)
+	}
+	for l := range m.W.Layers {
+		out = append(out, m.W.Layers[l].AttnNorm)
+	}
+	for l := range m.W.Layers {
+		out = append(out, m.W.Layers[l].MLPNorm)
+	}
+	for l := range m.W.Layers {
+		for mod := range NumModules {
+			w := *m.W.Layers[l].proj(mod)
+			if w.DType != kernels.F32 {
+				return nil, fmt.Errorf("model: full fine-tuning needs F32 weights, layer %d %s is %v", l, mod, w.DType)
+			}
+			out = append(out, w.F32)
+		}
+	}
+	return out, nil
+}
+
+// proj returns the field holding a projection matrix of the layer.
+func (l *Layer) proj(m Module) **kernels.Mat {
+	switch m {
+	case ModQ:
+		return &l.Q
+	case ModK:
+		return &l.K
+	case ModV:
+		return &l.V
+	case ModO:
+		return &l.O
+	case ModGate:
+		return &l.Gate
+	case ModUp:
+		return &l.Up
+	}
+	return &l.Down
+}
+
+// RefreshBase rebuilds every F32 matrix after its data changed, so the
+// kernels do not use stale packed copies. It copies the data into new
+// matrices; BaseParams then returns the new slices.
+func (m *Model) RefreshBase() {
+	C, V := m.Config.HiddenSize, m.Config.VocabSize
+	for l := range m.W.Layers {
+		for mod := range NumModules {
+			p := m.W.Layers[l].proj(mod)
+			if (*p).DType == kernels.F32 {
+				*p = kernels.NewMatF32((*p).Rows, (*p).Cols, append([]float32(nil), (*p).F32...))
+			}
+		}
+	}
+	m.W.Embed = kernels.NewMatF32(V, C, append([]float32(nil), m.W.Embed.F32...))
+	if m.Config.TieWordEmbeddings {
+		m.W.LMHead = m.W.Embed
+	} else {
+		m.W.LMHead = kernels.NewMatF32(V, C, append([]float32(nil), m.W.LMHead.F32...))
+	}
 }
 
 // NewActs allocates activations for training sequences of up to maxT tokens.
@@ -78,6 +202,7 @@ func (m *Model) TrainForward(a *Acts, tokens []int, adapter Adapter) ([]float32,
 		}
 	}
 	a.T = T
+	a.tokens = append(a.tokens[:0], tokens...)
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
 	pos := a.pos[:T]
@@ -136,14 +261,23 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
 	pos := a.pos[:T]
+	base := a.Base
 	back := func(dinp, dout, inp []float32, l int, mod Module) {
 		if adapter != nil {
 			adapter.BackwardDelta(dinp, dout, inp, T, l, mod)
 		}
+		if base != nil { // dW (out, in) += doutᵀ · inp
+			out, in := mod.Dims(cfg)
+			kernels.Gemm(true, false, out, in, T, dout, out, inp, in, 1, base.Proj[l][mod], in)
+		}
 	}
 	dres := a.dres[:T*C] // gradient w.r.t. the residual stream
 	clear(dres)
-	rmsNormBackward(dres, nil, dhidden[:T*C], a.out[:T*C], m.W.FinalNorm, a.rstdF[:T], T, C)
+	var dFinal []float32
+	if base != nil {
+		dFinal = base.FinalNorm
+	}
+	rmsNormBackward(dres, dFinal, dhidden[:T*C], a.out[:T*C], m.W.FinalNorm, a.rstdF[:T], T, C)
 	dmid, dxn := a.dmid[:T*C], a.dxn[:T*C]
 	dq, datt, dk, dv := a.dq[:T*Q], a.datt[:T*Q], a.dk[:T*KV], a.dv[:T*KV]
 	dgate, dup, dh := a.dgate[:T*F], a.dup[:T*F], a.dh[:T*F]
@@ -160,7 +294,11 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 		back(dxn, dgate, s.xn2[:T*C], l, ModGate)
 		back(dxn, dup, s.xn2[:T*C], l, ModUp)
 		copy(dmid, dres)
-		rmsNormBackward(dmid, nil, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
+		var dAttnNorm, dMLPNorm []float32
+		if base != nil {
+			dAttnNorm, dMLPNorm = base.AttnNorm[l], base.MLPNorm[l]
+		}
+		rmsNormBackward(dmid, dMLPNorm, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
 
 		// Attention block: mid = in + o(attention(rope(q), rope(k), v)).
 		clear(datt)
@@ -180,7 +318,13 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 		back(dxn, dk, s.xn1[:T*C], l, ModK)
 		back(dxn, dv, s.xn1[:T*C], l, ModV)
 		copy(dres, dmid)
-		rmsNormBackward(dres, nil, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)
+		rmsNormBackward(dres, dAttnNorm, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)
+	}
+	if base != nil {
+		// The embedding lookup's gradient: each token's row gets its input's.
+		for t, id := range a.tokens[:T] {
+			addInPlace(base.Embed[id*C:(id+1)*C], dres[t*C:(t+1)*C])
+		}
 	}
 }
 
@@ -249,6 +393,13 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 		}
 		clear(din[:n*C])
 		kernels.LinearBackwardInput(din[:n*C], logits[:n*V], m.W.LMHead, n)
+		if a.Base != nil { // dW_head += dlogitsᵀ · hidden
+			dW := a.Base.LMHead
+			if dW == nil {
+				dW = a.Base.Embed
+			}
+			kernels.Gemm(true, false, V, C, n, logits[:n*V], V, in[:n*C], C, 1, dW, C)
+		}
 		for i := 0; i < n; i++ {
 			r := rows[i0+i]
 			addInPlace(dhidden[r*C:(r+1)*C], din[i*C:(i+1)*C])

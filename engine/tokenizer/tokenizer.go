@@ -22,13 +22,18 @@
 // Character classes (\p{L}, \p{N}, \s) follow the reference's regex engine
 // (Unicode 17, JavaScript's \s), see unicode_tables.go; Unicode
 // normalization is golang.org/x/text's (Unicode 15), which differs only on
-// characters assigned later.
+// characters assigned later. Hugging Face's Rust tokenizers (used by vLLM)
+// differ from the reference, and so from this package, in a few corners:
+// U+0085 is whitespace there and U+FEFF is not (the reverse of JavaScript),
+// its Unicode tables are older, and it honours the single_word and
+// normalized flags of added tokens (all false in the Qwen and Llama 3 files).
 //
 // Decoding is byte-level: the bytes of each token are concatenated, so
 // decoding the ids of a text gives back the text (normalized). A Decoder
 // turns a stream of ids into text without splitting UTF-8 characters.
 //
-// A *Tokenizer is immutable after Load and safe for concurrent use.
+// A *Tokenizer is safe for concurrent use; its only mutable state is internal
+// caches, which are synchronised.
 package tokenizer
 
 import (

@@ -43,18 +43,22 @@ func (o *AdamW) step(params, grads []float32, lr, weightDecay float64) {
 	}
 }
 
-// clipGradNorm scales grads so their L2 norm is at most maxNorm (no-op when
-// maxNorm <= 0) and returns the norm before clipping.
-func clipGradNorm(grads []float32, maxNorm float64) float64 {
+// clipGradNorm scales the gradients so their joint L2 norm is at most
+// maxNorm (no-op when maxNorm <= 0) and returns the norm before clipping.
+func clipGradNorm(maxNorm float64, grads ...[]float32) float64 {
 	var ss float64
-	for _, g := range grads {
-		ss += float64(g) * float64(g)
+	for _, gs := range grads {
+		for _, g := range gs {
+			ss += float64(g) * float64(g)
+		}
 	}
 	norm := math.Sqrt(ss)
 	if maxNorm > 0 && norm > maxNorm {
 		s := float32(maxNorm / (norm + 1e-6))
-		for i := range grads {
-			grads[i] *= s
+		for _, gs := range grads {
+			for i := range gs {
+				gs[i] *= s
+			}
 		}
 	}
 	return norm

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/artgo/art/engine/model"
 )
 
 // SFTConfig controls supervised fine-tuning (ART's defaults: gradient clip
@@ -83,7 +85,31 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 	if tr.acts == nil || tr.acts.Cap() < maxT {
 		tr.acts = tr.Model.NewActs(maxT)
 	}
-	tr.Adapter.ZeroGrad()
+	var grads [][]float32
+	var adapter model.Adapter
+	if tr.Adapter != nil {
+		tr.Adapter.ZeroGrad()
+		grads = append(grads, tr.Adapter.Grads())
+		adapter = tr.Adapter
+	} else if !tr.TrainBase {
+		return nil, fmt.Errorf("train: sft needs an adapter or TrainBase")
+	}
+	tr.acts.Base = nil
+	if tr.TrainBase {
+		if tr.base == nil {
+			tr.base = tr.Model.NewBaseGrads()
+			for _, g := range tr.base.Slices() {
+				o := NewAdamW(len(g))
+				o.WeightDecay = 0
+				tr.baseOpts = append(tr.baseOpts, o)
+			}
+		}
+		for _, g := range tr.base.Slices() {
+			clear(g)
+		}
+		tr.acts.Base = tr.base
+		grads = append(grads, tr.base.Slices()...)
+	}
 	var nll float64
 	tokens := 0
 	for i := range seqs {
@@ -91,7 +117,7 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 			return nil, fmt.Errorf("train: sft interrupted: %w", err)
 		}
 		s := &seqs[i]
-		if _, err := tr.Model.TrainForward(tr.acts, s.Tokens, tr.Adapter); err != nil {
+		if _, err := tr.Model.TrainForward(tr.acts, s.Tokens, adapter); err != nil {
 			return nil, fmt.Errorf("train: sft: %w", err)
 		}
 		rows, targets, _ := sampledRows(s)
@@ -99,12 +125,25 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 			nll -= lp
 			return -1 / float64(total)
 		})
-		tr.Model.TrainBackward(tr.acts, dh, tr.Adapter)
+		tr.Model.TrainBackward(tr.acts, dh, adapter)
 		tokens += len(s.Tokens)
 	}
-	norm := clipGradNorm(tr.Adapter.Grads(), c.MaxGradNorm)
-	tr.Opt.step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0)
-	tr.Adapter.ZeroGrad()
+	norm := clipGradNorm(c.MaxGradNorm, grads...)
+	if tr.Adapter != nil {
+		tr.Opt.step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0)
+		tr.Adapter.ZeroGrad()
+	}
+	if tr.TrainBase {
+		params, err := tr.Model.BaseParams()
+		if err != nil {
+			return nil, fmt.Errorf("train: sft: %w", err)
+		}
+		for i, g := range tr.base.Slices() {
+			tr.baseOpts[i].step(params[i], g, c.LearningRate, 0)
+		}
+		tr.Model.RefreshBase()
+		tr.acts.Base = nil
+	}
 	loss := nll / float64(total)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, fmt.Errorf("train: sft loss is %v", loss)

@@ -22,7 +22,14 @@ type Trainer struct {
 	Tokenizer *Tokenizer
 	Log       *slog.Logger // nil: slog.Default()
 
-	acts *model.Acts
+	// TrainBase makes SFTStep also train the model's embedding and norm
+	// weights (full fine-tuning of those; the adapter covers the
+	// projections). Used to build small base models from scratch.
+	TrainBase bool
+
+	acts     *model.Acts
+	base     *model.BaseGrads
+	baseOpts []*AdamW
 }
 
 // StepResult reports one training step.
@@ -203,7 +210,7 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		tokens += len(s.Tokens)
 		pending++
 		if pending == c.GradAccumulationSequences || i == len(seqs)-1 {
-			sumNorm += clipGradNorm(tr.Adapter.Grads(), c.MaxGradNorm)
+			sumNorm += clipGradNorm(c.MaxGradNorm, tr.Adapter.Grads())
 			tr.Opt.Step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate)
 			tr.Adapter.ZeroGrad()
 			gradSteps++

@@ -57,8 +57,9 @@ func main() {
 	for _, bf := range []bool{false, true} {
 		for mr := 1; mr <= 6; mr++ {
 			for _, ncg := range []int{1, 2, 4} {
-				kernel512(&mm, bf, mr, ncg)
+				kernel512(&mm, bf, mr, ncg, 0)
 			}
+			kernel512(&mm, bf, mr, 4, streamPrefetch)
 		}
 	}
 	for _, bf := range []bool{false, true} {
@@ -95,6 +96,9 @@ func write(path string, b []byte) {
 // AVX2: number of 16-column groups to compute for fp32 B (1..4).
 // flags: bit 0 adds the existing C, bit 1 adds bias[0:64] of each panel.
 const kernelArgs = 96
+
+// streamPrefetch is the prefetch distance of the streaming kernels in bytes.
+const streamPrefetch = 4096
 
 // aRow returns the address of A row r (0..5) at byte displacement d:
 // rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, index R11 = lda.
@@ -154,13 +158,25 @@ func bRow(u, d int) string {
 // packPanelsBF16: each 32-column half of a k-row is 32 uint16 words whose
 // even words are columns 0..15 and odd words columns 16..31 of that half, so
 // one VPSLLD (even words) and one VPANDD (odd words) widen 32 weights.
-func kernel512(g *gen, bf16 bool, mr, ncg int) {
+//
+// With pf > 0 (the streaming variant, name suffix p), each k-row also
+// prefetches the B bytes pf ahead of it, assuming contiguous panels (ldb =
+// 256 bytes fp32, 128 bf16, panels back to back): with 6 rows the loop has
+// too few loads in flight to reach DRAM bandwidth on its own.
+func kernel512(g *gen, bf16 bool, mr, ncg, pf int) {
 	dt := "f32"
+	rowBytes := 256
 	if bf16 {
 		dt = "bf16"
+		rowBytes = 128
 	}
 	name := fmt.Sprintf("k512%sm%dn%d", dt, mr, ncg)
-	g.text(name, kernelArgs, fmt.Sprintf("%s: C[%d×%d] (+)= A·B over np panels, B %s (AVX-512).", name, mr, 16*ncg, dt))
+	comment := fmt.Sprintf("%s: C[%d×%d] (+)= A·B over np panels, B %s (AVX-512).", name, mr, 16*ncg, dt)
+	if pf > 0 {
+		name = fmt.Sprintf("k512%sm%dp", dt, mr)
+		comment = fmt.Sprintf("%s: C[%d×64] (+)= A·B over np contiguous panels, B %s, prefetching %d bytes ahead (AVX-512).", name, mr, dt, pf)
+	}
+	g.text(name, kernelArgs, comment)
 	g.p("MOVQ a+0(FP), R10")
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ b+16(FP), R14")
@@ -199,6 +215,11 @@ func kernel512(g *gen, bf16 bool, mr, ncg int) {
 	}
 	bc := 0
 	body := func(u int) {
+		if pf > 0 {
+			for i := 0; i < rowBytes; i += 64 {
+				g.p("PREFETCHT0 %d(BX)", u*rowBytes+pf+i)
+			}
+		}
 		if bf16 {
 			g.p("VMOVDQU32 %s, Z25", bRow(u, 0))
 			if ncg >= 2 {
@@ -468,10 +489,10 @@ func packs512(g *gen) {
 	g.label("done")
 	g.ret()
 
-	// packColsF32_512(dst *float32, src *float32, lds uintptr, rows int):
-	// the transposing pack, dst[i*64+j] = src[j*lds+i] for 64 columns j
-	// (source rows lds bytes apart, lds*63 < 2³¹), by four 16-lane gathers
-	// per k-row.
+	// packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr,
+	// rows int): the transposing pack, dst[i*ldd+j] = src[j*lds+i] for 64
+	// columns j and i < rows (strides in bytes, lds*63 < 2³¹), by four
+	// 16-lane gathers per destination row.
 	g.raw(`
 DATA iota16<>+0(SB)/4, $0
 DATA iota16<>+4(SB)/4, $1
@@ -491,11 +512,12 @@ DATA iota16<>+56(SB)/4, $14
 DATA iota16<>+60(SB)/4, $15
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 `)
-	g.text("packColsF32_512", 32, "packColsF32_512: transposing pack of 64 source rows into a panel (AVX-512 gathers).")
+	g.text("packColsF32_512", 40, "packColsF32_512: transpose 64 source rows into rows of 64 (AVX-512 gathers).")
 	g.p("MOVQ dst+0(FP), DI")
-	g.p("MOVQ src+8(FP), SI")
-	g.p("MOVQ lds+16(FP), DX")
-	g.p("MOVQ rows+24(FP), CX")
+	g.p("MOVQ ldd+8(FP), BX")
+	g.p("MOVQ src+16(FP), SI")
+	g.p("MOVQ lds+24(FP), DX")
+	g.p("MOVQ rows+32(FP), CX")
 	g.p("VPBROADCASTD DX, Z5")
 	g.p("VMOVDQU32 iota16<>(SB), Z4")
 	g.p("VPMULLD Z5, Z4, Z4")
@@ -517,7 +539,7 @@ GLOBL iota16<>(SB), RODATA|NOPTR, $64
 	for _, base := range []string{"SI", "R8", "R9", "R10"} {
 		g.p("ADDQ $4, %s", base)
 	}
-	g.p("ADDQ $256, DI")
+	g.p("ADDQ BX, DI")
 	g.p("DECQ CX")
 	g.p("JNE loop")
 	g.label("done")

@@ -1,0 +1,139 @@
+// Package tictactoe is the demo's environment: tic-tac-toe played as a chat.
+// The agent is X and moves first; each turn it sees the board and replies
+// with the number (1-9) of an empty cell; the opponent plays uniformly
+// random legal moves from a seeded source. Reward: win 1, draw 0.5, loss 0;
+// an invalid reply ends the game with reward 0 and the invalid_move metric.
+package tictactoe
+
+import (
+	"math/rand/v2"
+	"strings"
+)
+
+// Board is the 3×3 grid, cells 0..8 row by row: 0 empty, 'X' or 'O'.
+type Board [9]byte
+
+var lines = [8][3]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {0, 3, 6}, {1, 4, 7}, {2, 5, 8}, {0, 4, 8}, {2, 4, 6}}
+
+// Winner returns 'X' or 'O' when a line is complete, else 0.
+func (b *Board) Winner() byte {
+	for _, l := range lines {
+		if c := b[l[0]]; c != 0 && c == b[l[1]] && c == b[l[2]] {
+			return c
+		}
+	}
+	return 0
+}
+
+// Full reports whether no cell is empty.
+func (b *Board) Full() bool {
+	for _, c := range b {
+		if c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Empty lists the empty cells.
+func (b *Board) Empty() []int {
+	var out []int
+	for i, c := range b {
+		if c == 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// String renders the board as three lines of '.', 'X' and 'O'.
+func (b *Board) String() string {
+	var sb strings.Builder
+	for i, c := range b {
+		if c == 0 {
+			c = '.'
+		}
+		sb.WriteByte(c)
+		if i%3 == 2 && i < 8 {
+			sb.WriteByte('\n')
+		}
+	}
+	return sb.String()
+}
+
+// Prompt is what the agent is shown: the board and the free cells in an
+// order shuffled by rng (so "take the last free cell" is a random legal
+// move, and a good move must be found anywhere in the list).
+func (b *Board) Prompt(rng *rand.Rand) string {
+	var sb strings.Builder
+	sb.WriteString(b.String())
+	sb.WriteString("\nfree:")
+	e := b.Empty()
+	rng.Shuffle(len(e), func(i, j int) { e[i], e[j] = e[j], e[i] })
+	for _, c := range e {
+		sb.WriteByte(' ')
+		sb.WriteByte(byte('1' + c))
+	}
+	return sb.String()
+}
+
+// LastFree returns the last cell listed in a prompt's free list.
+func LastFree(prompt string) string {
+	if !strings.Contains(prompt, "free: ") {
+		return ""
+	}
+	return prompt[len(prompt)-1:]
+}
+
+// SystemPrompt tells the agent the rules.
+const SystemPrompt = "Tic-tac-toe as X. Reply with an empty cell, 1-9."
+
+// ParseMove reads the agent's reply: exactly one digit 1-9 naming an empty
+// cell (surrounding spaces allowed). ok is false for anything else.
+func ParseMove(b *Board, reply string) (cell int, ok bool) {
+	s := strings.TrimSpace(reply)
+	if len(s) != 1 || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	cell = int(s[0] - '1')
+	return cell, b[cell] == 0
+}
+
+// Opponent plays uniformly random legal moves.
+type Opponent struct{ rng *rand.Rand }
+
+// Rand returns the opponent's random source (it also shuffles prompts).
+func (o *Opponent) Rand() *rand.Rand { return o.rng }
+
+// NewOpponent returns an opponent whose moves are fixed by seed.
+func NewOpponent(seed uint64) *Opponent {
+	return &Opponent{rng: rand.New(rand.NewPCG(seed, 0x6f70706f))}
+}
+
+// Move places an O on a random empty cell.
+func (o *Opponent) Move(b *Board) {
+	e := b.Empty()
+	b[e[o.rng.IntN(len(e))]] = 'O'
+}
+
+// Outcome of a finished game.
+type Outcome struct {
+	Reward  float64
+	Win     bool
+	Draw    bool
+	Invalid bool
+	Moves   int // agent moves made (valid ones)
+}
+
+// Result scores a board after the agent's move or the opponent's.
+func result(b *Board, moves int) (Outcome, bool) {
+	switch w := b.Winner(); {
+	case w == 'X':
+		return Outcome{Reward: 1, Win: true, Moves: moves}, true
+	case w == 'O':
+		return Outcome{Reward: 0, Moves: moves}, true
+	case b.Full():
+		return Outcome{Reward: 0.5, Draw: true, Moves: moves}, true
+	}
+	return Outcome{}, false
+}

@@ -1,0 +1,53 @@
+package tictactoe
+
+import (
+	"context"
+)
+
+// Turn is one exchange: the board the agent saw and its reply.
+type Turn struct {
+	Board string
+	Reply string
+}
+
+// Agent answers one move: given the board (complete information, so no
+// history is needed) it returns its reply.
+type Agent func(ctx context.Context, board string) (string, error)
+
+// Play runs one game of the agent (X, moving first) against a random
+// opponent seeded by seed, returning the outcome and the transcript.
+func Play(ctx context.Context, agent Agent, seed uint64) (Outcome, []Turn, error) {
+	var b Board
+	opp := NewOpponent(seed)
+	var turns []Turn
+	moves := 0
+	for {
+		view := b.Prompt(opp.Rand())
+		reply, err := agent(ctx, view)
+		if err != nil {
+			return Outcome{}, turns, err
+		}
+		turns = append(turns, Turn{Board: view, Reply: reply})
+		cell, ok := ParseMove(&b, reply)
+		if !ok {
+			return Outcome{Reward: 0, Invalid: true, Moves: moves}, turns, nil
+		}
+		b[cell] = 'X'
+		moves++
+		if out, done := result(&b, moves); done {
+			return out, turns, nil
+		}
+		opp.Move(&b)
+		if out, done := result(&b, moves); done {
+			return out, turns, nil
+		}
+	}
+}
+
+// RandomAgent plays uniformly random legal moves: it takes the last cell
+// of the shuffled free list. It is the SFT teacher.
+func RandomAgent() Agent {
+	return func(_ context.Context, board string) (string, error) {
+		return LastFree(board), nil
+	}
+}

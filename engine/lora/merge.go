@@ -1,0 +1,57 @@
+package lora
+
+import (
+	"fmt"
+
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/model"
+)
+
+// MergeInto adds the adapter's update scale·B·A into the base weights of w,
+// which must be F32 (merging into bf16/f16 would round the update away).
+// After merging, the model alone computes what model plus adapter did. The
+// merged projections are new matrices (a kernels.Mat is immutable once
+// used: kernels may cache packed copies of it).
+func (a *Adapter) MergeInto(w *model.Weights) error {
+	for _, p := range a.order {
+		if p.layer >= len(w.Layers) {
+			return fmt.Errorf("lora: merge: layer %d not in the model", p.layer)
+		}
+		slot := projection(&w.Layers[p.layer], p.mod)
+		mat := *slot
+		if mat.DType != kernels.F32 {
+			return fmt.Errorf("lora: merge: layer %d %s is %v; merging needs F32 weights", p.layer, p.mod, mat.DType)
+		}
+		if mat.Rows != p.out || mat.Cols != p.in {
+			return fmt.Errorf("lora: merge: layer %d %s is %dx%d, adapter expects %dx%d", p.layer, p.mod, mat.Rows, mat.Cols, p.out, p.in)
+		}
+		r := a.Config.Rank
+		sb := make([]float32, p.out*r)
+		for i, v := range p.B {
+			sb[i] = v * a.scale
+		}
+		// W[out×in] += (scale·B)[out×r] · A[r×in]
+		merged := append([]float32(nil), mat.F32...)
+		kernels.Gemm(false, false, p.out, p.in, r, sb, r, p.A, p.in, 1, merged, p.in)
+		*slot = kernels.NewMatF32(p.out, p.in, merged)
+	}
+	return nil
+}
+
+func projection(l *model.Layer, m model.Module) **kernels.Mat {
+	switch m {
+	case model.ModQ:
+		return &l.Q
+	case model.ModK:
+		return &l.K
+	case model.ModV:
+		return &l.V
+	case model.ModO:
+		return &l.O
+	case model.ModGate:
+		return &l.Gate
+	case model.ModUp:
+		return &l.Up
+	}
+	return &l.Down
+}

@@ -105,6 +105,10 @@ type TrainConfig struct {
 	// PackedSequenceLength is the length of a packed training row in tokens
 	// (0 means chosen from the longest sequence).
 	PackedSequenceLength int `json:"packed_sequence_length,omitempty"`
+	// GradAccumulationSequences is the number of sequences whose gradients
+	// make one optimizer step (0 means 1: ART's one step per sequence). A
+	// value at least the number of sequences takes one step per Train call.
+	GradAccumulationSequences int `json:"grad_accumulation_sequences,omitempty"`
 }
 
 // DefaultTrainConfig returns ART's default configuration with every default
@@ -201,6 +205,9 @@ func (c TrainConfig) Validate() error {
 	}
 	if !isFinite(c.NumTrajectoriesLearningRateMultiplierPower) {
 		bad("NumTrajectoriesLearningRateMultiplierPower", c.NumTrajectoriesLearningRateMultiplierPower, "must be finite")
+	}
+	if c.GradAccumulationSequences < 0 {
+		bad("GradAccumulationSequences", c.GradAccumulationSequences, "must be >= 0 (0 means one optimizer step per sequence)")
 	}
 	if c.PackedSequenceLength < 0 {
 		bad("PackedSequenceLength", c.PackedSequenceLength, "must be >= 0 (0 means automatic)")

@@ -55,7 +55,8 @@ type GatherOptions struct {
 	MaxExceptions float64
 
 	// AfterEach, if set, runs on each group as soon as it is complete
-	// (typically to score it with an LLM judge). It returns the groups
+	// (typically to score it with an LLM judge), including groups whose
+	// rollouts all failed. It returns the groups
 	// that replace it: one (possibly modified), none (drop it) or several
 	// (split it). An error, or a panic, fails the whole gather; to drop a
 	// group whose scoring failed, return no groups and no error.
@@ -83,6 +84,7 @@ type PanicError struct {
 	Stack []byte // the goroutine's stack at the panic
 }
 
+// Error returns "panic: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // Unwrap returns the panic value if it is an error.
@@ -164,17 +166,24 @@ func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts Gather
 	defer cancel()
 	results := make(chan taskResult, len(tasks))
 	after := make(chan afterResult, len(groups))
-	go launch(runCtx, groups, tasks, opts.Concurrency, results)
+	// A slot of sem is taken to start a task and given back only once its
+	// result has been recorded, so no task starts after a failure that
+	// exceeds the budget.
+	var sem chan struct{}
+	if opts.Concurrency > 0 {
+		sem = make(chan struct{}, opts.Concurrency)
+	}
+	go launch(runCtx, groups, tasks, sem, results)
 
-	prog := newProgress(opts, len(tasks))
-	budget := opts.exceptionBudget(len(tasks))
-	var (
-		outputs    = make([][]TrajectoryGroup, len(groups))
-		pending    = len(groups)
-		done       int
-		exceptions int
-		firstErr   error
-	)
+	ga := &gatherer{
+		specs:  groups,
+		states: states,
+		prog:   newProgress(opts, len(tasks)),
+		total:  len(tasks),
+		budget: opts.exceptionBudget(len(tasks)),
+	}
+	outputs := make([][]TrajectoryGroup, len(groups))
+	pending := len(groups)
 	complete := func(gi int, g TrajectoryGroup) {
 		if opts.AfterEach == nil {
 			outputs[gi] = []TrajectoryGroup{g}
@@ -192,73 +201,103 @@ func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts Gather
 	for pending > 0 {
 		select {
 		case <-runCtx.Done(): // only ctx can cancel runCtx before we return
-			prog.abort()
-			return nil, fmt.Errorf("art: gather: canceled with %d of %d rollouts done: %w", done, len(tasks), ctx.Err())
+			ga.prog.abort()
+			return nil, fmt.Errorf("art: gather: canceled with %d of %d rollouts done: %w", ga.done, ga.total, ctx.Err())
 
 		case r := <-results:
-			done++
-			spec, st := groups[r.group], &states[r.group]
-			var g TrajectoryGroup
-			if r.err == nil {
-				if r.index < 0 {
-					r.err = r.grp.Validate()
-				} else {
-					r.err = r.traj.Validate()
-				}
-				if r.err != nil {
-					r.err = fmt.Errorf("invalid result: %w", r.err)
-				}
+			g, full, err := ga.record(r)
+			if err != nil {
+				ga.prog.abort()
+				return nil, err
 			}
-			if r.err != nil {
-				exceptions++
-				exc := newException(r.err)
-				if firstErr == nil {
-					firstErr = fmt.Errorf("group %d%s: %w", r.group, r.where(), r.err)
-				}
-				if r.index < 0 {
-					g = TrajectoryGroup{Exceptions: []Exception{exc}, Metadata: spec.Metadata}
-				} else {
-					st.excs[r.index] = &exc
-				}
-				prog.exception()
-			} else if r.index < 0 {
-				g = r.grp
-				if g.Metadata == nil {
-					g.Metadata = spec.Metadata
-				}
-				for i := range g.Trajectories {
-					recordCompletionTokens(&g.Trajectories[i])
-					prog.trajectory(&g.Trajectories[i])
-				}
-			} else {
-				recordCompletionTokens(&r.traj)
-				prog.trajectory(&r.traj)
-				st.trajs[r.index] = &r.traj
+			if sem != nil {
+				<-sem
 			}
-			prog.advance()
-			if float64(exceptions) > budget {
-				prog.abort()
-				return nil, fmt.Errorf("art: gather: %w: %d of %d rollouts failed, budget %v; first: %w",
-					ErrTooManyExceptions, exceptions, len(tasks), budget, firstErr)
-			}
-			if st.left--; st.left == 0 {
-				if r.index >= 0 {
-					g = st.group(spec)
-				}
+			if full {
 				complete(r.group, g)
 			}
 
 		case a := <-after:
 			if a.err != nil {
-				prog.abort()
+				ga.prog.abort()
 				return nil, fmt.Errorf("art: gather: AfterEach on group %d: %w", a.group, a.err)
 			}
 			outputs[a.group] = a.groups
 			pending--
 		}
 	}
-	prog.finish()
+	ga.prog.finish()
 	return slices.Concat(outputs...), nil
+}
+
+// gatherer holds the bookkeeping of one gather. Only the goroutine running
+// GatherTrajectoryGroups uses it.
+type gatherer struct {
+	specs  []GroupSpec
+	states []groupState
+	prog   *progress
+	total  int     // tasks
+	budget float64 // exceptions tolerated
+
+	done       int
+	exceptions int
+	firstErr   error
+}
+
+// record takes in one finished task. It returns the task's group when the
+// task completed it, and an error when the exception budget is exceeded.
+func (ga *gatherer) record(r taskResult) (g TrajectoryGroup, full bool, err error) {
+	ga.done++
+	spec, st := ga.specs[r.group], &ga.states[r.group]
+	if r.err == nil {
+		if r.index < 0 {
+			r.err = r.grp.Validate()
+		} else {
+			r.err = r.traj.Validate()
+		}
+		if r.err != nil {
+			r.err = fmt.Errorf("invalid result: %w", r.err)
+		}
+	}
+	switch {
+	case r.err != nil:
+		ga.exceptions++
+		exc := newException(r.err)
+		if ga.firstErr == nil {
+			ga.firstErr = fmt.Errorf("group %d%s: %w", r.group, r.where(), r.err)
+		}
+		if r.index < 0 {
+			g = TrajectoryGroup{Exceptions: []Exception{exc}, Metadata: spec.Metadata}
+		} else {
+			st.excs[r.index] = &exc
+		}
+		ga.prog.exception()
+	case r.index < 0:
+		g = r.grp
+		if g.Metadata == nil {
+			g.Metadata = spec.Metadata
+		}
+		for i := range g.Trajectories {
+			recordCompletionTokens(&g.Trajectories[i])
+			ga.prog.trajectory(&g.Trajectories[i])
+		}
+	default:
+		recordCompletionTokens(&r.traj)
+		ga.prog.trajectory(&r.traj)
+		st.trajs[r.index] = &r.traj
+	}
+	ga.prog.advance()
+	if float64(ga.exceptions) > ga.budget {
+		return g, false, fmt.Errorf("art: gather: %w: %d of %d rollouts failed, budget %v; first: %w",
+			ErrTooManyExceptions, ga.exceptions, ga.total, ga.budget, ga.firstErr)
+	}
+	if st.left--; st.left > 0 {
+		return g, false, nil
+	}
+	if r.index >= 0 {
+		g = st.group(spec)
+	}
+	return g, true, nil
 }
 
 // GatherGroups gathers one group of groupSize rollouts per scenario, each
@@ -328,14 +367,10 @@ func (st *groupState) group(spec GroupSpec) TrajectoryGroup {
 	return g
 }
 
-// launch starts the tasks in order, at most limit at a time (no limit if 0),
-// and stops launching when ctx is done. Every started task sends exactly one
-// result.
-func launch(ctx context.Context, specs []GroupSpec, tasks []task, limit int, results chan<- taskResult) {
-	var sem chan struct{}
-	if limit > 0 {
-		sem = make(chan struct{}, limit)
-	}
+// launch starts the tasks in order, each after taking a slot of sem (all at
+// once if sem is nil), and stops launching when ctx is done. Every started
+// task sends exactly one result; the receiver gives the slot back.
+func launch(ctx context.Context, specs []GroupSpec, tasks []task, sem chan struct{}, results chan<- taskResult) {
 	for _, tk := range tasks {
 		if sem != nil {
 			select {
@@ -356,9 +391,6 @@ func launch(ctx context.Context, specs []GroupSpec, tasks []task, limit int, res
 					r.err = errors.New("rollout goroutine exited without returning (runtime.Goexit)")
 				}
 				results <- r
-				if sem != nil {
-					<-sem
-				}
 			}()
 			spec := specs[tk.group]
 			if tk.index < 0 {

@@ -281,6 +281,8 @@ func TestJSON_Errors(t *testing.T) {
 		{"NaN metadata", Trajectory{Metadata: map[string]any{"x": math.NaN()}}, `metadata["x"] is NaN`},
 		{"empty item", Trajectory{MessagesAndChoices: []MessageOrChoice{{}}}, "messages_and_choices[0]: exactly one"},
 		{"both set", MessageOrChoice{Message: &Message{}, Choice: &Choice{}}, "exactly one"},
+		{"Inf logprob", Trajectory{MessagesAndChoices: []MessageOrChoice{{Choice: &Choice{Logprobs: []TokenLogprob{{Logprob: 0}, {Logprob: math.Inf(-1)}}}}}}, "messages_and_choices[0]: logprobs[1] is -Inf"},
+		{"NaN top logprob", Trajectory{MessagesAndChoices: []MessageOrChoice{{Choice: &Choice{Logprobs: []TokenLogprob{{TopLogprobs: []TopLogprob{{Logprob: math.NaN()}}}}}}}}, "logprobs[0].top_logprobs[0] is NaN"},
 		{"bad additional history", Trajectory{AdditionalHistories: []History{{MessagesAndChoices: []MessageOrChoice{{}}}}}, "additional_histories[0]"},
 		{"group metric", TrajectoryGroup{Metrics: map[string]float64{"m": math.NaN()}}, `group metrics["m"]`},
 		{"trajectory in group", TrajectoryGroup{Trajectories: []Trajectory{{Reward: math.Inf(-1)}}}, "reward is -Inf"},

@@ -128,6 +128,21 @@ func qualifyMetric(key, split string) string {
 	return split + "/" + key
 }
 
+// setQualified copies m into out under qualified keys. When a key without a
+// prefix and one with it collide ("n" and "val/n"), the explicit one wins.
+func setQualified(out, m map[string]float64, split string) {
+	for k, v := range m {
+		if q := qualifyMetric(k, split); q != k {
+			out[q] = v
+		}
+	}
+	for k, v := range m {
+		if qualifyMetric(k, split) == k {
+			out[k] = v
+		}
+	}
+}
+
 // mean accumulates an average.
 type mean struct{ sum, n float64 }
 
@@ -170,9 +185,11 @@ func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64
 				stdDev.add(rewardStdDev(g.Trajectories))
 			}
 		}
+		means := make(map[string]float64, len(traj))
 		for k, a := range traj {
-			out[qualifyMetric(k, split)] = a.sum / a.n
+			means[k] = a.sum / a.n
 		}
+		setQualified(out, means, split)
 		for k, a := range group {
 			out[split+"/group_"+k] = a.sum / a.n
 		}
@@ -187,9 +204,7 @@ func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64
 			out[split+"/reward_std_dev"] = stdDev.sum / stdDev.n
 		}
 	}
-	for k, v := range extra {
-		out[qualifyMetric(k, split)] = v
-	}
+	setQualified(out, extra, split)
 	for k, v := range out {
 		if !isFinite(v) {
 			delete(out, k)

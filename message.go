@@ -22,7 +22,8 @@ const (
 
 // Message is a chat message in OpenAI's wire shape: context the model was
 // given, or an assistant turn that was not sampled by the trained model.
-// Messages are not trained (see Choice).
+// Messages are context: they are trained only with
+// TrainConfig.AllowTrainingWithoutLogprobs (sampled turns are Choices).
 //
 // In JSON, Content is a string, or an array of content parts, or null for an
 // assistant message that only calls tools. Empty Name, ToolCalls and
@@ -300,6 +301,9 @@ type choiceJSON struct {
 	Message      Message         `json:"message"`
 	FinishReason string          `json:"finish_reason"`
 	Logprobs     *choiceLogprobs `json:"logprobs"`
+	// TokenIDs is vLLM's return_token_ids field; it is only read, to fill
+	// in logprob entries that lack a token id.
+	TokenIDs []int `json:"token_ids,omitempty"`
 }
 
 // MarshalJSON encodes c as an OpenAI choice object.
@@ -312,6 +316,8 @@ func (c Choice) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON decodes an OpenAI choice object. Unknown fields are ignored.
+// When the logprob entries lack token ids but the choice has vLLM's
+// "token_ids" with one id per entry, those ids fill them in.
 func (c *Choice) UnmarshalJSON(data []byte) error {
 	var w choiceJSON
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -320,6 +326,13 @@ func (c *Choice) UnmarshalJSON(data []byte) error {
 	*c = Choice{Index: w.Index, Message: w.Message, FinishReason: w.FinishReason}
 	if w.Logprobs != nil && w.Logprobs.Content != nil {
 		c.Logprobs = w.Logprobs.Content
+		if len(w.TokenIDs) == len(c.Logprobs) {
+			for i := range c.Logprobs {
+				if c.Logprobs[i].TokenID < 0 {
+					c.Logprobs[i].TokenID = w.TokenIDs[i]
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -124,7 +124,12 @@ func (m *Model) openAIClient() openai.Client {
 // the hundred against one server, so it keeps many idle connections per host
 // instead of net/http's default of two. It is built once and never changed.
 var sharedHTTPClient = sync.OnceValue(func() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if ok {
+		t = t.Clone()
+	} else { // replaced by the program: start from the usual settings
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
+	}
 	t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.MaxIdleConns = 0 // no limit
 	t.MaxIdleConnsPerHost = 1024
@@ -236,8 +241,9 @@ func (m *TrainableModel) OpenAIClient() (openai.Client, error) {
 }
 
 // InferenceName returns the model id that serves the checkpoint at step,
-// "name@step". For step < 0 it returns the id set by Register, which named
-// the latest step at that time; after training, ask Step for the newest.
+// "name@step". For step < 0 it returns InferenceModelName, which Register set
+// to the latest step at that time (after training, ask Step for the newest),
+// or "name@0" before Register.
 func (m *TrainableModel) InferenceName(step int) string {
 	if step < 0 && m.InferenceModelName != "" {
 		return m.InferenceModelName

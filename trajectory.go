@@ -293,6 +293,19 @@ func validateItems(owner string, items []MessageOrChoice) error {
 		if err := it.validate(); err != nil {
 			return fmt.Errorf("art: %s[%d]: %w", owner, i, err)
 		}
+		if it.Choice == nil {
+			continue
+		}
+		for j, lp := range it.Choice.Logprobs {
+			if !isFinite(lp.Logprob) {
+				return fmt.Errorf("art: %s[%d]: logprobs[%d] is %v; it must be finite", owner, i, j, lp.Logprob)
+			}
+			for k, top := range lp.TopLogprobs {
+				if !isFinite(top.Logprob) {
+					return fmt.Errorf("art: %s[%d]: logprobs[%d].top_logprobs[%d] is %v; it must be finite", owner, i, j, k, top.Logprob)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/artgo/art/demo/tictactoe"
@@ -30,8 +30,12 @@ type BaseOptions struct {
 	SFTSteps  int     // optimizer steps
 	BatchSize int     // games per step
 	LR        float64 // learning rate
-	Seed      uint64
-	Progress  func(step, total int, loss float64)
+	// StopLoss ends SFT early once the moving average of the loss falls
+	// below it, leaving the policy some entropy to explore from (RL needs
+	// different samples within a group). 0 means 0.35; < 0 disables it.
+	StopLoss float64
+	Seed     uint64
+	Progress func(step, total int, loss float64)
 }
 
 func (o *BaseOptions) defaults() {
@@ -39,7 +43,10 @@ func (o *BaseOptions) defaults() {
 		o.Shape = "tiny"
 	}
 	if o.SFTSteps == 0 {
-		o.SFTSteps = 300
+		o.SFTSteps = 400
+	}
+	if o.StopLoss == 0 {
+		o.StopLoss = 0.35
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 64
@@ -69,14 +76,15 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 		return err
 	}
 	seed := opt.Seed * 1_000_003
-	for step := 0; step < opt.SFTSteps; step++ {
+	avg := math.Inf(1)
+	for step := 0; step < opt.SFTSteps && !(avg < opt.StopLoss); step++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("demo: building the base model: %w", err)
 		}
 		// Moves of random legal games, one chat per move.
 		var batch []train.History
 		for len(batch) < opt.BatchSize {
-			_, turns, err := tictactoe.Play(ctx, tictactoe.RandomAgent(), seed+1)
+			_, turns, err := tictactoe.Play(ctx, tictactoe.RandomAgent(seed), seed+1)
 			if err != nil {
 				return err
 			}
@@ -88,6 +96,11 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 		met, err := tr.SFTStep(ctx, batch, train.DefaultSFTConfig(opt.LR))
 		if err != nil {
 			return fmt.Errorf("demo: sft step %d: %w", step, err)
+		}
+		if l := met["loss/train"]; math.IsInf(avg, 1) {
+			avg = l
+		} else {
+			avg = 0.8*avg + 0.2*l
 		}
 		if opt.Progress != nil {
 			opt.Progress(step+1, opt.SFTSteps, met["loss/train"])
@@ -145,5 +158,3 @@ func moveHistory(t tictactoe.Turn) train.History {
 func logf(w io.Writer, start time.Time, format string, args ...any) {
 	fmt.Fprintf(w, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 }
-
-var _ = filepath.Join

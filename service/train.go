@@ -96,6 +96,9 @@ func engineConfig(c art.TrainConfig) (train.Config, error) {
 	if c.PackedSequenceLength > 0 {
 		tc.MaxSeqLen = c.PackedSequenceLength
 	}
+	if c.GradAccumulationSequences > 0 {
+		tc.GradAccumulationSequences = c.GradAccumulationSequences
+	}
 	return tc, tc.Validate()
 }
 

@@ -102,11 +102,13 @@ type CorruptLinesError struct {
 	Err   error // the decoding error of the first corrupted line
 }
 
+// Error says how many lines were skipped and why the first one was.
 func (e *CorruptLinesError) Error() string {
 	return fmt.Sprintf("store: %s: %d corrupted line(s) skipped (first at line %d: %v)",
 		e.Path, len(e.Lines), e.Lines[0], e.Err)
 }
 
+// Unwrap returns the decoding error of the first corrupted line.
 func (e *CorruptLinesError) Unwrap() error { return e.Err }
 
 // ReadHistory returns the rows of history.jsonl in file order, or nil and no

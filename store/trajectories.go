@@ -70,6 +70,9 @@ func (d *ModelDir) WriteTrajectories(split string, step int, rows []TrajectoryRo
 
 // ReadTrajectories reads back the parquet file for split and step.
 func (d *ModelDir) ReadTrajectories(split string, step int) ([]TrajectoryRow, error) {
+	if err := ValidateName(split); err != nil {
+		return nil, fmt.Errorf("store: split: %w", err)
+	}
 	return ReadTrajectoriesFile(d.TrajectoriesPath(split, step))
 }
 

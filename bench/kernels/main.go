@@ -3,12 +3,16 @@
 // cgo here). run.sh drives it: it interleaves rounds of the Go runner and
 // the OpenBLAS runner and then asks this program for the report.
 //
-//	kernels run [-t threads] [-dtype f32,bf16] [-mintime s] [-cold MB] MxKxN...
+//	kernels run [-t threads] [-dtype f32,bf16] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
+//	kernels bw [-t threads]
 //	kernels report [file...]
 //
 // run prints one line per shape and dtype:
 //
 //	go <threads> <dtype> <M>x<K>x<N> <median seconds> <reps>
+//
+// bw prints the memory read bandwidth, "bw <threads> <GB/s>": t goroutines
+// each take kernels.Dot over their share of two 256 MiB arrays (median of 5).
 //
 // Shapes are M×K×N as in kernels.md: C[M×N] = A[M×K]·Wᵀ, W the [N×K]
 // weight. report reads such lines (from both runners, several rounds),
@@ -27,8 +31,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/artgo/art/engine/kernels"
 )
@@ -41,6 +47,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		run(os.Args[2:])
+	case "bw":
+		bandwidth(os.Args[2:])
 	case "report":
 		report(os.Args[2:])
 	default:
@@ -67,14 +75,15 @@ func run(args []string) {
 	dtypes := fs.String("dtype", "f32,bf16", "weight dtypes")
 	mintime := fs.Duration("mintime", 500*time.Millisecond, "minimum time per shape")
 	cold := fs.Float64("cold", 0, "for M <= 16, cycle through weight copies totalling this many MB")
-	cpuClock := fs.Bool("cpuclock", false, "time by process CPU time / threads (a development aid on a busy machine; not for reports)")
+	cpuClock := fs.Bool("cpuclock", false, "with -t 1, time calls by the thread's CPU time (leaves out time the host gave to other processes)")
 	fs.Parse(args)
 	clock := func() float64 { return float64(time.Now().UnixNano()) / 1e9 }
-	if *cpuClock {
+	if *cpuClock && *threads == 1 {
+		runtime.LockOSThread()
 		clock = func() float64 {
-			var ru syscall.Rusage
-			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-			return (float64(ru.Utime.Nano()) + float64(ru.Stime.Nano())) / 1e9 / float64(*threads)
+			var ts syscall.Timespec
+			syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3 /* CLOCK_THREAD_CPUTIME_ID */, uintptr(unsafe.Pointer(&ts)), 0)
+			return float64(ts.Nano()) / 1e9
 		}
 	}
 	runtime.GOMAXPROCS(*threads)
@@ -116,6 +125,35 @@ func run(args []string) {
 			runtime.GC()
 		}
 	}
+}
+
+func bandwidth(args []string) {
+	fs := flag.NewFlagSet("bw", flag.ExitOnError)
+	threads := fs.Int("t", 1, "goroutines")
+	fs.Parse(args)
+	runtime.GOMAXPROCS(*threads)
+	const n = 64 << 20 // floats per array
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i], b[i] = 1, 1
+	}
+	var times []float64
+	for range 5 {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for w := range *threads {
+			lo, hi := w*n / *threads, (w+1)*n / *threads
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				kernels.Dot(a[lo:hi], b[lo:hi])
+			}()
+		}
+		wg.Wait()
+		times = append(times, time.Since(t0).Seconds())
+	}
+	slices.Sort(times)
+	fmt.Printf("bw %d %.2f\n", *threads, 8*n/times[2]/1e9)
 }
 
 func randSlice(r *rand.Rand, n int) []float32 {
@@ -161,12 +199,19 @@ func report(files []string) {
 		in = append(in, os.Stdin)
 	}
 	samples := map[key][]float64{}
+	bw := map[int][]float64{}
 	var shapes []string
 	var threads []int
 	for _, rd := range in {
 		sc := bufio.NewScanner(rd)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) == 3 && f[0] == "bw" {
+				t, _ := strconv.Atoi(f[1])
+				v, _ := strconv.ParseFloat(f[2], 64)
+				bw[t] = append(bw[t], v)
+				continue
+			}
 			if len(f) < 5 || (f[0] != "go" && f[0] != "openblas") {
 				continue
 			}
@@ -233,4 +278,33 @@ func report(files []string) {
 		fmt.Println(line)
 	}
 	fmt.Printf("\nGFLOP/s = 2·M·K·N / time; each cell is the median over %d interleaved rounds of the median of ≥5 calls.\n", rounds)
+	// Decode shapes read each weight once: show the weight stream in GB/s
+	// next to the machine's read bandwidth measured in the same rounds.
+	for _, t := range threads {
+		v := slices.Clone(bw[t])
+		if len(v) == 0 {
+			continue
+		}
+		slices.Sort(v)
+		line := fmt.Sprintf("%dt: read bandwidth %.1f GB/s (kernels.Dot over 2×256 MiB)", t, v[len(v)/2])
+		for _, sh := range shapes {
+			s, _ := parseShape(sh)
+			if s.M != 1 {
+				continue
+			}
+			for _, dt := range []string{"f32", "bf16"} {
+				gf, _ := gflops(key{"go", t, dt, sh})
+				if gf == 0 {
+					continue
+				}
+				size := 4.0
+				if dt == "bf16" {
+					size = 2
+				}
+				// 2 flops per weight at M = 1.
+				line += fmt.Sprintf("; %s %s streams weights at %.1f GB/s", strings.ReplaceAll(sh, "x", "×"), dt, gf/2*size)
+			}
+		}
+		fmt.Println(line + ".")
+	}
 }

@@ -8,7 +8,9 @@
 # Environment: MINTIME (seconds per shape and run, default 0.5), COLD_MB
 # (shapes with M <= 16 cycle through weight copies of at least this many MB
 # so the weights come from DRAM, as when decoding a model larger than L3;
-# default 400), THREADS (default "1 2"), SHAPES (M×K×N list).
+# default 400), THREADS (default "1 2"), SHAPES (M×K×N list), CPU_CLOCK=1
+# (time 1-thread runs of both sides by thread CPU time, which leaves out the
+# time a busy host gives to other processes; 2-thread runs stay wall-clock).
 #
 # OpenBLAS is the peer only: it is built here as a small C program with gcc,
 # and OPENBLAS_CORETYPE=Cooperlake is set on its command alone (Debian's
@@ -22,6 +24,7 @@ mintime=${MINTIME:-0.5}
 cold=${COLD_MB:-400}
 threads=${THREADS:-"1 2"}
 shapes=${SHAPES:-"512x896x4864 512x4864x896 1024x1024x1024 8x896x4864 1x896x151936"}
+cpuclock=${CPU_CLOCK:-0}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,20 +51,25 @@ busy() {
 	echo $((100 * b / (t > 0 ? t : 1)))
 }
 pct=$(busy)
+pct0=$pct
 if [ "$pct" -ge 20 ]; then
 	echo "warning: machine is ${pct}% busy before the run (load: $(cut -d' ' -f1-3 /proc/loadavg)); results will be noisy" >&2
 else
 	echo "machine idle check: ${pct}% busy" >&2
 fi
 
-# 4. Interleaved rounds: Go then OpenBLAS, for each thread count.
+# 4. Interleaved rounds: read bandwidth, Go, then OpenBLAS, for each thread
+# count.
 res="$work/results.txt"
 for r in $(seq 1 "$rounds"); do
 	for t in $threads; do
 		echo "round $r/$rounds, $t thread(s) ..." >&2
-		GOMAXPROCS=$t "$work/gobench" run -t "$t" -dtype f32,bf16 -mintime "${mintime}s" -cold "$cold" $shapes >>"$res"
+		GOMAXPROCS=$t "$work/gobench" bw -t "$t" >>"$res"
+		cc=0
+		[ "$t" = 1 ] && cc=$cpuclock
+		GOMAXPROCS=$t "$work/gobench" run -t "$t" -dtype f32,bf16 -mintime "${mintime}s" -cold "$cold" -cpuclock="$([ "$cc" = 1 ] && echo true || echo false)" $shapes >>"$res"
 		OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=$t \
-			"$work/obench" -t "$t" -mintime "$mintime" -cold "$cold" $shapes >>"$res"
+			"$work/obench" -t "$t" -mintime "$mintime" -cold "$cold" -cpuclock "$cc" $shapes >>"$res"
 	done
 done
 pct=$(busy)
@@ -69,7 +77,9 @@ pct=$(busy)
 
 # 5. Report.
 echo
-echo "Linear (C = A·Wᵀ, W [N×K] pre-packed) vs OpenBLAS cblas_sgemm (RowMajor, NoTrans, Trans), $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs; shapes with M ≤ 16 use ${cold} MB of weight copies (DRAM)."
+clockNote="wall-clock"
+[ "$cpuclock" = 1 ] && clockNote="1-thread columns timed by thread CPU time, 2-thread by wall clock"
+echo "Linear (C = A·Wᵀ, W [N×K] pre-packed) vs OpenBLAS cblas_sgemm (RowMajor, NoTrans, Trans), $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, load before/after ${pct0}%/${pct}% busy; ${clockNote}; shapes with M ≤ 16 use ${cold} MB of weight copies (DRAM)."
 echo
 "$work/gobench" report "$res"
 if [ -n "${KEEP_RESULTS:-}" ]; then

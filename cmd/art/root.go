@@ -38,6 +38,11 @@ OpenAI-compatible endpoint as name@step.`,
 
 	root.AddCommand(
 		newVersionCmd(),
+		newDemoCmd(),
+		newServeCmd(),
+		newInitModelCmd(),
+		newLogprobsCmd(),
+		newExportCmd(),
 	)
 	return root
 }

@@ -77,12 +77,13 @@ func (b *Board) Prompt(rng *rand.Rand) string {
 	return sb.String()
 }
 
-// LastFree returns the last cell listed in a prompt's free list.
-func LastFree(prompt string) string {
-	if !strings.Contains(prompt, "free: ") {
-		return ""
+// FreeCells returns the cells listed in a prompt's free list, as digits.
+func FreeCells(prompt string) []string {
+	_, list, ok := strings.Cut(prompt, "free:")
+	if !ok {
+		return nil
 	}
-	return prompt[len(prompt)-1:]
+	return strings.Fields(list)
 }
 
 // SystemPrompt tells the agent the rules.

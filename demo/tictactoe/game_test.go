@@ -35,7 +35,7 @@ func TestRandomAgent(t *testing.T) {
 	var sum float64
 	const n = 2000
 	for i := 0; i < n; i++ {
-		out, turns, err := Play(context.Background(), RandomAgent(), uint64(i+7))
+		out, turns, err := Play(context.Background(), RandomAgent(uint64(i)), uint64(i+7))
 		if err != nil || out.Invalid || len(turns) == 0 {
 			t.Fatalf("game %d: %+v %v", i, out, err)
 		}

@@ -2,6 +2,7 @@ package tictactoe
 
 import (
 	"context"
+	"math/rand/v2"
 )
 
 // Turn is one exchange: the board the agent saw and its reply.
@@ -44,10 +45,15 @@ func Play(ctx context.Context, agent Agent, seed uint64) (Outcome, []Turn, error
 	}
 }
 
-// RandomAgent plays uniformly random legal moves: it takes the last cell
-// of the shuffled free list. It is the SFT teacher.
-func RandomAgent() Agent {
+// RandomAgent plays uniformly random legal moves, chosen by a source
+// seeded with seed. It is the SFT teacher.
+func RandomAgent(seed uint64) Agent {
+	rng := rand.New(rand.NewPCG(seed, 0x72616e64))
 	return func(_ context.Context, board string) (string, error) {
-		return LastFree(board), nil
+		free := FreeCells(board)
+		if len(free) == 0 {
+			return "", nil
+		}
+		return free[rng.IntN(len(free))], nil
 	}
 }

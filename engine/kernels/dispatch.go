@@ -127,12 +127,10 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 }
 
-// Up to dotMaxM rows of A against a transposed B with K ≤ dotMaxK run as
-// dot products (see gemmRows).
-const (
-	dotMaxM = 1
-	dotMaxK = 256
-)
+// Products of a transposed B with one row of A (and K ≥ 64), or with up to
+// dotMaxM rows when N is narrower than a panel, run as dot products (see
+// gemmRows).
+const dotMaxM = 8
 
 // transAChunk bounds the scratch (elements) of the transposed A in gemm:
 // a taller op(A) is done in row blocks (the LM-head weight gradient has
@@ -162,14 +160,20 @@ func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 
 // gemmRows is gemm for A stored M×K.
 func gemmRows(transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
-	if transB && M <= dotMaxM && K <= dotMaxK {
-		// A few rows against a transposed B (attention scores while
-		// decoding, q·Kᵀ): one dot product per output beats transposing B
-		// into panels that would be used only once.
+	if transB && (M == 1 && K >= 64 || M <= dotMaxM && N < panelW) {
+		// A few rows against a transposed B (attention scores and LoRA
+		// projections while decoding, q·Kᵀ, x·Aᵀ): one dot product per
+		// output, reading each row of B in place, beats transposing B into
+		// panels that would be used once (measured 2× at M = 1, K = 64, and
+		// at M = 8, N = 16, K = 896). Short dots (K < 64) lose to the panels.
 		for i := range M {
 			a := A[i*lda : i*lda+K]
 			row := C[i*ldc : i*ldc+N]
-			for j := range row {
+			done := 0
+			if beta == 0 {
+				done = dotRowsAsm(row, a, B, ldb, N)
+			}
+			for j := done; j < N; j++ {
 				d := Dot(a, B[j*ldb:j*ldb+K])
 				if beta == 0 {
 					row[j] = d

@@ -27,17 +27,19 @@
 //     prefetch, so the weights stream from memory once at bandwidth and bf16
 //     is widened in registers; groups and K slices are sized so that later
 //     6-row chunks find them in L2. More rows run the blocked GEMM: K blocks
-//     of 256, N blocks of 1024 columns (fp32 panels read in place, bf16
+//     of at most 256, N blocks of 1024 columns (fp32 panels read in place, bf16
 //     widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
 //   - LinearBackwardInput reads the weight in its own [N×K] layout, packing
 //     (and widening) B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
-//     transB), transposes A blocks when transA, and computes narrow
-//     transA products (LoRA weight gradients) as Cᵀ to fill the panels.
+//     transB) or, for few rows, reads B in place; it transposes A once (in
+//     row blocks) when transA, computes narrow transA products (LoRA
+//     weight gradients) as Cᵀ to fill the panels, and runs one row against
+//     a transposed B (decode attention scores, LoRA) as dot products.
 //
 // Work is split over GOMAXPROCS goroutines in chunks of 64-column panels (or
-// of rows, when there are few panels), about three per goroutine, taken from
+// of rows, when there are few panels), two to four per goroutine, taken from
 // a shared counter so a descheduled goroutine delays a call by one chunk
 // only; each chunk writes its own part of C, with scratch from a sync.Pool,
 // so concurrent calls are safe. Calls estimated

@@ -100,7 +100,7 @@ func (j *job) estimateNs() float64 {
 
 // run computes the job, split over up to GOMAXPROCS goroutines. The work is
 // cut into chunks of 64-column panels (or of rows, when there are few
-// panels), about three per goroutine, which the goroutines take in turn
+// panels), two to four per goroutine, which the goroutines take in turn
 // from a shared counter: on a shared machine a descheduled goroutine then
 // delays the call by one chunk, not by its whole static share. Each chunk
 // writes a disjoint part of C.
@@ -119,21 +119,26 @@ func (j *job) run() {
 	}
 	mp := (j.M + 5) / 6 // row micro-panels
 	splitN := np >= 2*t || np >= mp
-	var size, units int
+	n := mp // units to split: panels or row micro-panels
 	if splitN {
-		per := 3
-		if j.stream() {
-			per = 4
-		}
-		size = (np + per*t - 1) / (per * t)
-		if !j.stream() {
-			size = min(size, blockPanels)
-		}
-		units = (np + size - 1) / size
-	} else {
-		size = (mp + 3*t - 1) / (3 * t)
-		units = (mp + size - 1) / size
+		n = np
 	}
+	// Chunks per goroutine: two for the blocked path (each chunk re-reads
+	// A), four when streaming; a blocked chunk holds at most one N block.
+	per := 2
+	if j.stream() {
+		per = 4
+	}
+	units := per * t
+	if splitN && !j.stream() {
+		units = max(units, (np+blockPanels-1)/blockPanels)
+	}
+	units = min((units+t-1)/t*t, n)
+	// Balanced chunks, the larger ones first, so that the goroutines taking
+	// them in turn finish together: 14 panels on 2 goroutines run as 4, 4,
+	// 3, 3.
+	base, extra := n/units, n%units
+	start := func(u int) int { return u*base + min(u, extra) }
 	t = min(t, units)
 	// The goroutines share a heap copy, so that the caller's job can stay
 	// on its stack (small calls allocate nothing).
@@ -147,9 +152,9 @@ func (j *job) run() {
 				return
 			}
 			if splitN {
-				sj.part(0, sj.M, u*size, min((u+1)*size, np))
+				sj.part(0, sj.M, start(u), start(u+1))
 			} else {
-				sj.part(u*size*6, min((u+1)*size*6, sj.M), 0, np)
+				sj.part(start(u)*6, min(start(u+1)*6, sj.M), 0, np)
 			}
 		}
 	}
@@ -191,6 +196,10 @@ type bblock struct {
 	prefetch           bool // contiguous pre-packed panels: use the prefetching kernels
 }
 
+// prefetchAhead is how far ahead (bytes) the first pass over a block of
+// contiguous panels prefetches while it streams them from memory.
+const prefetchAhead = 4096
+
 // part computes rows [m0, m1) and panels [p0, p1) of the job.
 func (j *job) part(m0, m1, p0, p1 int) {
 	if j.scale {
@@ -208,8 +217,9 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	if !j.stream() {
 		// Blocked GEMM (BLIS order): K blocks, then N blocks packed to L2,
 		// then 6-row micro-panels of A across the block.
-		for pc := 0; pc < j.K; pc += blockK {
-			kc := min(blockK, j.K-pc)
+		kcb := balancedK(j.K, blockK)
+		for pc := 0; pc < j.K; pc += kcb {
+			kc := min(kcb, j.K-pc)
 			for jp := p0; jp < p1; jp += blockPanels {
 				j.block(&buf, m0, m1, pc, kc, jp, min(blockPanels, p1-jp), false)
 			}
@@ -226,7 +236,7 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	kcMax := j.K
 	ncp := max(1, min(maxCallElems/(j.K*panelW), p1-p0))
 	if m1-m0 > 6 {
-		kcMax = min(j.K, max(blockK, streamL2/bytesPerK))
+		kcMax = balancedK(j.K, max(blockK, streamL2/bytesPerK))
 		ncp = max(1, min(p1-p0, streamL2/(kcMax*bytesPerK)))
 	}
 	for jp := p0; jp < p1; jp += ncp {
@@ -259,7 +269,10 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 		}
 		for _, b := range nb {
 			t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
-			t.np, t.ncols, t.prefetch = b.np, b.ncols, b.prefetch
+			t.np, t.ncols = b.np, b.ncols
+			if b.prefetch {
+				t.prefetch = prefetchAhead
+			}
 			col := (jp + b.p0) * panelW
 			t.coff = ir*j.ldc + col
 			t.biasoff = col
@@ -320,4 +333,12 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		}
 	}
 	return append(out, bblock{bf: (**buf)[:np*kc*panelW], ldb: panelW, pstride: kc * panelW, np: np, ncols: ncols})
+}
+
+// balancedK splits K into the fewest blocks of at most kmax and returns
+// their common length (a multiple of 8), so no block is much shorter than
+// the others: K = 896 runs as 4×224 instead of 3×256 + 128.
+func balancedK(K, kmax int) int {
+	nb := (K + kmax - 1) / kmax
+	return min(kmax, ((K+nb-1)/nb+7)&^7)
 }

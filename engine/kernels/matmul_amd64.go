@@ -34,8 +34,8 @@ func bestVariant() variant {
 // compute (AVX2, fp32 B only), and flags are the tile flags.
 //
 // k512{f32,bf16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
-// k512{f32,bf16}m{mr}p: mr rows × 64 columns, prefetching B ahead; only for
-// contiguous panels (tileArgs.prefetch).
+// k512{f32,bf16}m{mr}p: mr rows × 64 columns, prefetching B edge bytes
+// ahead; only for contiguous panels (tileArgs.prefetch).
 // k256{f32,bf16}m{mr}: mr rows × 64 columns per panel.
 
 //go:noescape
@@ -233,7 +233,7 @@ func packRowsBF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 func packRowsF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 
 //go:noescape
-func packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr, rows int)
+func packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr, rows int, mask uint64)
 
 //go:noescape
 func widenPanel256(dst *float32, src *uint16, rows int)
@@ -310,11 +310,11 @@ func tile512(t *tileArgs) {
 		}
 	}
 	if full > 0 {
-		g := 2
-		if t.prefetch {
-			g = 3
+		if t.prefetch > 0 {
+			call(full, 0, 3, uint64(t.prefetch))
+		} else {
+			call(full, 0, 2, ^uint64(0))
 		}
-		call(full, 0, g, ^uint64(0))
 	}
 	if rem > 0 {
 		g := 2
@@ -439,10 +439,14 @@ func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, 
 	return true
 }
 
-func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows int) bool {
+func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows, ncols int) bool {
 	if active != varAVX512 || lds*4*63 >= 1<<31 {
 		return false
 	}
-	packColsF32_512(pf(dst, doff), uintptr(ldd)*4, pf(src, soff), uintptr(lds)*4, rows)
+	mask := ^uint64(0)
+	if ncols < 64 {
+		mask = 1<<ncols - 1
+	}
+	packColsF32_512(pf(dst, doff), uintptr(ldd)*4, pf(src, soff), uintptr(lds)*4, rows, mask)
 	return true
 }

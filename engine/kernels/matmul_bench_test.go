@@ -63,7 +63,7 @@ func BenchmarkLinearBackwardInput(b *testing.B) {
 }
 
 // BenchmarkGemm covers the LoRA products (rank 16, T=512 tokens, hidden 896)
-// and attention scores.
+// and attention, for training and for decoding one or eight tokens.
 func BenchmarkGemm(b *testing.B) {
 	const T, d, rk = 512, 896, 16
 	cases := []struct {
@@ -76,6 +76,11 @@ func BenchmarkGemm(b *testing.B) {
 		{"lora_dA_dhᵀ·x", true, false, rk, d, T},
 		{"lora_dB_dyᵀ·h", true, false, d, rk, T},
 		{"lora_dh_dy·B", false, false, T, rk, d},
+		{"decode_lora_down_M1", false, true, 1, rk, d},
+		{"decode_lora_up_M1", false, true, 1, d, rk},
+		{"decode_lora_down_M8", false, true, 8, rk, d},
+		{"decode_attn_qKᵀ_M1", false, true, 1, 1024, 64},
+		{"decode_attn_pV_M1", false, false, 1, 64, 1024},
 		{"attn_QKᵀ", false, true, T, T, 64},
 		{"attn_PV", false, false, T, 64, T},
 		{"square_1024", false, false, 1024, 1024, 1024},

@@ -20,6 +20,6 @@ func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, 
 	return false
 }
 
-func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows int) bool {
+func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows, ncols int) bool {
 	return false
 }

@@ -282,7 +282,7 @@ type gemmCase struct {
 
 func TestGemm(t *testing.T) {
 	var cases []gemmCase
-	shapes := []mnk{{1, 1, 1}, {5, 7, 3}, {6, 64, 1}, {7, 65, 301}, {13, 129, 64}, {17, 8, 200},
+	shapes := []mnk{{1, 1, 1}, {1, 70, 130}, {3, 16, 300}, {5, 7, 3}, {6, 64, 1}, {7, 65, 301}, {13, 129, 64}, {17, 8, 200},
 		{64, 8, 300}, {100, 16, 90}, {70, 33, 257}, {30, 200, 20}, {8, 300, 600}, {120, 140, 150}}
 	for i, sh := range shapes {
 		for _, tA := range []bool{false, true} {
@@ -478,4 +478,32 @@ func TestLinearAllocs(t *testing.T) {
 			t.Errorf("%v: %v allocations per Linear; want 0", dt, n)
 		}
 	}
+}
+
+// TestLinearNonFinite puts NaN and Inf in two input rows: they must reach
+// every output of their own row and no other row (the kernels' lanes and
+// padded panel columns must not mix rows).
+func TestLinearNonFinite(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(17, 18))
+		for _, sh := range []mnk{{7, 70, 33}, {13, 130, 40}, {150, 65, 20}} {
+			for _, dt := range []DType{F32, BF16} {
+				w := randMat(r, sh.N, sh.K, dt)
+				inp := randSlice(r, sh.M*sh.K)
+				inp[0*sh.K+5] = float32(math.NaN())
+				inp[3*sh.K+2] = float32(math.Inf(1))
+				out := make([]float32, sh.M*sh.N)
+				Linear(out, inp, w, nil, sh.M)
+				for m := range sh.M {
+					for n := range sh.N {
+						v := float64(out[m*sh.N+n])
+						bad := math.IsNaN(v) || math.IsInf(v, 0)
+						if (m == 0 || m == 3) != bad {
+							t.Fatalf("M=%d N=%d K=%d %v: out[%d][%d] = %v", sh.M, sh.N, sh.K, dt, m, n, v)
+						}
+					}
+				}
+			}
+		}
+	})
 }

@@ -64,6 +64,12 @@ func packRowsU16(dst []float32, doff int, src []uint16, soff, lds, rows, ncols i
 // packColsF32 is the transposing pack: panel column j, k-row i is
 // src[soff + j*lds + i], for j < ncols (≤ 64); columns ncols..63 are zero.
 func packColsF32(dst []float32, doff int, src []float32, soff, lds, rows, ncols int) {
+	if rows == 0 {
+		return
+	}
+	if packColsF32Asm(dst, doff, panelW, src, soff, lds, rows, ncols) {
+		return // the masked gathers wrote the zero columns too
+	}
 	transpose64(dst, doff, panelW, src, soff, lds, rows, ncols)
 	if ncols < panelW {
 		for i := range rows {
@@ -78,7 +84,7 @@ func transpose64(dst []float32, doff, ldd int, src []float32, soff, lds, rows, n
 	if rows == 0 || ncols == 0 {
 		return
 	}
-	if ncols == panelW && packColsF32Asm(dst, doff, ldd, src, soff, lds, rows) {
+	if ncols == panelW && packColsF32Asm(dst, doff, ldd, src, soff, lds, rows, ncols) {
 		return
 	}
 	// Four source rows at a time: four sequential read streams and

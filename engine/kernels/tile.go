@@ -67,7 +67,7 @@ type tileArgs struct {
 	flags              int
 	bias               []float32
 	biasoff            int
-	prefetch           bool // B is pre-packed contiguous panels: prefetch ahead
+	prefetch           int // > 0: B is contiguous pre-packed panels; prefetch this many bytes ahead
 }
 
 // debugChecks makes tile verify every access of t against its slices before

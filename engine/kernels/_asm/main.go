@@ -57,9 +57,9 @@ func main() {
 	for _, bf := range []bool{false, true} {
 		for mr := 1; mr <= 6; mr++ {
 			for _, ncg := range []int{1, 2, 4} {
-				kernel512(&mm, bf, mr, ncg, 0)
+				kernel512(&mm, bf, mr, ncg, false)
 			}
-			kernel512(&mm, bf, mr, 4, streamPrefetch)
+			kernel512(&mm, bf, mr, 4, true)
 		}
 	}
 	for _, bf := range []bool{false, true} {
@@ -74,6 +74,7 @@ func main() {
 	var vec gen
 	vec.raw(header)
 	vec512(&vec)
+	dotRows512(&vec)
 	vec256(&vec)
 	write(filepath.Join(*dir, "vec_amd64.s"), vec.b.Bytes())
 }
@@ -96,9 +97,6 @@ func write(path string, b []byte) {
 // AVX2: number of 16-column groups to compute for fp32 B (1..4).
 // flags: bit 0 adds the existing C, bit 1 adds bias[0:64] of each panel.
 const kernelArgs = 96
-
-// streamPrefetch is the prefetch distance of the streaming kernels in bytes.
-const streamPrefetch = 4096
 
 // aRow returns the address of A row r (0..5) at byte displacement d:
 // rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, index R11 = lda.
@@ -159,11 +157,13 @@ func bRow(u, d int) string {
 // even words are columns 0..15 and odd words columns 16..31 of that half, so
 // one VPSLLD (even words) and one VPANDD (odd words) widen 32 weights.
 //
-// With pf > 0 (the streaming variant, name suffix p), each k-row also
-// prefetches the B bytes pf ahead of it, assuming contiguous panels (ldb =
-// 256 bytes fp32, 128 bf16, panels back to back): with 6 rows the loop has
-// too few loads in flight to reach DRAM bandwidth on its own.
-func kernel512(g *gen, bf16 bool, mr, ncg, pf int) {
+// The streaming variant (pf, name suffix p, always 64 columns) also
+// prefetches, for each k-row, the B bytes edge+72(FP) bytes ahead of it
+// (edge is the prefetch distance here, not a mask), assuming contiguous
+// panels (ldb = 256 bytes fp32, 128 bf16, panels back to back): with 6 rows
+// the loop has too few loads in flight to reach DRAM bandwidth on its own,
+// and a pass over B that is already in L2 can fetch the next block.
+func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 	dt := "f32"
 	rowBytes := 256
 	if bf16 {
@@ -172,9 +172,9 @@ func kernel512(g *gen, bf16 bool, mr, ncg, pf int) {
 	}
 	name := fmt.Sprintf("k512%sm%dn%d", dt, mr, ncg)
 	comment := fmt.Sprintf("%s: C[%d×%d] (+)= A·B over np panels, B %s (AVX-512).", name, mr, 16*ncg, dt)
-	if pf > 0 {
+	if pf {
 		name = fmt.Sprintf("k512%sm%dp", dt, mr)
-		comment = fmt.Sprintf("%s: C[%d×64] (+)= A·B over np contiguous panels, B %s, prefetching %d bytes ahead (AVX-512).", name, mr, dt, pf)
+		comment = fmt.Sprintf("%s: C[%d×64] (+)= A·B over np contiguous panels, B %s, prefetching edge bytes ahead (AVX-512).", name, mr, dt)
 	}
 	g.text(name, kernelArgs, comment)
 	g.p("MOVQ a+0(FP), R10")
@@ -184,14 +184,22 @@ func kernel512(g *gen, bf16 bool, mr, ncg, pf int) {
 	g.p("MOVQ np+40(FP), R9")
 	g.p("MOVQ c+48(FP), DX")
 	g.p("MOVQ ldc+56(FP), R8")
-	g.p("MOVQ edge+72(FP), AX")
-	g.p("KMOVW AX, K1")
-	g.p("SHRQ $16, AX")
-	g.p("KMOVW AX, K2")
-	g.p("SHRQ $16, AX")
-	g.p("KMOVW AX, K3")
-	g.p("SHRQ $16, AX")
-	g.p("KMOVW AX, K4")
+	if pf {
+		g.p("MOVQ edge+72(FP), R15")
+		g.p("KXNORW K0, K0, K1")
+		g.p("KXNORW K0, K0, K2")
+		g.p("KXNORW K0, K0, K3")
+		g.p("KXNORW K0, K0, K4")
+	} else {
+		g.p("MOVQ edge+72(FP), AX")
+		g.p("KMOVW AX, K1")
+		g.p("SHRQ $16, AX")
+		g.p("KMOVW AX, K2")
+		g.p("SHRQ $16, AX")
+		g.p("KMOVW AX, K3")
+		g.p("SHRQ $16, AX")
+		g.p("KMOVW AX, K4")
+	}
 	nbc := 4
 	if bf16 {
 		g.p("MOVL $0xffff0000, AX")
@@ -215,9 +223,9 @@ func kernel512(g *gen, bf16 bool, mr, ncg, pf int) {
 	}
 	bc := 0
 	body := func(u int) {
-		if pf > 0 {
+		if pf {
 			for i := 0; i < rowBytes; i += 64 {
-				g.p("PREFETCHT0 %d(BX)", u*rowBytes+pf+i)
+				g.p("PREFETCHT0 %d(BX)(R15*1)", u*rowBytes+i)
 			}
 		}
 		if bf16 {
@@ -490,9 +498,10 @@ func packs512(g *gen) {
 	g.ret()
 
 	// packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr,
-	// rows int): the transposing pack, dst[i*ldd+j] = src[j*lds+i] for 64
-	// columns j and i < rows (strides in bytes, lds*63 < 2³¹), by four
-	// 16-lane gathers per destination row.
+	// rows int, mask uint64): the transposing pack, dst[i*ldd+j] =
+	// src[j*lds+i] for the 64 columns j (0 where mask bit j is clear; those
+	// source rows are not read) and i < rows; strides in bytes, lds*63 <
+	// 2³¹. Four 16-lane gathers per destination row.
 	g.raw(`
 DATA iota16<>+0(SB)/4, $0
 DATA iota16<>+4(SB)/4, $1
@@ -512,12 +521,13 @@ DATA iota16<>+56(SB)/4, $14
 DATA iota16<>+60(SB)/4, $15
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 `)
-	g.text("packColsF32_512", 40, "packColsF32_512: transpose 64 source rows into rows of 64 (AVX-512 gathers).")
+	g.text("packColsF32_512", 48, "packColsF32_512: transpose up to 64 source rows into rows of 64 (AVX-512 gathers).")
 	g.p("MOVQ dst+0(FP), DI")
 	g.p("MOVQ ldd+8(FP), BX")
 	g.p("MOVQ src+16(FP), SI")
 	g.p("MOVQ lds+24(FP), DX")
 	g.p("MOVQ rows+32(FP), CX")
+	g.p("MOVQ mask+40(FP), R11")
 	g.p("VPBROADCASTD DX, Z5")
 	g.p("VMOVDQU32 iota16<>(SB), Z4")
 	g.p("VPMULLD Z5, Z4, Z4")
@@ -529,8 +539,14 @@ GLOBL iota16<>(SB), RODATA|NOPTR, $64
 	g.p("TESTQ CX, CX")
 	g.p("JEQ done")
 	g.label("loop")
+	g.p("MOVQ R11, AX")
 	for i, base := range []string{"SI", "R8", "R9", "R10"} {
-		g.p("KXNORW K0, K0, K%d", i+1)
+		// The gather clears its mask: reload it from AX (mask bits 16i..).
+		g.p("KMOVW AX, K%d", i+1)
+		if i < 3 {
+			g.p("SHRQ $16, AX")
+		}
+		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
 		g.p("VGATHERDPS (%s)(Z4*1), K%d, Z%d", base, i+1, i)
 	}
 	for i := 0; i < 4; i++ {
@@ -753,6 +769,79 @@ func vec512(g *gen) {
 	g.p("ADDQ $64, DI")
 	g.p("SUBQ $16, CX")
 	g.p("JNE loop16")
+	g.label("done")
+	g.ret()
+}
+
+// dotRows512 emits dotRows512(x *float32, b *float32, ldb uintptr, k int,
+// n int, y *float32): y[j] = Σ_i x[i]·b[j*ldb/4+i] for j < n (n a multiple
+// of 4, ldb in bytes, any k ≥ 1): four rows at a time, x read in 16-float
+// chunks (the last one masked) and reused for the four rows, then four
+// horizontal sums.
+func dotRows512(g *gen) {
+	g.text("dotRows512", 48, "dotRows512: y[j] = dot(x, row j of b) for n rows, n a multiple of 4 (AVX-512).")
+	g.p("MOVQ x+0(FP), SI")
+	g.p("MOVQ b+8(FP), BX")
+	g.p("MOVQ ldb+16(FP), DX")
+	g.p("MOVQ k+24(FP), R8")
+	g.p("MOVQ n+32(FP), R9")
+	g.p("MOVQ y+40(FP), DI")
+	// K1 masks the last chunk of k (1..16 floats).
+	g.p("MOVQ R8, CX")
+	g.p("DECQ CX")
+	g.p("ANDQ $15, CX")
+	g.p("INCQ CX")
+	g.p("MOVL $1, AX")
+	g.p("SHLL CX, AX")
+	g.p("DECL AX")
+	g.p("KMOVW AX, K1")
+	g.p("LEAQ (DX)(DX*2), R10") // 3*ldb
+	g.label("rows")
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	for i := 0; i < 4; i++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
+	}
+	g.p("XORQ AX, AX") // byte offset into x and the rows
+	g.p("MOVQ R8, CX")
+	g.p("SUBQ $16, CX") // CX > 0: a full chunk is left before the last one
+	g.p("JLE last")
+	g.label("chunk")
+	g.p("VMOVUPS (SI)(AX*1), Z8")
+	g.p("LEAQ (BX)(AX*1), R11")
+	g.p("VFMADD231PS (R11), Z8, Z0")
+	g.p("VFMADD231PS (R11)(DX*1), Z8, Z1")
+	g.p("VFMADD231PS (R11)(DX*2), Z8, Z2")
+	g.p("VFMADD231PS (R11)(R10*1), Z8, Z3")
+	g.p("ADDQ $64, AX")
+	g.p("SUBQ $16, CX")
+	g.p("JGT chunk")
+	g.label("last")
+	g.p("VMOVUPS.Z (SI)(AX*1), K1, Z8")
+	g.p("LEAQ (BX)(AX*1), R11")
+	g.p("VMOVUPS.Z (R11), K1, Z9")
+	g.p("VFMADD231PS Z9, Z8, Z0")
+	g.p("VMOVUPS.Z (R11)(DX*1), K1, Z9")
+	g.p("VFMADD231PS Z9, Z8, Z1")
+	g.p("VMOVUPS.Z (R11)(DX*2), K1, Z9")
+	g.p("VFMADD231PS Z9, Z8, Z2")
+	g.p("VMOVUPS.Z (R11)(R10*1), K1, Z9")
+	g.p("VFMADD231PS Z9, Z8, Z3")
+	for i := 0; i < 4; i++ {
+		g.p("VEXTRACTF64X4 $1, Z%d, Y9", i)
+		g.p("VADDPS Y9, Y%d, Y%d", i, i)
+		g.p("VEXTRACTF128 $1, Y%d, X9", i)
+		g.p("VADDPS X9, X%d, X%d", i, i)
+		g.p("VPERMILPS $0x4e, X%d, X9", i)
+		g.p("VADDPS X9, X%d, X%d", i, i)
+		g.p("VPERMILPS $0xb1, X%d, X9", i)
+		g.p("VADDSS X9, X%d, X%d", i, i)
+		g.p("VMOVSS X%d, %d(DI)", i, 4*i)
+	}
+	g.p("ADDQ $16, DI")
+	g.p("LEAQ (BX)(DX*4), BX")
+	g.p("SUBQ $4, R9")
+	g.p("JMP rows")
 	g.label("done")
 	g.ret()
 }

@@ -1,0 +1,250 @@
+// Package arttest provides helpers for testing code built on package art,
+// the way net/http/httptest does for net/http: a tiny random model to
+// train in tests, and the conformance suite every art.Backend passes.
+package arttest
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+)
+
+// Env is where a backend under test keeps its model.
+type Env struct {
+	// BaseModel is a tiny random Qwen2-shaped model folder with a byte
+	// tokenizer (see TinyModel).
+	BaseModel string
+	// Path is the store root (TrainableModel.BasePath) of the model.
+	Path string
+	// Project and Name identify the model.
+	Project, Name string
+}
+
+// NewEnv writes a tiny model and returns a fresh environment in the test's
+// temporary directory.
+func NewEnv(tb testing.TB) Env {
+	tb.Helper()
+	return Env{BaseModel: TinyModel(tb), Path: filepath.Join(tb.TempDir(), ".art"), Project: "conformance", Name: "agent"}
+}
+
+// Model returns an unregistered trainable model for env.
+func (e Env) Model() *art.TrainableModel {
+	return &art.TrainableModel{Model: art.Model{Name: e.Name, Project: e.Project, BasePath: e.Path}, BaseModel: e.BaseModel}
+}
+
+// TinyModel writes a tiny random Qwen2-shaped model (2 layers, hidden 64,
+// byte tokenizer, Qwen2.5 chat template) into a temporary folder and
+// returns its path. It takes milliseconds.
+func TinyModel(tb testing.TB) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "tiny-qwen2")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
+		DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		tb.Fatalf("arttest: write tiny model: %v", err)
+	}
+	return dir
+}
+
+// NewBackend returns a backend under test that keeps env's model. The suite
+// calls it twice on the same env, closing the first backend before asking
+// for the second, to check that registering again resumes.
+type NewBackend func(t *testing.T, env Env) art.Backend
+
+// RunBackendTests runs the conformance suite of art.Backend against the
+// backends newBackend returns. Subtests run in order and share one model;
+// the suite stops at the first failing one.
+//
+// It checks: Register serves step 0; the model's stock openai-go client
+// gets choices with token ids and logprobs for "name@0", which
+// art.ChoiceFromOpenAI makes trainable; Train saves step 1, which is served
+// at once (by name@1 and by the bare name) while step 0 stays served; a
+// step with equal rewards is skipped with a reason and still advances; a
+// failed step saves nothing; DeleteCheckpoints keeps the latest; and a new
+// backend on the same store resumes at the latest step.
+func RunBackendTests(t *testing.T, newBackend NewBackend) {
+	env := NewEnv(t)
+	ctx := context.Background()
+	b := newBackend(t, env)
+	defer func() {
+		if b != nil {
+			b.Close()
+		}
+	}()
+	m := env.Model()
+	id := func(step int) string { return m.InferenceName(step) }
+	var groups []art.TrajectoryGroup
+
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"Register", func(t *testing.T) {
+			if err := m.Register(ctx, b); err != nil {
+				t.Fatalf("Register: %v", err)
+			}
+			if m.InferenceBaseURL == "" || m.InferenceModelName != id(0) {
+				t.Fatalf("after Register: base URL %q, model name %q; want a URL and %q", m.InferenceBaseURL, m.InferenceModelName, id(0))
+			}
+			wantStep(t, ctx, b, m, 0)
+		}},
+		{"ChatTrainableChoices", func(t *testing.T) {
+			for g := range 2 {
+				choices := chat(t, ctx, m, id(0), id(0), 4, int64(g))
+				var grp art.TrajectoryGroup
+				for i, c := range choices {
+					tr := art.Trajectory{Reward: float64(i % 2)}
+					tr.AddMessage(art.UserMsg("hi"))
+					tr.AddChoice(c)
+					grp.Trajectories = append(grp.Trajectories, tr)
+				}
+				groups = append(groups, grp)
+			}
+		}},
+		{"TrainServesNextStep", func(t *testing.T) {
+			res, err := b.Train(ctx, m, groups, art.TrainConfig{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatalf("Train: %v", err)
+			}
+			if res.Step != 1 || res.Skipped || res.Metrics["data/step_num_groups_trainable"] != 2 {
+				t.Fatalf("Train = %+v; want step 1 trained on 2 groups", res)
+			}
+			wantStep(t, ctx, b, m, 1)
+			ep, err := b.InferenceEndpoint(ctx, m, -1)
+			if err != nil || ep.Model != id(1) {
+				t.Fatalf("InferenceEndpoint(latest) = %+v, %v; want model %q", ep, err, id(1))
+			}
+			chat(t, ctx, m, id(1), id(1), 1, 7)
+			chat(t, ctx, m, m.Name, id(1), 1, 7) // a bare name is the latest step
+			chat(t, ctx, m, id(0), id(0), 1, 7)  // older steps stay served
+		}},
+		{"EqualRewardsSkipAndAdvance", func(t *testing.T) {
+			same := cloneGroups(groups)
+			for i := range same {
+				for j := range same[i].Trajectories {
+					same[i].Trajectories[j].Reward = 0.5
+				}
+			}
+			res, err := b.Train(ctx, m, same, art.TrainConfig{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatalf("Train: %v", err)
+			}
+			if res.Step != 2 || !res.Skipped || res.SkipReason == "" {
+				t.Fatalf("Train with equal rewards = %+v; want step 2 skipped with a reason", res)
+			}
+			wantStep(t, ctx, b, m, 2)
+			chat(t, ctx, m, id(2), id(2), 1, 1)
+		}},
+		{"FailedStepSavesNothing", func(t *testing.T) {
+			if _, err := b.Train(ctx, m, groups, art.TrainConfig{LearningRate: -1}); err == nil {
+				t.Fatal("Train with a negative learning rate succeeded")
+			}
+			wantStep(t, ctx, b, m, 2)
+		}},
+		{"DeleteCheckpointsKeepsLatest", func(t *testing.T) {
+			if err := b.DeleteCheckpoints(ctx, m, []int{0}); err != nil {
+				t.Fatalf("DeleteCheckpoints: %v", err)
+			}
+			for step, want := range map[int]bool{0: true, 1: false, 2: true} {
+				_, err := b.InferenceEndpoint(ctx, m, step)
+				if (err == nil) != want {
+					t.Errorf("after DeleteCheckpoints([0]): InferenceEndpoint(%d) error %v; want served=%v", step, err, want)
+				}
+			}
+			client, err := m.OpenAIClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.Chat.Completions.New(ctx, chatParams(id(1), 1, 0))
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+				t.Errorf("chat with deleted %s: got %v; want a 404", id(1), err)
+			}
+			wantStep(t, ctx, b, m, 2)
+		}},
+		{"RegisterAgainResumes", func(t *testing.T) {
+			if err := b.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			b = newBackend(t, env)
+			m = env.Model()
+			if err := m.Register(ctx, b); err != nil {
+				t.Fatalf("Register again: %v", err)
+			}
+			if m.InferenceModelName != id(2) {
+				t.Errorf("InferenceModelName = %q after resuming; want %q", m.InferenceModelName, id(2))
+			}
+			wantStep(t, ctx, b, m, 2)
+			chat(t, ctx, m, m.Name, id(2), 1, 3)
+		}},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			return
+		}
+	}
+}
+
+func wantStep(t *testing.T, ctx context.Context, b art.Backend, m *art.TrainableModel, want int) {
+	t.Helper()
+	if got, err := b.Step(ctx, m); err != nil || got != want {
+		t.Fatalf("Step = %d, %v; want %d", got, err, want)
+	}
+	if got, err := m.Step(ctx); err != nil || got != want {
+		t.Fatalf("model.Step = %d, %v; want %d", got, err, want)
+	}
+}
+
+func chatParams(model string, n int, seed int64) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:     model,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		N:         openai.Int(int64(n)),
+		MaxTokens: openai.Int(6),
+		Seed:      openai.Int(seed),
+	}
+}
+
+// chat asks model for n choices through m's openai-go client, checks that
+// wantModel answered, and returns the choices as trainable art.Choices.
+func chat(t *testing.T, ctx context.Context, m *art.TrainableModel, model, wantModel string, n int, seed int64) []art.Choice {
+	t.Helper()
+	client, err := m.OpenAIClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Chat.Completions.New(ctx, chatParams(model, n, seed))
+	if err != nil {
+		t.Fatalf("chat with %s: %v", model, err)
+	}
+	if resp.Model != wantModel || len(resp.Choices) != n {
+		t.Fatalf("chat with %s: answered by %q with %d choices; want %q with %d", model, resp.Model, len(resp.Choices), wantModel, n)
+	}
+	var out []art.Choice
+	for _, oc := range resp.Choices {
+		c, err := art.ChoiceFromOpenAI(oc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Logprobs) == 0 || slices.ContainsFunc(c.Logprobs, func(l art.TokenLogprob) bool { return l.TokenID < 0 || l.Logprob > 0 }) {
+			t.Fatalf("choice %d is not trainable: logprobs %+v", c.Index, c.Logprobs)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func cloneGroups(groups []art.TrajectoryGroup) []art.TrajectoryGroup {
+	out := slices.Clone(groups)
+	for i := range out {
+		out[i].Trajectories = slices.Clone(out[i].Trajectories)
+	}
+	return out
+}

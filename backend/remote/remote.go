@@ -1,0 +1,350 @@
+// Package remote is an art.Backend that talks to `art serve` over HTTP:
+// the server holds the engine and the checkpoints, this client registers
+// the model, runs training steps (streaming their progress) and points the
+// model's OpenAI client at the server's /v1 endpoint.
+//
+//	b, err := remote.New(remote.Options{BaseURL: "http://gpu-box:7999", APIKey: key})
+//	model := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "demo"}, BaseModel: "Qwen2.5-0.5B-Instruct"}
+//	err = model.Register(ctx, b) // checks the server trains "agent" on that base model
+//
+// One `art serve` process trains one model, so Register fails unless the
+// server's model has the same name and project and (when the model gives
+// one) a base model folder of the same name. The server's adapter
+// configuration is the one it was started with; the model's LoRA field is
+// not sent. Trajectories and history logged with model.Log stay on the
+// client; Backend.Log writes them on the server instead.
+//
+// Every request carries ctx; requests other than training also time out
+// after Options.Timeout. A training step has no time limit of its own:
+// cancelling ctx disconnects, which cancels the step on the server (no
+// checkpoint is written).
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/internal/trainbar"
+	"github.com/artgo/art/openai"
+	"github.com/artgo/art/server/api"
+)
+
+// Defaults of Options.
+const (
+	DefaultBaseURL = "http://127.0.0.1:7999"
+	DefaultTimeout = time.Minute
+	// ConnectTimeout bounds dialing the server.
+	ConnectTimeout = 5 * time.Second
+)
+
+// Options configure a Backend.
+type Options struct {
+	// BaseURL is the server's root ("" means DefaultBaseURL); a trailing
+	// "/v1" is accepted.
+	BaseURL string
+	// APIKey is the server's --api-key, if it has one.
+	APIKey string
+	// Timeout bounds each request but training steps (0 means
+	// DefaultTimeout).
+	Timeout time.Duration
+	// HTTPClient carries the requests; nil means a client with a 5-second
+	// connect timeout. Its own Timeout, if any, also applies to training.
+	HTTPClient *http.Client
+	// Quiet turns the training progress bar off. It is off anyway when
+	// ProgressWriter (nil: os.Stderr) is not a terminal.
+	Quiet          bool
+	ProgressWriter io.Writer
+}
+
+// Backend is a client of `art serve`. It is safe for concurrent use.
+type Backend struct {
+	opt  Options
+	base string // root URL without a trailing slash or /v1
+	hc   *http.Client
+
+	mu     sync.Mutex // guards models
+	models map[string]bool
+}
+
+var _ art.Backend = (*Backend)(nil)
+
+// New returns a Backend for the server at opt.BaseURL. It does not contact
+// the server; Register does.
+func New(opt Options) (*Backend, error) {
+	raw := opt.BaseURL
+	if raw == "" {
+		raw = DefaultBaseURL
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("remote: base URL %q: want http(s)://host:port", raw)
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(u.String(), "/"), "/v1")
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	hc := opt.HTTPClient
+	if hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		hc = &http.Client{Transport: t}
+	}
+	return &Backend{opt: opt, base: base, hc: hc, models: map[string]bool{}}, nil
+}
+
+// Error is an error answer of the server, in OpenAI's envelope.
+type Error struct {
+	Method, Path string
+	Status       int
+	Type         string
+	Param        string
+	Code         string
+	Message      string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("remote: %s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// ErrUnreachable wraps failures to connect to the server.
+var ErrUnreachable = errors.New("remote: cannot reach the art server")
+
+// do sends a request with a JSON body (nil for none) and returns the
+// response if its status is 200; other answers become an *Error.
+func (b *Backend) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("remote: %s %s: encode request: %w", method, path, err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("remote: %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if b.opt.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.opt.APIKey)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("remote: %s %s: %w", method, path, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w at %s (is `art serve` running there?): %s %s: %v", ErrUnreachable, b.base, method, path, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &Error{Method: method, Path: path, Status: resp.StatusCode}
+	var env openai.ErrorResponse
+	if json.Unmarshal(data, &env) == nil && env.Error.Message != "" {
+		e.Type, e.Message = env.Error.Type, env.Error.Message
+		if env.Error.Param != nil {
+			e.Param = *env.Error.Param
+		}
+		if env.Error.Code != nil {
+			e.Code = *env.Error.Code
+		}
+	} else {
+		e.Message = strings.TrimSpace(string(data))
+		if e.Message == "" {
+			e.Message = "(empty body)"
+		}
+	}
+	return nil, e
+}
+
+// call sends a request with the backend's timeout and decodes the JSON
+// answer into out.
+func (b *Backend) call(ctx context.Context, method, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, b.opt.Timeout)
+	defer cancel()
+	resp, err := b.do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("remote: %s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+func (b *Backend) registered(m *art.TrainableModel) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.models[m.Project+"/"+m.Name] {
+		return fmt.Errorf("remote: model %s/%s: %w", m.Project, m.Name, art.ErrNotRegistered)
+	}
+	return nil
+}
+
+func query(m *art.TrainableModel) string { return "?model=" + url.QueryEscape(m.Name) }
+
+// Register checks that the server trains m (same name and project, and a
+// base model folder of the same name when m gives one).
+func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
+	var info api.ModelInfo
+	req := api.RegisterRequest{Name: m.Name, Project: m.Project, BaseModel: m.BaseModel}
+	if err := b.call(ctx, http.MethodPost, "/v1/art/register", req, &info); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.models[m.Project+"/"+m.Name] = true
+	b.mu.Unlock()
+	return nil
+}
+
+// Info returns what the server says about the model it trains.
+func (b *Backend) Info(ctx context.Context, m *art.TrainableModel) (api.ModelInfo, error) {
+	var info api.ModelInfo
+	err := b.call(ctx, http.MethodGet, "/v1/art/model"+query(m), nil, &info)
+	return info, err
+}
+
+// Step returns the model's latest checkpoint step on the server.
+func (b *Backend) Step(ctx context.Context, m *art.TrainableModel) (int, error) {
+	if err := b.registered(m); err != nil {
+		return 0, err
+	}
+	var resp api.StepResponse
+	if err := b.call(ctx, http.MethodGet, "/v1/art/step"+query(m), nil, &resp); err != nil {
+		return 0, err
+	}
+	return resp.Step, nil
+}
+
+// Train runs one training step on the server, showing its progress as a
+// bar on a terminal. A stream cut off before its result is an error saying
+// the step's outcome is unknown.
+func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art.TrajectoryGroup, cfg art.TrainConfig) (art.TrainResult, error) {
+	if err := b.registered(m); err != nil {
+		return art.TrainResult{}, err
+	}
+	const path = "/v1/art/train"
+	resp, err := b.do(ctx, http.MethodPost, path, api.TrainRequest{Model: m.Name, Groups: groups, Config: cfg})
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	defer resp.Body.Close()
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "train "+m.Name)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var ev api.TrainEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			bar.Abort()
+			return art.TrainResult{}, fmt.Errorf("remote: POST %s: bad progress line %.80q: %w", path, line, err)
+		}
+		switch ev.Type {
+		case api.EventProgress:
+			bar.Update(ev.Done, ev.Total)
+		case api.EventResult:
+			bar.Finish()
+			if ev.Result.Metrics == nil {
+				ev.Result.Metrics = map[string]float64{}
+			}
+			return ev.Result, nil
+		case api.EventError:
+			bar.Abort()
+			return art.TrainResult{}, fmt.Errorf("remote: POST %s: training failed on the server: %s", path, ev.Message)
+		}
+	}
+	bar.Abort()
+	err = sc.Err()
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return art.TrainResult{}, fmt.Errorf("remote: POST %s: the stream ended without a result, so whether the step was saved is unknown (ask Step): %w", path, err)
+}
+
+// DeleteCheckpoints deletes every checkpoint on the server whose step is
+// not in keep, except the latest.
+func (b *Backend) DeleteCheckpoints(ctx context.Context, m *art.TrainableModel, keep []int) error {
+	if err := b.registered(m); err != nil {
+		return err
+	}
+	if keep == nil {
+		keep = []int{}
+	}
+	var resp api.CheckpointsResponse
+	return b.call(ctx, http.MethodPost, "/v1/art/checkpoints/delete", api.DeleteCheckpointsRequest{Model: m.Name, Keep: keep}, &resp)
+}
+
+// Checkpoints lists the steps whose checkpoints are on the server.
+func (b *Backend) Checkpoints(ctx context.Context, m *art.TrainableModel) ([]int, error) {
+	var resp api.CheckpointsResponse
+	if err := b.call(ctx, http.MethodGet, "/v1/art/checkpoints"+query(m), nil, &resp); err != nil {
+		return nil, err
+	}
+	return resp.Steps, nil
+}
+
+// InferenceEndpoint returns the server's /v1 endpoint and "name@step" (the
+// latest step when step < 0). A step without a checkpoint is an error.
+func (b *Backend) InferenceEndpoint(ctx context.Context, m *art.TrainableModel, step int) (art.Endpoint, error) {
+	if err := b.registered(m); err != nil {
+		return art.Endpoint{}, err
+	}
+	if step < 0 {
+		s, err := b.Step(ctx, m)
+		if err != nil {
+			return art.Endpoint{}, err
+		}
+		step = s
+	} else {
+		var model openai.Model
+		if err := b.call(ctx, http.MethodGet, "/v1/models/"+url.PathEscape(m.Name+"@"+strconv.Itoa(step)), nil, &model); err != nil {
+			return art.Endpoint{}, err
+		}
+	}
+	return art.Endpoint{BaseURL: b.base + "/v1", APIKey: b.opt.APIKey, Model: m.Name + "@" + strconv.Itoa(step)}, nil
+}
+
+// Log writes groups and metrics to the server's store (trajectories
+// parquet and history.jsonl), as m.Log does locally. The step defaults to
+// the latest. It returns the step logged at.
+func (b *Backend) Log(ctx context.Context, m *art.TrainableModel, groups []art.TrajectoryGroup, opts art.LogOptions) (int, error) {
+	if err := b.registered(m); err != nil {
+		return 0, err
+	}
+	var resp api.LogResponse
+	req := api.LogRequest{Model: m.Name, Groups: groups, Split: opts.Split, Step: opts.Step, Metrics: opts.Metrics}
+	if err := b.call(ctx, http.MethodPost, "/v1/art/log", req, &resp); err != nil {
+		return 0, err
+	}
+	return resp.Step, nil
+}
+
+// Close releases idle connections. The server keeps running.
+func (b *Backend) Close() error {
+	b.hc.CloseIdleConnections()
+	return nil
+}

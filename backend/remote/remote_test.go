@@ -1,0 +1,168 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
+	"github.com/artgo/art/backend/remote"
+	"github.com/artgo/art/server"
+	"github.com/artgo/art/service"
+)
+
+const apiKey = "test-key"
+
+// serve starts `art serve`'s server for env's model on a loopback port and
+// returns its URL and a function that shuts it down.
+func serve(t *testing.T, env arttest.Env) (url string, stop func()) {
+	t.Helper()
+	svc, err := service.Open(context.Background(), service.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Config{APIKey: apiKey}, svc)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
+}
+
+// backend is a remote.Backend whose Close also stops its server, so that
+// the suite's second backend starts a fresh server on the same store.
+type backend struct {
+	*remote.Backend
+	stop func()
+}
+
+func (b backend) Close() error {
+	err := b.Backend.Close()
+	b.stop()
+	return err
+}
+
+func TestConformance(t *testing.T) {
+	arttest.RunBackendTests(t, func(t *testing.T, env arttest.Env) art.Backend {
+		url, stop := serve(t, env)
+		b, err := remote.New(remote.Options{BaseURL: url, APIKey: apiKey, Quiet: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend{b, stop}
+	})
+}
+
+// Ensure Register refuses a server that trains another model, and that
+// errors say what is wrong.
+func TestRegister_Mismatch(t *testing.T) {
+	env := arttest.NewEnv(t)
+	url, _ := serve(t, env)
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		change func(m *art.TrainableModel)
+		key    string
+		want   string
+	}{
+		{"OtherName", func(m *art.TrainableModel) { m.Name = "other" }, apiKey, `trains "agent", not "other"`},
+		{"OtherProject", func(m *art.TrainableModel) { m.Project = "elsewhere" }, apiKey, `project "conformance", not "elsewhere"`},
+		{"OtherBaseModel", func(m *art.TrainableModel) { m.BaseModel = "/models/Qwen3-8B" }, apiKey, "base model"},
+		{"WrongKey", func(m *art.TrainableModel) {}, "nope", "incorrect API key"},
+		{"NoKey", func(m *art.TrainableModel) {}, "", "missing API key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := remote.New(remote.Options{BaseURL: url, APIKey: c.key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := env.Model()
+			c.change(m)
+			err = m.Register(ctx, b)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Register: got %v; want an error containing %q", err, c.want)
+			}
+		})
+	}
+	// The same base model folder name on another machine is accepted.
+	b, _ := remote.New(remote.Options{BaseURL: url + "/v1/", APIKey: apiKey})
+	m := env.Model()
+	m.BaseModel = "/elsewhere/tiny-qwen2"
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatalf("Register with the same folder name: %v", err)
+	}
+}
+
+// Ensure an unreachable server gives a clear error promptly.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	b, err := remote.New(remote.Options{BaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := arttest.Env{Name: "agent", Project: "p", BaseModel: "x", Path: t.TempDir()}.Model()
+	err = m.Register(context.Background(), b)
+	if !errors.Is(err, remote.ErrUnreachable) || !strings.Contains(err.Error(), "art serve") {
+		t.Fatalf("Register against nothing: %v; want ErrUnreachable mentioning art serve", err)
+	}
+	if _, err := remote.New(remote.Options{BaseURL: "ftp://x"}); err == nil {
+		t.Error("New accepted an ftp URL")
+	}
+}
+
+// Ensure Backend.Log writes history on the server's store.
+func TestLog(t *testing.T) {
+	env := arttest.NewEnv(t)
+	url, _ := serve(t, env)
+	b, _ := remote.New(remote.Options{BaseURL: url, APIKey: apiKey})
+	m := env.Model()
+	ctx := context.Background()
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	g := art.TrajectoryGroup{Trajectories: []art.Trajectory{{Reward: 1}, {Reward: 0}}}
+	step, err := b.Log(ctx, m, []art.TrajectoryGroup{g}, art.LogOptions{Split: "val", Metrics: map[string]float64{"extra": 2}})
+	if err != nil || step != 0 {
+		t.Fatalf("Log = %d, %v", step, err)
+	}
+	d, err := m.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil || len(rows) != 1 || rows[0]["val/reward"] != 0.5 {
+		t.Fatalf("history rows %v, %v; want one with val/reward 0.5", rows, err)
+	}
+	if _, err := b.Log(ctx, m, nil, art.LogOptions{Split: "../x"}); err == nil {
+		t.Error("Log accepted the split ../x")
+	}
+}

@@ -1,0 +1,476 @@
+// Command train is the side-by-side benchmark of one LoRA training step on
+// the engine against the same model and step in PyTorch on the CPU.
+//
+// A step is the forward and backward pass of ART's CISPO loss over one
+// sequence (default 512 tokens, every token after the first scored) with a
+// LoRA adapter (default r = 8, alpha 16) on all seven projections of every
+// layer: TrainForward, LMHeadBackward, TrainBackward here; autograd in the
+// peer. The optimizer update is not timed (it touches only the adapter).
+//
+// The model is a random Qwen2.5-0.5B-shaped one with bf16 weights; this
+// program saves it, the adapter (B random, so the update is not a no-op)
+// and the tokens into a scratch folder, and the peer (torch_peer.py) loads
+// exactly those, computing in fp32. The two sides run in separate processes
+// that take turns: one step here, one step there, for each round (the order
+// alternates), so both see the same machine load. The first step of each
+// side is a warm-up and is not timed. The losses of the two sides are
+// compared as a check that they compute the same thing.
+//
+//	train [-rounds 5] [-warmup 1] [-T 512] [-rank 8] [-shape qwen2.5-0.5b]
+//	      [-peer 'CMD ARGS...'] [-dir DIR] [-cpuprofile FILE]
+//
+// run.sh builds it and passes the peer command (with OPENBLAS_CORETYPE set
+// on that command alone). The report is a markdown table on stdout;
+// progress and warnings go to stderr.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 5, "timed steps per side, interleaved")
+	warmup := flag.Int("warmup", 1, "untimed steps per side first")
+	T := flag.Int("T", 512, "tokens in the sequence")
+	rank := flag.Int("rank", 8, "LoRA rank (alpha = 2·rank)")
+	shape := flag.String("shape", "qwen2.5-0.5b", "model.Preset shape (qwen2 architecture)")
+	peerCmd := flag.String("peer", "", "PyTorch peer command (empty: engine only)")
+	dir := flag.String("dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "train:", err)
+			os.Exit(1)
+		}
+		profile = f
+	}
+	if err := run(*rounds, *warmup, *T, *rank, *shape, *peerCmd, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "train:", err)
+		os.Exit(1)
+	}
+}
+
+// profile, when set, receives a CPU profile of the engine's steps (the
+// process is idle while the peer runs).
+var profile *os.File
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
+	loadBefore := idleCheck()
+
+	// 1. The model, the adapter and the sequence.
+	cfg, err := model.Preset("qwen2", shape, 151665) // Qwen2.5's tokenizer size
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1, DType: kernels.BF16}))
+	if err != nil {
+		return err
+	}
+	ad, err := lora.New(cfg, lora.Config{Rank: rank, Alpha: float64(2 * rank)}, 1)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(2, 3))
+	for i, v := range ad.Params() {
+		if v == 0 { // B: random instead of PEFT's zero
+			ad.Params()[i] = float32(0.01 * rng.NormFloat64())
+		}
+	}
+	tokens := make([]int, T)
+	for i := range tokens {
+		tokens[i] = rng.IntN(151665)
+	}
+	logf("engine: random %s (%.1f M params, bf16) in %.1f s", shape, float64(cfg.NumParams())/1e6, time.Since(t0).Seconds())
+
+	// 2. The peer loads the same files.
+	var peer *peerProc
+	if peerCmd != "" {
+		if dir == "" {
+			d, err := os.MkdirTemp("", "bench-train-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(d)
+			dir = d
+		}
+		t0 = time.Now()
+		if err := m.Save(filepath.Join(dir, "model")); err != nil {
+			return err
+		}
+		if err := ad.Save(filepath.Join(dir, "adapter"), shape); err != nil {
+			return err
+		}
+		b, _ := json.Marshal(map[string]any{"tokens": tokens})
+		if err := os.WriteFile(filepath.Join(dir, "tokens.json"), b, 0o644); err != nil {
+			return err
+		}
+		logf("saved model, adapter and tokens to %s in %.1f s; starting the peer", dir, time.Since(t0).Seconds())
+		if peer, err = startPeer(peerCmd, dir); err != nil {
+			return err
+		}
+		defer peer.close()
+		logf("peer: %s", peer.info)
+	}
+
+	// 3. Interleaved steps.
+	acts := m.NewActs(T)
+	if profile != nil {
+		if err := pprof.StartCPUProfile(profile); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var goTimes, ptTimes, goCPU, ptCPU []float64
+	var goLoss, ptLoss float64
+	for i := 0; i < warmup+rounds; i++ {
+		timed := i >= warmup
+		sides := []string{"go", "torch"}
+		if i%2 == 1 {
+			sides = []string{"torch", "go"}
+		}
+		for _, side := range sides {
+			switch {
+			case side == "go":
+				c0 := cpuSeconds()
+				sec, loss, err := goStep(m, ad, acts, tokens)
+				if err != nil {
+					return err
+				}
+				cpu := cpuSeconds() - c0
+				goLoss = loss
+				logf("step %d engine: %.2f s (%.1f tok/s, %.2f CPU s) loss %.6f", i, sec, float64(T)/sec, cpu, loss)
+				if timed {
+					goTimes, goCPU = append(goTimes, sec), append(goCPU, cpu)
+				}
+			case peer != nil:
+				sec, loss, cpu, err := peer.step()
+				if err != nil {
+					return err
+				}
+				ptLoss = loss
+				logf("step %d torch:  %.2f s (%.1f tok/s, %.2f CPU s) loss %.6f", i, sec, float64(T)/sec, cpu, loss)
+				if timed {
+					ptTimes, ptCPU = append(ptTimes, sec), append(ptCPU, cpu)
+				}
+			}
+		}
+	}
+	goRSS := vmHWM()
+	var ptRSS int64
+	if peer != nil {
+		if ptRSS, err = peer.quit(); err != nil {
+			return err
+		}
+	}
+	loadAfter := loadavg()
+
+	// 4. Report.
+	fmt.Printf("LoRA training step (forward + backward of the CISPO loss, one %d-token sequence, every token after the first scored; LoRA r=%d, alpha=%d on q,k,v,o,gate,up,down of all %d layers), %s shape (%.1f M params, random weights), %s, %s, %d CPUs.\n",
+		T, rank, 2*rank, cfg.NumLayers, shape, float64(cfg.NumParams())/1e6, time.Now().UTC().Format("2006-01-02T15:04Z"), cpuModel(), runtime.NumCPU())
+	fmt.Printf("%d interleaved rounds after %d warm-up step(s) per side; medians [min–max]. Load average before %s, after %s%s.\n\n",
+		rounds, warmup, loadBefore, loadAfter, noisyNote(loadBefore, loadAfter))
+	fmt.Println("| engine | tokens/s | step (s) | vs PyTorch | CPU s per step | peak RSS |")
+	fmt.Println("|---|---|---|---|---|---|")
+	goMed := median(goTimes)
+	ratio := "—"
+	if len(ptTimes) > 0 {
+		ratio = fmt.Sprintf("**%.2f×**", median(ptTimes)/goMed)
+	}
+	fmt.Printf("| ART Go engine: bf16 weights, fp32 compute, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
+		runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(goTimes), ratio, median(goCPU), mib(goRSS))
+	if peer != nil {
+		fmt.Printf("| PyTorch %s CPU: fp32, autograd, %s | %.1f | %s | 1.00× | %.1f | %s |\n",
+			peer.version, peer.setup, float64(T)/median(ptTimes), spread(ptTimes), median(ptCPU), mib(ptRSS))
+		rel := math.Abs(goLoss-ptLoss) / math.Max(1, math.Abs(ptLoss))
+		fmt.Printf("\nSame model and step: loss engine %.6f, PyTorch %.6f (relative difference %.1e).", goLoss, ptLoss, rel)
+		if rel > 1e-3 {
+			fmt.Print(" **The losses differ: the two sides do not compute the same step.**")
+		}
+		fmt.Println()
+	}
+	fmt.Println("\nTarget (issue 5): engine ≥ 2× PyTorch (ratio of median step times). CPU s per step is user+sys time of the whole process (PyTorch's OpenMP threads spin while waiting, which counts). Peak RSS is VmHWM (engine) and ru_maxrss (PyTorch, whose weights are fp32), loading included.")
+	return nil
+}
+
+// goStep runs one timed training step and returns its seconds and loss.
+func goStep(m *model.Model, ad *lora.Adapter, acts *model.Acts, tokens []int) (float64, float64, error) {
+	T := len(tokens)
+	rows, targets := make([]int, T-1), make([]int, T-1)
+	for i := range rows {
+		rows[i], targets[i] = i, tokens[i+1]
+	}
+	ad.ZeroGrad()
+	start := time.Now()
+	if _, err := m.TrainForward(acts, tokens, ad); err != nil {
+		return 0, 0, err
+	}
+	// CISPO, on-policy (no rollout logprobs: ratio 1, IS weight 1),
+	// advantage 1 and weight 1: L = -logπ per token, mean over the row.
+	n := float64(len(rows))
+	var loss float64
+	_, dh := m.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) float64 {
+		const adv, w, isWeight = 1.0, 1.0, 1.0
+		loss += -isWeight * adv * lp * w / n
+		return -isWeight * adv * w / n
+	})
+	m.TrainBackward(acts, dh, ad)
+	return time.Since(start).Seconds(), loss, nil
+}
+
+// peerProc is the PyTorch peer, driven by lines on stdin/stdout:
+// it prints "ready <json>" once loaded, answers "step" with
+// "step <seconds> <loss> <CPU seconds>" and "quit" with "rss <bytes>".
+type peerProc struct {
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	out     *bufio.Scanner
+	info    string
+	version string
+	setup   string
+}
+
+func startPeer(command, dir string) (*peerProc, error) {
+	args := strings.Fields(command)
+	cmd := exec.Command(args[0], append(args[1:], dir)...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start peer: %w", err)
+	}
+	p := &peerProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	line, err := p.read("ready")
+	if err != nil {
+		return nil, err
+	}
+	var ready struct {
+		Torch   string  `json:"torch"`
+		Threads int     `json:"threads"`
+		Core    string  `json:"openblas_coretype"`
+		LoadS   float64 `json:"load_s"`
+	}
+	if err := json.Unmarshal([]byte(line), &ready); err != nil {
+		return nil, fmt.Errorf("peer ready line %q: %w", line, err)
+	}
+	p.info = line
+	p.version = ready.Torch
+	core := ready.Core
+	if core == "" {
+		core = "unset (OpenBLAS auto-detects)"
+	}
+	p.setup = fmt.Sprintf("%d threads, OPENBLAS_CORETYPE=%s", ready.Threads, core)
+	return p, nil
+}
+
+// read returns the rest of the next line that starts with word.
+func (p *peerProc) read(word string) (string, error) {
+	for p.out.Scan() {
+		line := p.out.Text()
+		if rest, ok := strings.CutPrefix(line, word+" "); ok {
+			return rest, nil
+		}
+		fmt.Fprintln(os.Stderr, "peer:", line)
+	}
+	if err := p.out.Err(); err != nil {
+		return "", fmt.Errorf("peer: %w", err)
+	}
+	return "", fmt.Errorf("peer exited before %q", word)
+}
+
+func (p *peerProc) step() (sec, loss, cpu float64, err error) {
+	if _, err := io.WriteString(p.in, "step\n"); err != nil {
+		return 0, 0, 0, fmt.Errorf("peer: %w", err)
+	}
+	line, err := p.read("step")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := fmt.Sscan(line, &sec, &loss, &cpu); err != nil {
+		return 0, 0, 0, fmt.Errorf("peer step line %q: %w", line, err)
+	}
+	return sec, loss, cpu, nil
+}
+
+func (p *peerProc) quit() (int64, error) {
+	if _, err := io.WriteString(p.in, "quit\n"); err != nil {
+		return 0, fmt.Errorf("peer: %w", err)
+	}
+	line, err := p.read("rss")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+}
+
+func (p *peerProc) close() {
+	p.in.Close()
+	p.cmd.Wait()
+}
+
+// idleCheck warns when the machine looks busy before the run and returns
+// the load average it read.
+func idleCheck() string {
+	la := loadavg()
+	busy := busyPercent(2 * time.Second)
+	if f, _ := strconv.ParseFloat(strings.Fields(la + " 0")[0], 64); f >= 0.5 || busy >= 20 {
+		logf("warning: the machine is busy (load average %s, %d%% of CPU time busy over 2 s); results will be noisy", la, busy)
+	} else {
+		logf("idle check: load average %s, %d%% busy over 2 s", la, busy)
+	}
+	return la
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+func noisyNote(before, after string) string {
+	for _, s := range []string{before, after} {
+		if f, err := strconv.ParseFloat(strings.Fields(s + " x")[0], 64); err == nil && f >= 0.5 {
+			return " (the machine was shared: other processes ran, so absolute numbers are low and noisy; the ratio is the result)"
+		}
+	}
+	return ""
+}
+
+// busyPercent is the busy share of all CPUs over d, from /proc/stat.
+func busyPercent(d time.Duration) int {
+	read := func() (busy, total int64) {
+		b, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0, 0
+		}
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		for i, s := range f[1:] {
+			v, _ := strconv.ParseInt(s, 10, 64)
+			total += v
+			if i != 3 && i != 4 { // idle, iowait
+				busy += v
+			}
+		}
+		return busy, total
+	}
+	b1, t1 := read()
+	time.Sleep(d)
+	b2, t2 := read()
+	if t2 <= t1 {
+		return 0
+	}
+	return int(100 * (b2 - b1) / (t2 - t1))
+}
+
+// cpuSeconds is the user+sys CPU time of this process so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// vmHWM is this process's peak resident set size in bytes.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return runtime.GOARCH
+}
+
+// kernelVariant names the matmul implementation that ran. engine/kernels
+// does not export its choice, so it is inferred from its dispatch rule
+// (AVX-512 F+BW, else AVX2+FMA, else Go) and the build.
+func kernelVariant() string {
+	if pureGo {
+		return "go (purego build)"
+	}
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	flags := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "flags"); ok {
+			for _, f := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(rest), ":")) {
+				flags[f] = true
+			}
+			break
+		}
+	}
+	switch {
+	case flags["avx512f"] && flags["avx512bw"]:
+		return "avx512 (inferred from CPU flags)"
+	case flags["avx2"] && flags["fma"]:
+		return "avx2 (inferred from CPU flags)"
+	}
+	return "go (inferred from CPU flags)"
+}
+
+func median(s []float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func spread(s []float64) string {
+	return fmt.Sprintf("%.2f [%.2f–%.2f]", median(s), slices.Min(s), slices.Max(s))
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/model"
+)
+
+func newInitModelCmd() *cobra.Command {
+	var opt initmodel.Options
+	var dtype, out string
+	cmd := &cobra.Command{
+		Use:   "init-model",
+		Short: "Write a Hugging Face model folder with random weights in a real architecture",
+		Long: `init-model writes a complete Hugging Face model folder (config.json,
+generation_config.json, model.safetensors, tokenizer.json and
+tokenizer_config.json with a chat template) holding random weights in the
+shape of a real model. No pretrained weights can be downloaded here, so tests,
+benchmarks and demos start from such folders.
+
+--tokenizer takes a folder with tokenizer.json and tokenizer_config.json (for
+example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
+"bytes" for a built-in byte-level vocabulary with ChatML tokens.`,
+		Example: `  art init-model --arch qwen2 --shape qwen2.5-0.5b --tokenizer .assets/qwen3 --dtype bf16 --out ./qwen-random
+  art init-model --arch qwen2 --shape tiny --tokenizer bytes --out ./tiny`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			if opt.Tokenizer == "" {
+				return fmt.Errorf("--tokenizer is required: a folder with tokenizer.json, or %q", initmodel.ByteTokenizer)
+			}
+			switch strings.ToLower(dtype) {
+			case "f32":
+				opt.DType = kernels.F32
+			case "bf16":
+				opt.DType = kernels.BF16
+			case "f16":
+				opt.DType = kernels.F16
+			default:
+				return fmt.Errorf("--dtype %q: want f32, bf16 or f16", dtype)
+			}
+			m, err := initmodel.Write(out, opt)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s %s, %d parameters, vocabulary %d, %s weights\n",
+				out, opt.Arch, opt.Shape, m.Config.NumParams(), m.Config.VocabSize, opt.DType)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opt.Arch, "arch", "qwen2", "architecture: "+strings.Join(model.SupportedModelTypes(), ", "))
+	f.StringVar(&opt.Shape, "shape", "tiny", "shape: "+strings.Join(model.PresetNames(), ", "))
+	f.StringVar(&opt.Tokenizer, "tokenizer", "", `tokenizer folder, or "bytes"`)
+	f.StringVar(&dtype, "dtype", "f32", "weight storage: f32, bf16 or f16")
+	f.Uint64Var(&opt.Seed, "seed", 1, "random seed")
+	f.Float64Var(&opt.Std, "std", 0, "weight init standard deviation (0: 0.02)")
+	f.StringVar(&out, "out", "", "output folder (must not exist or be empty)")
+	return cmd
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/engine/tokenizer"
+)
+
+// Ensure init-model writes a loadable folder and logprobs prints exactly
+// what the engine computes for every token.
+func TestInitModelThenLogprobs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	code, out, errOut := runArgs(t, "init-model", "--arch", "llama", "--shape", "tiny", "--tokenizer", "bytes", "--out", dir)
+	if code == 0 {
+		t.Fatalf("llama with the byte tokenizer and no template should fail; got %q", out)
+	}
+	if !strings.Contains(errOut, "chat template") {
+		t.Fatalf("stderr %q does not explain the failure", errOut)
+	}
+	code, out, errOut = runArgs(t, "init-model", "--shape", "tiny", "--tokenizer", "bytes", "--dtype", "bf16", "--seed", "3", "--out", dir)
+	if code != 0 {
+		t.Fatalf("init-model: %d %s", code, errOut)
+	}
+	if !strings.Contains(out, "parameters") {
+		t.Fatalf("stdout %q", out)
+	}
+	for _, f := range []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const text = "The quick brown fox, 123!"
+	code, out, errOut = runArgs(t, "logprobs", "--model", dir, "--text", text, "--json")
+	if code != 0 {
+		t.Fatalf("logprobs: %s", errOut)
+	}
+	var rows []tokenScore
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("logprobs --json output: %v\n%s", err, out)
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := tokenizer.LoadDir(dir)
+	ids := tok.Encode(text)
+	want, _ := m.LogProbs(ids, nil)
+	if len(rows) != len(ids) || rows[0].Logprob != nil {
+		t.Fatalf("got %d rows (first %+v); want %d with no logprob on the first", len(rows), rows[0], len(ids))
+	}
+	for i := 1; i < len(rows); i++ {
+		if rows[i].ID != ids[i] || *rows[i].Logprob != want[i-1] {
+			t.Fatalf("row %d = %+v; want id %d logprob %v", i, rows[i], ids[i], want[i-1])
+		}
+	}
+	// The table form and bad inputs.
+	if code, out, _ = runArgs(t, "logprobs", "--model", dir, "--text", text); code != 0 || !strings.Contains(out, "total") {
+		t.Fatalf("table output: %d %q", code, out)
+	}
+	bad := [][]string{
+		{"logprobs", "--model", dir},
+		{"logprobs", "--model", filepath.Join(dir, "nope"), "--text", "x y"},
+		{"init-model", "--tokenizer", "bytes", "--out", dir},
+		{"init-model", "--tokenizer", "bytes", "--dtype", "f8", "--out", filepath.Join(t.TempDir(), "x")},
+		{"init-model", "--tokenizer", "bytes", "--shape", "huge", "--out", filepath.Join(t.TempDir(), "y")},
+	}
+	for _, args := range bad {
+		if code, _, errOut := runArgs(t, args...); code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want a one-line error", args, code, errOut)
+		}
+	}
+}

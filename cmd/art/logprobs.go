@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/engine/tokenizer"
+)
+
+// tokenScore is one line of `art logprobs` output.
+type tokenScore struct {
+	ID      int      `json:"id"`
+	Text    string   `json:"text"`
+	Logprob *float64 `json:"logprob"` // nil for the first token (nothing predicts it)
+}
+
+func newLogprobsCmd() *cobra.Command {
+	var modelDir, text, messagesFile, adapterDir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "logprobs",
+		Short: "Print each token of a text (or rendered chat) with its log probability under a model",
+		Long: `logprobs tokenizes --text, or renders --messages (a JSON file holding an
+OpenAI-style list of messages) with the model's chat template, runs the model
+over it and prints every token with its id and the log probability the model
+gives it after the tokens before it.`,
+		Example: `  art logprobs --model ./tiny --text "Hello, world"
+  art logprobs --model ./tiny --messages chat.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if modelDir == "" {
+				return fmt.Errorf("--model is required")
+			}
+			if (text == "") == (messagesFile == "") {
+				return fmt.Errorf("give exactly one of --text or --messages")
+			}
+			m, err := model.Load(modelDir)
+			if err != nil {
+				return err
+			}
+			tok, err := tokenizer.LoadDir(modelDir)
+			if err != nil {
+				return err
+			}
+			if messagesFile != "" {
+				if text, err = renderMessages(modelDir, messagesFile); err != nil {
+					return err
+				}
+			}
+			var adapter model.Adapter
+			if adapterDir != "" {
+				a, err := lora.Load(adapterDir, m.Config)
+				if err != nil {
+					return err
+				}
+				adapter = a
+			}
+			ids := tok.Encode(text)
+			if len(ids) < 2 {
+				return fmt.Errorf("the input has %d token(s); need at least 2 to score", len(ids))
+			}
+			lps, err := m.LogProbs(ids, adapter)
+			if err != nil {
+				return err
+			}
+			rows := make([]tokenScore, len(ids))
+			for i, id := range ids {
+				rows[i] = tokenScore{ID: id, Text: string(tok.TokenBytes(id))}
+				if i > 0 {
+					lp := lps[i-1]
+					rows[i].Logprob = &lp
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				return enc.Encode(rows)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tTOKEN\tLOGPROB")
+			var total float64
+			for _, r := range rows {
+				lp := "-"
+				if r.Logprob != nil {
+					lp = strconv.FormatFloat(*r.Logprob, 'f', 4, 64)
+					total += *r.Logprob
+				}
+				fmt.Fprintf(w, "%d\t%q\t%s\n", r.ID, r.Text, lp)
+			}
+			fmt.Fprintf(w, "\ttotal\t%.4f\n", total)
+			return w.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelDir, "model", "", "Hugging Face model folder")
+	f.StringVar(&adapterDir, "adapter", "", "optional PEFT LoRA adapter folder (e.g. a checkpoint)")
+	f.StringVar(&text, "text", "", "text to score")
+	f.StringVar(&messagesFile, "messages", "", "JSON file with a list of chat messages to render and score")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// renderMessages renders a JSON list of messages with the model's template.
+func renderMessages(modelDir, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return "", fmt.Errorf("%s: want a JSON list of messages: %w", path, err)
+	}
+	cfg, err := chat.LoadConfig(modelDir)
+	if err != nil {
+		return "", err
+	}
+	src, err := cfg.TemplateSource(false)
+	if err != nil {
+		return "", err
+	}
+	tmpl, err := chat.NewTemplate(src)
+	if err != nil {
+		return "", err
+	}
+	return tmpl.Render(msgs, nil, chat.RenderOptions{BOSToken: cfg.BOSToken, EOSToken: cfg.EOSToken})
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/server"
+	"github.com/artgo/art/service"
+)
+
+// serveOptions are the flags of `art serve`.
+type serveOptions struct {
+	baseModel, name, project, addr, apiKey, data string
+	requestTimeout, shutdownTimeout              time.Duration
+	maxBodyBytes                                 int64
+	maxConcurrent, loraRank                      int
+	loraAlpha                                    float64
+	seed                                         uint64
+}
+
+// newServeCmd returns `art serve`, which hosts one trainable model: the
+// OpenAI-compatible inference API and the training API (package server).
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve --base-model DIR --name NAME [--project P] [--addr 127.0.0.1:7999] [--api-key KEY] [--data .art]",
+		Short: "Serve a trainable model: OpenAI-compatible inference and the training API",
+		Long: `Serve one trainable model: a LoRA adapter on the base model in --base-model (a
+Hugging Face folder), its checkpoints under --data/<project>/models/<name>.
+
+Inference is OpenAI-compatible at /v1 (POST /v1/chat/completions, GET
+/v1/models): every checkpoint is served as NAME@STEP, and a bare NAME means
+the latest step; responses always carry token ids and logprobs. Training
+clients (backend/remote) use /v1/art/. GET /healthz and GET /metrics
+(Prometheus) are for operations.
+
+The server binds loopback unless --addr says otherwise; with --api-key (or
+ART_API_KEY) every route but /healthz needs "Authorization: Bearer KEY".
+SIGINT or SIGTERM stops it gracefully: requests in flight, a training step
+included, may finish for --shutdown-timeout, then they are cancelled (a
+cancelled step writes no checkpoint). A second signal cancels at once.`,
+		Example: `  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --project demo
+  ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.apiKey == "" {
+				o.apiKey = os.Getenv("ART_API_KEY")
+			}
+			return runServe(cmd.Context(), o, slog.Default())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.baseModel, "base-model", "", "Hugging Face model folder to train on (required)")
+	f.StringVar(&o.name, "name", "", "model name, served as NAME@STEP (required)")
+	f.StringVar(&o.project, "project", "default", "project the model belongs to")
+	f.StringVar(&o.addr, "addr", server.DefaultAddr, "address to listen on (host:port)")
+	f.StringVar(&o.apiKey, "api-key", "", "API key clients must send (default $ART_API_KEY; none if both are empty)")
+	f.StringVar(&o.data, "data", ".art", "store root: checkpoints, logs and history")
+	f.DurationVar(&o.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "time limit of an inference request (0: none)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for requests in flight")
+	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted")
+	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "sequences generated at once (0: 2 per CPU)")
+	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
+	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
+	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
+	cmd.MarkFlagRequired("base-model")
+	cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// runServe serves until ctx is cancelled, then shuts down gracefully.
+func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	if o.requestTimeout == 0 {
+		o.requestTimeout = -1 // the server's "none"
+	}
+	log.Info("serve: loading", "base_model", o.baseModel, "model", o.name, "project", o.project)
+	svc, err := service.Open(ctx, service.Options{
+		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
+		LoRA: lora.Config{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}, svc)
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if !isLoopback(ln.Addr()) && o.apiKey == "" {
+		log.Warn("serve: listening beyond loopback without an API key; anyone who can reach it can train and query the model (set --api-key)", "addr", ln.Addr().String())
+	}
+	log.Info("serve: ready", "url", "http://"+ln.Addr().String()+"/v1", "model", o.name, "step", svc.Step(),
+		"served", o.name+"@"+fmt.Sprint(svc.Step()), "api_key", o.apiKey != "")
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("serve: shutting down; waiting for requests in flight (signal again to cancel them)", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	go func() {
+		select {
+		case <-again:
+			log.Warn("serve: second signal; cancelling requests in flight")
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	err = srv.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		return fmt.Errorf("serve: shutdown: requests were cancelled: %w", err)
+	}
+	log.Info("serve: stopped", "step", svc.Step())
+	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Ensure `art serve` serves a model with its API key, and stops cleanly
+// (exit code 0) when its context is cancelled, as on SIGINT.
+func TestServe(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"serve", "--base-model", base, "--name", "agent", "--project", "p", "--addr", addr,
+			"--api-key", "k", "--data", filepath.Join(t.TempDir(), ".art")}, &stdout, &stderr)
+	}()
+	url := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not healthy after 20s: %v\n%s", err, stderr.String())
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited with %d:\n%s", c, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	post := func(key string) int {
+		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(`{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post("k"); got != http.StatusOK {
+		t.Errorf("chat with the key: status %d; want 200", got)
+	}
+	if got := post(""); got != http.StatusUnauthorized {
+		t.Errorf("chat without the key: status %d; want 401", got)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit code %d after cancel; want 0:\n%s", c, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop within 20s of cancellation")
+	}
+	for _, want := range []string{"serve: ready", "agent@0", "serve: stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestServe_Flags(t *testing.T) {
+	code, _, errOut := runArgs(t, "serve")
+	if code != 1 || !strings.Contains(errOut, `required flag(s) "base-model", "name" not set`) {
+		t.Fatalf("serve without flags: code %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runArgs(t, "serve", "--base-model", t.TempDir(), "--name", "agent")
+	if code != 1 || !strings.Contains(errOut, "art: ") {
+		t.Fatalf("serve on an empty folder: code %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,348 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/openai"
+	"github.com/artgo/art/service"
+)
+
+// Request limits, as OpenAI's and vLLM's.
+const (
+	maxN           = 128
+	maxTopLogprobs = 20
+)
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req openai.ChatCompletionRequest
+	if e := s.decode(w, r, &req); e != nil {
+		s.metrics.request(e.Status)
+		writeError(w, e)
+		return
+	}
+	creq, e := s.chatRequest(&req)
+	if e != nil {
+		s.metrics.request(e.Status)
+		writeError(w, e)
+		return
+	}
+	// Resolve a bare name here, once, so that every chunk of a stream and
+	// the response name the step that answers.
+	step, err := s.svc.Resolve(req.Model)
+	if err != nil {
+		e := serviceError(err, "model")
+		s.metrics.request(e.Status)
+		writeError(w, e)
+		return
+	}
+	creq.Model = s.modelID(step)
+
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if s.cfg.RequestTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	}
+	defer cancel()
+	n := max(creq.N, 1)
+	s.metrics.start(n)
+	defer s.metrics.finish(n)
+
+	id, created := completionID(), time.Now().Unix()
+	if req.Stream {
+		st := s.newChatStream(w, &req, creq, id, created)
+		status := st.run(ctx, r.Context())
+		s.metrics.request(status)
+		return
+	}
+	resp, err := s.svc.Chat(ctx, creq, nil)
+	if err != nil {
+		e := s.chatError(err, ctx, r.Context(), param(&req))
+		s.metrics.request(e.Status)
+		if r.Context().Err() == nil {
+			writeError(w, e)
+		}
+		return
+	}
+	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.metrics.request(http.StatusOK)
+	writeJSON(w, http.StatusOK, completion(resp, id, created, creq.TopLogprobs > 0))
+}
+
+// param returns the name of the request's max-tokens field, for errors.
+func param(req *openai.ChatCompletionRequest) string {
+	p, _ := req.MaxTokensParam()
+	return p
+}
+
+// chatError maps an error of svc.Chat: a timeout of ctx is a 504, a
+// cancelled client a 499 (logged, never written), anything else as
+// serviceError. maxTokensParam renames the service's "max_tokens" param to
+// the field the client used.
+func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensParam string) *apiError {
+	switch {
+	case clientCtx.Err() != nil:
+		s.log.Info("server: client went away; generation cancelled", "err", err)
+		return &apiError{Status: statusClientClosed, Type: openai.ErrInvalidRequest, Msg: "client closed the request"}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &apiError{Status: http.StatusGatewayTimeout, Type: openai.ErrTimeout, Code: "timeout",
+			Msg: fmt.Sprintf("the request did not finish within the server's request timeout (%s)", s.cfg.RequestTimeout)}
+	}
+	e := serviceError(err, "model")
+	if e.Param == "max_tokens" && maxTokensParam != "" {
+		e.Param = maxTokensParam
+		e.Msg = strings.Replace(e.Msg, "max_tokens", maxTokensParam, 1)
+	}
+	if e.Status >= 500 {
+		s.log.Error("server: chat completion failed", "err", err)
+	}
+	return e
+}
+
+func completionID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}
+
+// chatRequest validates req and turns it into the service's request. The
+// model is resolved by the caller.
+func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatRequest, *apiError) {
+	out := service.ChatRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Seed: req.Seed,
+		TemplateKwargs: req.ChatTemplateKwargs}
+	if req.Model == "" {
+		ids, _ := s.svc.Models()
+		return out, badRequest("model", "model is required; served: %s (a bare %q means the latest step)", strings.Join(ids, ", "), s.svc.Name())
+	}
+	if len(req.Messages) == 0 {
+		return out, badRequest("messages", "messages must be a non-empty array of message objects")
+	}
+	for i, m := range req.Messages {
+		if e := validateMessage(i, m); e != nil {
+			return out, e
+		}
+	}
+	if req.N != nil {
+		if *req.N < 1 || *req.N > maxN {
+			return out, badRequest("n", "n must be in [1, %d], got %d", maxN, *req.N)
+		}
+		out.N = *req.N
+	}
+	if t := req.Temperature; t != nil {
+		if math.IsNaN(*t) || *t < 0 || math.IsInf(*t, 0) {
+			return out, badRequest("temperature", "temperature must be a number >= 0, got %v", *t)
+		}
+		out.Temperature = t
+	}
+	if p := req.TopP; p != nil {
+		if !(*p > 0 && *p <= 1) {
+			return out, badRequest("top_p", "top_p must be in (0, 1], got %v", *p)
+		}
+		out.TopP = *p
+	}
+	if k := req.TopK; k != nil {
+		if *k < -1 {
+			return out, badRequest("top_k", "top_k must be -1 (off), 0 (off) or a positive count, got %d", *k)
+		}
+		out.TopK = max(*k, 0)
+	}
+	if p, v := req.MaxTokensParam(); v != nil {
+		if *v < 1 {
+			return out, badRequest(p, "%s must be at least 1, got %d", p, *v)
+		}
+		out.MaxTokens = *v
+	}
+	if k := req.TopLogprobs; k != nil {
+		if *k < 0 || *k > maxTopLogprobs {
+			return out, badRequest("top_logprobs", "top_logprobs must be in [0, %d], got %d", maxTopLogprobs, *k)
+		}
+		out.TopLogprobs = *k
+	}
+	for _, st := range req.Stop {
+		if st != "" {
+			out.Stop = append(out.Stop, st)
+		}
+	}
+	if p := req.FrequencyPenalty; p != nil && *p != 0 {
+		return out, unsupported("frequency_penalty", "frequency_penalty is not supported yet; omit it or send 0")
+	}
+	if p := req.PresencePenalty; p != nil && *p != 0 {
+		return out, unsupported("presence_penalty", "presence_penalty is not supported yet; omit it or send 0")
+	}
+	if len(req.LogitBias) > 0 {
+		return out, unsupported("logit_bias", "logit_bias is not supported yet")
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case "", "text":
+		case "json_object", "json_schema":
+			return out, unsupported("response_format", "response_format %q is not supported yet (it needs constrained decoding); ask for JSON in the prompt and parse the text", rf.Type)
+		default:
+			return out, badRequest("response_format", `response_format.type must be "text", "json_object" or "json_schema", got %q`, rf.Type)
+		}
+	}
+	if e := validateTools(req.Tools); e != nil {
+		return out, e
+	}
+	out.ParseToolCalls = len(req.Tools) > 0
+	if tc := req.ToolChoice; tc != nil {
+		switch tc.Mode {
+		case openai.ToolChoiceAuto:
+		case openai.ToolChoiceNone:
+			out.ParseToolCalls = false
+		case openai.ToolChoiceRequired, openai.ToolChoiceFunction:
+			return out, unsupported("tool_choice", "tool_choice %q is not supported yet (forcing a call needs constrained decoding); use \"auto\"", tc.Mode)
+		default:
+			return out, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or a function, got %q`, tc.Mode)
+		}
+	}
+	return out, nil
+}
+
+var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+
+func validateMessage(i int, raw json.RawMessage) *apiError {
+	p := fmt.Sprintf("messages[%d]", i)
+	var m struct {
+		Role *string `json:"role"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		return badRequest(p, "%s must be a message object with a role, got %.60s", p, raw)
+	}
+	if m.Role == nil {
+		return badRequest(p+".role", "%s has no role", p)
+	}
+	for _, r := range messageRoles {
+		if *m.Role == r {
+			return nil
+		}
+	}
+	return badRequest(p+".role", "%s.role must be one of %s, got %q", p, strings.Join(messageRoles, ", "), *m.Role)
+}
+
+// validateTools checks each tool the way OpenAI does: type "function", a
+// name of 1–64 letters, digits, '_' or '-', unique, and parameters that are
+// a JSON object when present.
+func validateTools(tools []json.RawMessage) *apiError {
+	seen := map[string]bool{}
+	for i, raw := range tools {
+		p := fmt.Sprintf("tools[%d]", i)
+		var t struct {
+			Type     *string `json:"type"`
+			Function *struct {
+				Name       *string         `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+			return badRequest(p, "%s must be a tool object {\"type\":\"function\",\"function\":{...}}, got %.60s", p, raw)
+		}
+		if t.Type == nil || *t.Type != "function" {
+			got := "nothing"
+			if t.Type != nil {
+				got = fmt.Sprintf("%q", *t.Type)
+			}
+			return badRequest(p+".type", `%s.type must be "function", got %s`, p, got)
+		}
+		if t.Function == nil {
+			return badRequest(p+".function", "%s.function is required", p)
+		}
+		if t.Function.Name == nil || !validToolName(*t.Function.Name) {
+			name := ""
+			if t.Function.Name != nil {
+				name = *t.Function.Name
+			}
+			return badRequest(p+".function.name", "%s.function.name must be 1 to 64 letters, digits, '_' or '-', got %q", p, name)
+		}
+		name := *t.Function.Name
+		if seen[name] {
+			return badRequest(p+".function.name", "%s.function.name %q is used by another tool", p, name)
+		}
+		seen[name] = true
+		params := bytes.TrimSpace(t.Function.Parameters)
+		if len(params) > 0 && !bytes.Equal(params, []byte("null")) && params[0] != '{' {
+			return badRequest(p+".function.parameters", "%s.function.parameters must be a JSON Schema object, got %.60s", p, params)
+		}
+	}
+	return nil
+}
+
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// completion assembles the response of a finished chat. Top logprobs are
+// included when the client asked (top).
+func completion(resp service.ChatResponse, id string, created int64, top bool) openai.ChatCompletion {
+	c := openai.ChatCompletion{ID: id, Object: openai.ObjectChatCompletion, Created: created, Model: resp.Model,
+		Choices: make([]openai.Choice, len(resp.Choices)), PromptTokenIDs: resp.PromptTokenIDs, Usage: usage(resp)}
+	for i, ch := range resp.Choices {
+		msg := openai.Message{Role: "assistant", ToolCalls: toolCalls(ch.ToolCalls, false)}
+		if ch.Content != "" || len(ch.ToolCalls) == 0 {
+			content := ch.Content
+			msg.Content = &content
+		}
+		ids := make([]int, len(ch.Tokens))
+		for j, t := range ch.Tokens {
+			ids[j] = t.ID
+		}
+		c.Choices[i] = openai.Choice{Index: ch.Index, Message: msg, FinishReason: ch.FinishReason,
+			Logprobs: &openai.Logprobs{Content: logprobs(ch.Tokens, top)}, TokenIDs: ids}
+	}
+	return c
+}
+
+func usage(resp service.ChatResponse) *openai.Usage {
+	return &openai.Usage{PromptTokens: len(resp.PromptTokenIDs), CompletionTokens: resp.CompletionTokens,
+		TotalTokens: len(resp.PromptTokenIDs) + resp.CompletionTokens}
+}
+
+func toolCalls(calls []chat.ToolCall, indexed bool) []openai.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]openai.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = openai.ToolCall{ID: c.ID, Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+		if indexed {
+			out[i].Index = &i
+		}
+	}
+	return out
+}
+
+func logprobs(tokens []service.Token, top bool) []openai.TokenLogprob {
+	out := make([]openai.TokenLogprob, len(tokens))
+	for i, t := range tokens {
+		out[i] = logprob(t, top)
+	}
+	return out
+}
+
+func logprob(t service.Token, top bool) openai.TokenLogprob {
+	lp := openai.TokenLogprob{Token: string(t.Bytes), TokenID: t.ID, Bytes: t.Bytes, Logprob: t.Logprob, TopLogprobs: []openai.TopLogprob{}}
+	if top {
+		for _, tt := range t.Top {
+			lp.TopLogprobs = append(lp.TopLogprobs, openai.TopLogprob{Token: string(tt.Bytes), TokenID: tt.ID, Bytes: tt.Bytes, Logprob: tt.Logprob})
+		}
+	}
+	return lp
+}

@@ -1,0 +1,271 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/server/api"
+)
+
+// serveLoopback runs srv on a real loopback listener and returns its URL
+// and Serve's result channel.
+func serveLoopback(t *testing.T, srv *Server) (string, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String(), served
+}
+
+// openStream starts a streamed completion of n choices and returns the
+// response once its first event has arrived. With the tiny model a choice
+// ends after about 130 tokens (its stop tokens are 2 of 259), and the
+// server generates about 4000 tokens/s, so n = 32 runs for about a second.
+func openStream(t *testing.T, ctx context.Context, url string, n int) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	body := `{"model":"agent","messages":[{"role":"user","content":"hi"}],"stream":true,"temperature":1,"max_tokens":3900,"n":` + itoa(n) + `}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: status %d", resp.StatusCode)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return resp, r
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// Ensure Shutdown lets a request in flight finish, then stops serving.
+func TestShutdown_WaitsForRequests(t *testing.T) {
+	srv := New(Config{}, openService(t, writeTinyModel(t)))
+	url, served := serveLoopback(t, srv)
+	resp, r := openStream(t, context.Background(), url, 2)
+	defer resp.Body.Close()
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	rest, err := readAll(r)
+	if err != nil || !strings.HasSuffix(rest, "data: [DONE]\n\n") {
+		t.Fatalf("stream during shutdown ended with %v, tail %q", err, tail(rest))
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Fatal("server still answers after Shutdown")
+	}
+}
+
+// Ensure a Shutdown whose context ends cancels the requests in flight.
+func TestShutdown_DeadlineCancels(t *testing.T) {
+	srv := New(Config{}, openService(t, writeTinyModel(t)))
+	url, _ := serveLoopback(t, srv)
+	resp, r := openStream(t, context.Background(), url, 32)
+	defer resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v; want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	if rest, _ := readAll(r); strings.Contains(rest, "[DONE]") {
+		t.Error("the cancelled stream completed")
+	}
+}
+
+// Ensure a client that goes away cancels its generation (counted as 499).
+func TestClientDisconnectCancels(t *testing.T) {
+	srv, ts := newTestServer(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, _ := openStream(t, ctx, ts.URL, 32)
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.metrics.mu.Lock()
+		n := srv.metrics.requests[statusClientClosed]
+		srv.metrics.mu.Unlock()
+		if n == 1 && srv.metrics.inFlight.Load() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation not cancelled: %d requests counted 499, %d in flight", n, srv.metrics.inFlight.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func readAll(r *bufio.Reader) (string, error) {
+	var b strings.Builder
+	_, err := r.WriteTo(&b)
+	return b.String(), err
+}
+
+func tail(s string) string { return s[max(0, len(s)-200):] }
+
+// trainingGroups samples two groups of choices from the server and gives
+// them varied rewards.
+func trainingGroups(t *testing.T, url string) []art.TrajectoryGroup {
+	t.Helper()
+	client := newClient(url)
+	var groups []art.TrajectoryGroup
+	for g := range 2 {
+		resp, err := client.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: testModel,
+			Messages: userMsgs("hi"), N: oai.Int(4), MaxTokens: oai.Int(6), Seed: oai.Int(int64(g))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var grp art.TrajectoryGroup
+		for i, c := range resp.Choices {
+			ac, err := art.ChoiceFromOpenAI(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := art.Trajectory{Reward: float64(i % 2)}
+			tr.AddMessage(art.UserMsg("hi"))
+			tr.AddChoice(ac)
+			grp.Trajectories = append(grp.Trajectories, tr)
+		}
+		groups = append(groups, grp)
+	}
+	return groups
+}
+
+// Ensure POST /v1/art/train streams NDJSON progress and then the result,
+// and the other training routes see the new step.
+func TestTrainAPI(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	groups := trainingGroups(t, ts.URL)
+	body, _ := json.Marshal(api.TrainRequest{Model: testModel, Groups: groups, Config: art.TrainConfig{LearningRate: 1e-3}})
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/art/train", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/x-ndjson" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, ct)
+	}
+	var events []api.TrainEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev api.TrainEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		events = append(events, ev)
+	}
+	if len(events) < 2 {
+		t.Fatalf("events %+v", events)
+	}
+	for i, ev := range events[:len(events)-1] {
+		if ev.Type != api.EventProgress || ev.Done != i+1 || ev.Total != len(events)-1 {
+			t.Errorf("event %d: %+v", i, ev)
+		}
+	}
+	last := events[len(events)-1]
+	if last.Type != api.EventResult || last.Result.Step != 1 || last.Result.Skipped || last.Result.Metrics["loss/train"] == 0 {
+		t.Fatalf("last event %+v", last)
+	}
+
+	get := func(path string, out any) {
+		status, b := do(t, "GET", ts.URL+path, testKey, "")
+		if status != 200 || json.Unmarshal(b, out) != nil {
+			t.Fatalf("GET %s: %d %s", path, status, b)
+		}
+	}
+	var step api.StepResponse
+	get("/v1/art/step?model=agent", &step)
+	var info api.ModelInfo
+	get("/v1/art/model", &info)
+	if step.Step != 1 || info.Step != 1 || strings.Join(info.Models, ",") != "agent@0,agent@1" || info.MaxModelLen != 4096 {
+		t.Fatalf("step %+v, info %+v", step, info)
+	}
+	status, b := do(t, "POST", ts.URL+"/v1/art/checkpoints/delete", testKey, `{"keep":[]}`)
+	var cps api.CheckpointsResponse
+	if status != 200 || json.Unmarshal(b, &cps) != nil || len(cps.Steps) != 1 || cps.Steps[0] != 1 {
+		t.Fatalf("delete: %d %s; want only step 1 left", status, b)
+	}
+	status, b = do(t, "GET", ts.URL+"/metrics", testKey, "")
+	for _, want := range []string{`art_model_step{model="agent"} 1`, `art_train_steps_total{skipped="false"} 1`,
+		`art_reward_mean{split="train"} 0.5`, "art_generated_tokens_total ", `art_chat_requests_total{code="200"} 2`,
+		"# TYPE art_sequences_waiting gauge"} {
+		if status != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %q:\n%s", want, b)
+		}
+	}
+}
+
+// Ensure inference keeps serving while a training step runs: requests for
+// the previous step and for the bare name are answered by the previous
+// adapter mid-step, and the new step is served once the step ends.
+func TestInferenceDuringTraining(t *testing.T) {
+	srv, ts := newTestServer(t, Config{APIKey: testKey})
+	groups := trainingGroups(t, ts.URL)
+	client := newClient(ts.URL)
+	ctx := context.Background()
+	var during []string
+	var errs []error
+	_, err := srv.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3}, func(done, total int) {
+		if done != 1 {
+			return
+		}
+		// The step is paused here, halfway through.
+		if srv.metrics.training.Load() != 1 {
+			errs = append(errs, errors.New("training gauge is not 1 during the step"))
+		}
+		for _, model := range []string{"agent@0", "agent"} {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			resp, err := client.Chat.Completions.New(cctx, oai.ChatCompletionNewParams{Model: model, Messages: userMsgs("hi"), MaxTokens: oai.Int(3)})
+			cancel()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			during = append(during, resp.Model)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(during, ",") != "agent@0,agent@0" {
+		t.Fatalf("answered during training by %v; want agent@0 twice", during)
+	}
+	resp, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "agent", Messages: userMsgs("hi"), MaxTokens: oai.Int(3)})
+	if err != nil || resp.Model != "agent@1" {
+		t.Fatalf("after training: %v, %q; want agent@1", err, resp.Model)
+	}
+}

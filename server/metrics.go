@@ -1,0 +1,151 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/artgo/art"
+)
+
+// metrics are the server's counters and gauges, exposed on /metrics in
+// Prometheus' text format (version 0.0.4). Tokens per second is
+// rate(art_generated_tokens_total[1m]).
+type metrics struct {
+	inFlight         atomic.Int64 // chat requests being answered
+	sequences        atomic.Int64 // sequences those requests asked for
+	promptTokens     atomic.Int64
+	completionTokens atomic.Int64
+	training         atomic.Int64 // training steps running
+
+	mu          sync.Mutex         // guards the fields below
+	requests    map[int]int64      // finished chat requests by status
+	trainSteps  map[bool]int64     // finished training steps by skipped
+	rewardMean  map[string]float64 // last mean reward by split
+	stepSeconds float64            // duration of the last training step
+}
+
+func (m *metrics) start(n int) {
+	m.inFlight.Add(1)
+	m.sequences.Add(int64(n))
+}
+
+func (m *metrics) finish(n int) {
+	m.inFlight.Add(-1)
+	m.sequences.Add(-int64(n))
+}
+
+func (m *metrics) tokens(prompt, completion int) {
+	m.promptTokens.Add(int64(prompt))
+	m.completionTokens.Add(int64(completion))
+}
+
+func (m *metrics) request(status int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests == nil {
+		m.requests = map[int]int64{}
+	}
+	m.requests[status]++
+}
+
+func (m *metrics) trained(res art.TrainResult, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.trainSteps == nil {
+		m.trainSteps = map[bool]int64{}
+	}
+	m.trainSteps[res.Skipped]++
+	m.stepSeconds = d.Seconds()
+}
+
+// rewards records the mean reward of groups under split, if they hold any
+// trajectory.
+func (m *metrics) rewards(split string, groups []art.TrajectoryGroup) {
+	var sum float64
+	var n int
+	for _, g := range groups {
+		for _, t := range g.Trajectories {
+			sum += t.Reward
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rewardMean == nil {
+		m.rewardMean = map[string]float64{}
+	}
+	m.rewardMean[split] = sum / float64(n)
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	var b strings.Builder
+	m := &s.metrics
+	metric := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	sample := func(name, labels string, v float64) {
+		b.WriteString(name)
+		if labels != "" {
+			b.WriteString("{" + labels + "}")
+		}
+		b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+	}
+	running := s.svc.Running()
+	metric("art_requests_in_flight", "gauge", "Chat completion requests being answered.")
+	sample("art_requests_in_flight", "", float64(m.inFlight.Load()))
+	metric("art_sequences_running", "gauge", "Sequences being generated.")
+	sample("art_sequences_running", "", float64(running))
+	metric("art_sequences_waiting", "gauge", "Sequences waiting for a generation slot (queue depth).")
+	sample("art_sequences_waiting", "", float64(max(0, m.sequences.Load()-int64(running))))
+	metric("art_sequence_slots", "gauge", "Sequences generated at once at most.")
+	sample("art_sequence_slots", "", float64(s.svc.Capacity()))
+	metric("art_prompt_tokens_total", "counter", "Prompt tokens of answered chat completions.")
+	sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
+	metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
+	sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
+	metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")
+	sample("art_model_step", `model="`+escapeLabel(s.svc.Name())+`"`, float64(s.svc.Step()))
+	metric("art_training", "gauge", "Training steps running now.")
+	sample("art_training", "", float64(m.training.Load()))
+
+	m.mu.Lock()
+	requests := maps.Clone(m.requests)
+	steps := maps.Clone(m.trainSteps)
+	rewards := maps.Clone(m.rewardMean)
+	stepSeconds := m.stepSeconds
+	m.mu.Unlock()
+	metric("art_chat_requests_total", "counter", "Finished chat completion requests by HTTP status (499: the client went away).")
+	for _, code := range slices.Sorted(maps.Keys(requests)) {
+		sample("art_chat_requests_total", `code="`+strconv.Itoa(code)+`"`, float64(requests[code]))
+	}
+	metric("art_train_steps_total", "counter", "Finished training steps; skipped=\"true\" when nothing was trained.")
+	for _, skipped := range []bool{false, true} {
+		sample("art_train_steps_total", `skipped="`+strconv.FormatBool(skipped)+`"`, float64(steps[skipped]))
+	}
+	if len(steps) > 0 {
+		metric("art_train_step_seconds", "gauge", "Duration of the last training step.")
+		sample("art_train_step_seconds", "", stepSeconds)
+	}
+	if len(rewards) > 0 {
+		metric("art_reward_mean", "gauge", "Mean reward of the last trajectory groups trained on (split=\"train\") or logged, by split.")
+		for _, split := range slices.Sorted(maps.Keys(rewards)) {
+			sample("art_reward_mean", `split="`+escapeLabel(split)+`"`, rewards[split])
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte(b.String()))
+}
+
+func escapeLabel(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}

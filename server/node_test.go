@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/backend/remote"
+	"github.com/artgo/art/internal/testassets"
+)
+
+// nodeOpenAI returns the folder holding the npm openai package, or skips
+// the test (fails under ART_REQUIRE_ASSETS=1) when it is not installed.
+func nodeOpenAI(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(testassets.Root(t), ".assets", "node-openai")
+	_, errPkg := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json"))
+	_, errNode := exec.LookPath("node")
+	if errPkg != nil || errNode != nil {
+		msg := "npm openai not installed: run scripts/install-node-openai.sh (needs node and npm)"
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+// nodeResult is what testdata/node_client.mjs prints.
+type nodeResult struct {
+	SDK   string `json:"sdk"`
+	Plain struct {
+		Model string `json:"model"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+		PromptTokenIDs []int             `json:"prompt_token_ids"`
+		Choices        []json.RawMessage `json:"choices"`
+	} `json:"plain"`
+	TopLogprobs []int `json:"top_logprobs"`
+	Tools       struct {
+		PromptTokens int `json:"prompt_tokens"`
+	} `json:"tools"`
+	Stream struct {
+		Model        string   `json:"model"`
+		Content      []string `json:"content"`
+		TokenIDs     [][]int  `json:"token_ids"`
+		FinishReason []string `json:"finish_reason"`
+		Usage        *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	} `json:"stream"`
+	UnknownModel struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+	} `json:"unknown_model"`
+	Models []string `json:"models"`
+}
+
+func runNode(t *testing.T, dir, url, model string) nodeResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "node_client.mjs"))
+	cmd.Env = append(os.Environ(), "ART_NODE_OPENAI="+dir, "ART_BASE_URL="+url+"/v1", "ART_API_KEY="+testKey, "ART_MODEL="+model)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node_client.mjs: %v\n%s", err, stderr.String())
+	}
+	var res nodeResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("node_client.mjs printed %q: %v", out, err)
+	}
+	return res
+}
+
+// Ensure the official OpenAI Node SDK works against the server: plain
+// chat, n > 1, logprobs and token ids, tools, streaming, errors, the model
+// list; then that its choices train a step and the new step is served.
+func TestNodeOpenAI(t *testing.T) {
+	dir := nodeOpenAI(t)
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	res := runNode(t, dir, ts.URL, "agent@0")
+	t.Logf("npm openai %s", res.SDK)
+
+	p := res.Plain
+	if p.Model != "agent@0" || len(p.Choices) != 2 || len(p.PromptTokenIDs) != p.Usage.PromptTokens {
+		t.Fatalf("plain: model %q, %d choices, %d prompt ids for %d prompt tokens", p.Model, len(p.Choices), len(p.PromptTokenIDs), p.Usage.PromptTokens)
+	}
+	var choices []art.Choice
+	for i, raw := range p.Choices {
+		var c art.Choice
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		var extra struct {
+			TokenIDs []int `json:"token_ids"`
+		}
+		json.Unmarshal(raw, &extra)
+		if len(c.Logprobs) == 0 || len(c.Logprobs) != len(extra.TokenIDs) {
+			t.Fatalf("choice %d: %d logprobs, token_ids %v", i, len(c.Logprobs), extra.TokenIDs)
+		}
+		for j, lp := range c.Logprobs {
+			if lp.TokenID != extra.TokenIDs[j] {
+				t.Fatalf("choice %d token %d: id %d; token_ids says %d", i, j, lp.TokenID, extra.TokenIDs[j])
+			}
+		}
+		// The stream had the same seed: the same tokens.
+		if !slices.Equal(res.Stream.TokenIDs[i], extra.TokenIDs) || res.Stream.Content[i] != c.Message.Content.String() || res.Stream.FinishReason[i] != c.FinishReason {
+			t.Errorf("choice %d streamed %q %v %s; plain %q %v %s", i, res.Stream.Content[i], res.Stream.TokenIDs[i], res.Stream.FinishReason[i],
+				c.Message.Content.String(), extra.TokenIDs, c.FinishReason)
+		}
+		choices = append(choices, c)
+	}
+	if res.Stream.Model != "agent@0" || res.Stream.Usage == nil || res.Stream.Usage.CompletionTokens != p.Usage.CompletionTokens {
+		t.Errorf("stream: model %q, usage %+v; plain completion tokens %d", res.Stream.Model, res.Stream.Usage, p.Usage.CompletionTokens)
+	}
+	if len(res.TopLogprobs) == 0 || slices.ContainsFunc(res.TopLogprobs, func(n int) bool { return n != 2 }) {
+		t.Errorf("top logprobs per token %v; want 2 each", res.TopLogprobs)
+	}
+	if res.Tools.PromptTokens <= p.Usage.PromptTokens {
+		t.Errorf("prompt with tools has %d tokens, without %d", res.Tools.PromptTokens, p.Usage.PromptTokens)
+	}
+	if u := res.UnknownModel; u.Status != 404 || !strings.Contains(u.Message, "served: agent@0") {
+		t.Errorf("unknown model: %+v", u)
+	}
+	if strings.Join(res.Models, ",") != "agent@0" {
+		t.Errorf("models %v", res.Models)
+	}
+
+	// Train on the Node client's choices, then ask for the new step.
+	b, err := remote.New(remote.Options{BaseURL: ts.URL, APIKey: testKey, Quiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &art.TrainableModel{Model: art.Model{Name: testModel, Project: "p", BasePath: t.TempDir()}, BaseModel: "base"}
+	ctx := context.Background()
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var g art.TrajectoryGroup
+	for i, c := range choices {
+		tr := art.Trajectory{Reward: float64(i)}
+		tr.AddMessage(art.UserMsg("hi"))
+		tr.AddChoice(c)
+		g.Trajectories = append(g.Trajectories, tr)
+	}
+	tres, err := b.Train(ctx, m, []art.TrajectoryGroup{g}, art.TrainConfig{LearningRate: 1e-3})
+	if err != nil || tres.Step != 1 || tres.Skipped {
+		t.Fatalf("Train = %+v, %v", tres, err)
+	}
+	res = runNode(t, dir, ts.URL, "agent")
+	if res.Plain.Model != "agent@1" || res.Stream.Model != "agent@1" || strings.Join(res.Models, ",") != "agent@0,agent@1" {
+		t.Fatalf("after training: plain %q, stream %q, models %v; want agent@1", res.Plain.Model, res.Stream.Model, res.Models)
+	}
+}

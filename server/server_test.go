@@ -1,0 +1,224 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/openai"
+	"github.com/artgo/art/service"
+)
+
+func tokens(texts ...string) []service.Token {
+	out := make([]service.Token, len(texts))
+	for i, s := range texts {
+		out[i] = service.Token{ID: 1000 + i, Bytes: []byte(s), Logprob: -float64(i) - 0.5,
+			Top: []service.TopToken{{ID: 7, Bytes: []byte("x"), Logprob: -0.1}}}
+	}
+	return out
+}
+
+// Ensure a choice with tool calls is assembled as OpenAI sends it: content
+// null, the calls, finish_reason "tool_calls", and all token ids and
+// logprobs (top logprobs only when asked).
+func TestCompletion_ToolCalls(t *testing.T) {
+	resp := service.ChatResponse{Model: "agent@2", PromptTokenIDs: []int{1, 2, 3}, CompletionTokens: 2, Choices: []service.ChatChoice{
+		{Index: 0, Content: "", FinishReason: "tool_calls", Tokens: tokens("<tool_call>", "<|im_end|>"),
+			ToolCalls: []chat.ToolCall{{ID: "call_a", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+	}}
+	for _, top := range []bool{false, true} {
+		c := completion(resp, "chatcmpl-x", 5, top)
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Model   string `json:"model"`
+			Choices []struct {
+				Message struct {
+					Content   *string           `json:"content"`
+					ToolCalls []openai.ToolCall `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+				TokenIDs     []int  `json:"token_ids"`
+				Logprobs     struct {
+					Content []openai.TokenLogprob `json:"content"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+			Usage          openai.Usage `json:"usage"`
+			PromptTokenIDs []int        `json:"prompt_token_ids"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		ch := got.Choices[0]
+		if got.Model != "agent@2" || ch.Message.Content != nil || ch.FinishReason != "tool_calls" {
+			t.Fatalf("top=%v: %s", top, b)
+		}
+		if len(ch.Message.ToolCalls) != 1 || ch.Message.ToolCalls[0].Index != nil || ch.Message.ToolCalls[0].ID != "call_a" ||
+			ch.Message.ToolCalls[0].Type != "function" || ch.Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` {
+			t.Fatalf("tool calls %+v", ch.Message.ToolCalls)
+		}
+		if len(ch.TokenIDs) != 2 || ch.TokenIDs[1] != 1001 || len(ch.Logprobs.Content) != 2 || ch.Logprobs.Content[1].TokenID != 1001 ||
+			ch.Logprobs.Content[1].Logprob != -1.5 || string(ch.Logprobs.Content[1].Bytes) != "<|im_end|>" {
+			t.Fatalf("tokens: ids %v, logprobs %+v", ch.TokenIDs, ch.Logprobs.Content)
+		}
+		if n := len(ch.Logprobs.Content[0].TopLogprobs); (n == 1) != top {
+			t.Errorf("top=%v: %d top logprobs", top, n)
+		}
+		if got.Usage != (openai.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}) || len(got.PromptTokenIDs) != 3 {
+			t.Errorf("usage %+v, prompt ids %v", got.Usage, got.PromptTokenIDs)
+		}
+	}
+}
+
+// sseEvents parses a recorded SSE body into its data payloads.
+func sseEvents(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, p)
+		} else if sc.Text() != "" {
+			t.Fatalf("unexpected SSE line %q", sc.Text())
+		}
+	}
+	return out
+}
+
+// Ensure a stream's content, concatenated, is exactly the non-streamed
+// content, whatever has to be held back: stop tokens, stop strings, tool
+// calls, split UTF-8 characters; and that every token's id and logprob
+// are streamed.
+func TestChatStream_Content(t *testing.T) {
+	hermesCall := []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}
+	cases := []struct {
+		name    string
+		tokens  []string
+		stop    []string
+		format  chat.Format
+		content string // the service's final content
+		calls   []chat.ToolCall
+		finish  string
+	}{
+		{"StopToken", []string{"He", "llo", "<|im_end|>"}, nil, chat.FormatNone, "Hello", nil, "stop"},
+		{"Length", []string{"a", "b"}, nil, chat.FormatNone, "ab", nil, "length"},
+		{"StopString", []string{"ab", "cX", "YZ"}, []string{"XY"}, chat.FormatNone, "abc", nil, "stop"},
+		{"StopStringFirstToken", []string{"XYZ"}, []string{"XY"}, chat.FormatNone, "", nil, "stop"},
+		{"UTF8Split", []string{"\xc3", "\xa9", "!"}, nil, chat.FormatNone, "é!", nil, "length"},
+		{"InvalidUTF8", []string{"\xe6", "\x88", "~", "x"}, nil, chat.FormatNone, "\xe6\x88~x", nil, "length"},
+		{"HermesCall", []string{"Sure", " ", "<tool", "_call>", "\n{\"name\": \"f\", \"arguments\": {}}", "\n</tool_call>", "<|im_end|>"},
+			nil, chat.FormatHermes, "Sure", hermesCall, "tool_calls"},
+		{"HermesOnlyCall", []string{"<tool_call>", "\n{\"name\": \"f\", \"arguments\": {}}\n", "</tool_call>", "<|im_end|>"},
+			nil, chat.FormatHermes, "", hermesCall, "tool_calls"},
+		{"HermesMalformed", []string{"x ", "<tool_call>", " oops", "<|im_end|>"}, nil, chat.FormatHermes, "x <tool_call> oops", nil, "stop"},
+		{"HermesAlmostMarker", []string{"a <tool", " b", "<|im_end|>"}, nil, chat.FormatHermes, "a <tool b", nil, "stop"},
+		{"Llama3Call", []string{"{\"name\"", ": \"f\", \"parameters\": {}}", "<|eot_id|>"}, nil, chat.FormatLlama3JSON, "", hermesCall, "tool_calls"},
+		{"Llama3Text", []string{"Hi", " there", "<|eot_id|>"}, nil, chat.FormatLlama3JSON, "Hi there", nil, "stop"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			stopHold := 0
+			for _, s := range c.stop {
+				stopHold = max(stopHold, len(s)-1)
+			}
+			req := &openai.ChatCompletionRequest{}
+			st := &chatStream{w: rec, rc: http.NewResponseController(rec), req: req, creq: service.ChatRequest{Model: "agent@0", N: 1, Stop: c.stop},
+				id: "chatcmpl-t", stopHold: stopHold, tools: c.format, choices: make([]choiceStream, 1),
+				wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
+			toks := tokens(c.tokens...)
+			for _, tok := range toks {
+				if err := st.onToken(service.StreamEvent{Choice: 0, Token: tok}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.stopWriter()
+			last := st.finish(0, service.ChatChoice{Index: 0, Content: c.content, ToolCalls: c.calls, FinishReason: c.finish, Tokens: toks})
+			if err := st.send(last); err != nil {
+				t.Fatal(err)
+			}
+			st.done()
+
+			var content strings.Builder
+			var ids []int
+			var calls []openai.ToolCall
+			var finish string
+			events := sseEvents(t, rec.Body.String())
+			if events[len(events)-1] != "[DONE]" {
+				t.Fatalf("stream does not end with [DONE]: %q", events)
+			}
+			for i, ev := range events[:len(events)-1] {
+				var ch openai.ChatCompletionChunk
+				if err := json.Unmarshal([]byte(ev), &ch); err != nil {
+					t.Fatal(err)
+				}
+				cc := ch.Choices[0]
+				if (i == 0) != (cc.Delta.Role == "assistant") {
+					t.Errorf("chunk %d role %q", i, cc.Delta.Role)
+				}
+				if cc.Delta.Content != nil {
+					content.WriteString(*cc.Delta.Content)
+				}
+				ids = append(ids, cc.TokenIDs...)
+				if cc.Logprobs != nil && (len(cc.Logprobs.Content) != 1 || cc.Logprobs.Content[0].TokenID != cc.TokenIDs[0]) {
+					t.Errorf("chunk %d logprobs %+v for ids %v", i, cc.Logprobs, cc.TokenIDs)
+				}
+				calls = append(calls, cc.Delta.ToolCalls...)
+				if cc.FinishReason != nil {
+					finish = *cc.FinishReason
+				}
+			}
+			// Compare as JSON decodes both, invalid bytes included.
+			want, _ := json.Marshal(c.content)
+			var wantStr string
+			json.Unmarshal(want, &wantStr)
+			if content.String() != wantStr {
+				t.Errorf("streamed content %q; want %q", content.String(), wantStr)
+			}
+			if len(ids) != len(toks) {
+				t.Errorf("streamed %d token ids; want %d", len(ids), len(toks))
+			}
+			if len(calls) != len(c.calls) || finish != c.finish {
+				t.Errorf("tool calls %+v, finish %q; want %d calls, %q", calls, finish, len(c.calls), c.finish)
+			}
+			for i, call := range calls {
+				if call.Index == nil || *call.Index != i || call.Function.Name != c.calls[i].Name {
+					t.Errorf("tool call %d: %+v", i, call)
+				}
+			}
+		})
+	}
+}
+
+func TestValidToolName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"get_weather": true, "a-b_C9": true, strings.Repeat("x", 64): true,
+		"": false, "a b": false, "é": false, strings.Repeat("x", 65): false, "a.b": false,
+	} {
+		if got := validToolName(name); got != want {
+			t.Errorf("validToolName(%q) = %v; want %v", name, got, want)
+		}
+	}
+}
+
+func TestSameBaseModel(t *testing.T) {
+	cases := []struct {
+		client, server string
+		want           bool
+	}{
+		{"/m/Qwen2.5-0.5B", "/m/Qwen2.5-0.5B/", true},
+		{"Qwen/Qwen2.5-0.5B", "/srv/models/Qwen2.5-0.5B", true},
+		{"/m/Qwen3-8B", "/m/Qwen2.5-0.5B", false},
+	}
+	for _, c := range cases {
+		if got := sameBaseModel(c.client, c.server); got != c.want {
+			t.Errorf("sameBaseModel(%q, %q) = %v; want %v", c.client, c.server, got, c.want)
+		}
+	}
+}

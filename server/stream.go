@@ -1,0 +1,360 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/openai"
+	"github.com/artgo/art/service"
+)
+
+// chatStream writes a streamed chat completion as server-sent events.
+//
+// Every sampled token gets a chunk carrying its logprob entry and token id
+// at once. Its text is released with a delay so that the concatenated
+// content equals the non-streamed content exactly:
+//
+//   - the latest token of a choice is held back (it may be the stop token,
+//     whose text is not content);
+//   - with stop strings, the last len(longest stop)-1 bytes are held back
+//     (they may begin the stop string, which is not content);
+//   - with tools, text that may begin a tool call is held back, and once a
+//     call begins no more content is streamed;
+//   - an incomplete UTF-8 character is held back.
+//
+// When generation ends, each choice's last chunk carries the rest of its
+// final content, its tool calls and its finish reason.
+type chatStream struct {
+	s       *Server
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	req     *openai.ChatCompletionRequest
+	creq    service.ChatRequest
+	id      string
+	created int64
+
+	stopHold int         // bytes held back for stop strings
+	tools    chat.Format // FormatNone unless tool calls are parsed
+	choices  []choiceStream
+
+	// Token chunks are queued by the generating goroutines and written by
+	// a writer goroutine, so that generation never waits on the socket and
+	// chunks sampled meanwhile go out in one write.
+	mu      sync.Mutex // guards queue, werr and started
+	queue   []byte     // encoded events not yet written
+	werr    error      // the writer's error; stops generation
+	started bool       // the response has begun (or will: the writer is running)
+	wake    chan struct{}
+	quit    chan struct{}
+	stopped chan struct{}
+}
+
+// choiceStream is the state of one choice of a stream.
+type choiceStream struct {
+	text     []byte // the bytes of every token but the latest
+	latest   []byte // the bytes of the latest token
+	sent     int    // bytes of text already sent as content
+	roleSent bool
+	toolHold bool // a tool call may have begun: content waits for the end
+}
+
+func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletionRequest, creq service.ChatRequest, id string, created int64) *chatStream {
+	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), req: req, creq: creq, id: id, created: created,
+		choices: make([]choiceStream, max(creq.N, 1)), wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
+	for _, stop := range creq.Stop {
+		st.stopHold = max(st.stopHold, len(stop)-1)
+	}
+	if creq.ParseToolCalls && len(creq.Tools) > 0 {
+		st.tools = s.svc.ToolCallFormat()
+	}
+	return st
+}
+
+// run generates and streams the completion, and returns the status to
+// count it under.
+func (st *chatStream) run(ctx, clientCtx context.Context) int {
+	resp, err := st.s.svc.Chat(ctx, st.creq, st.onToken)
+	st.stopWriter()
+	if err != nil {
+		if errors.Is(err, errClientGone) {
+			st.s.log.Info("server: stream client went away; generation cancelled", "err", err)
+			return statusClientClosed
+		}
+		e := st.s.chatError(err, ctx, clientCtx, param(st.req))
+		if clientCtx.Err() != nil {
+			return e.Status
+		}
+		if !st.started {
+			writeError(st.w, e)
+			return e.Status
+		}
+		// Headers are gone: report in band, as OpenAI and vLLM do.
+		st.send(errorBody(e))
+		st.done()
+		return e.Status
+	}
+	st.s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	chunks := make([]openai.ChatCompletionChunk, 0, len(resp.Choices)+1)
+	for i, ch := range resp.Choices {
+		chunks = append(chunks, st.finish(i, ch))
+	}
+	if st.req.IncludeUsage() {
+		c := st.chunk()
+		c.Choices = []openai.ChunkChoice{}
+		c.Usage = usage(resp)
+		chunks = append(chunks, c)
+	}
+	chunks[len(chunks)-1].PromptTokenIDs = resp.PromptTokenIDs
+	for _, c := range chunks {
+		if st.send(c) != nil {
+			return statusClientClosed
+		}
+	}
+	st.done()
+	return http.StatusOK
+}
+
+func (st *chatStream) chunk() openai.ChatCompletionChunk {
+	return openai.ChatCompletionChunk{ID: st.id, Object: openai.ObjectChatCompletionChunk, Created: st.created, Model: st.creq.Model}
+}
+
+// onToken streams one sampled token. The service calls it from one
+// generating goroutine at a time.
+func (st *chatStream) onToken(ev service.StreamEvent) error {
+	cs := &st.choices[ev.Choice]
+	cs.text = append(cs.text, cs.latest...)
+	cs.latest = append(cs.latest[:0], ev.Token.Bytes...)
+	cc := openai.ChunkChoice{Index: ev.Choice, TokenIDs: []int{ev.Token.ID},
+		Logprobs: &openai.Logprobs{Content: []openai.TokenLogprob{logprob(ev.Token, st.creq.TopLogprobs > 0)}}}
+	if text := st.release(cs); text != "" || !cs.roleSent {
+		cc.Delta.Content = &text
+	}
+	if !cs.roleSent {
+		cc.Delta.Role, cs.roleSent = "assistant", true
+	}
+	c := st.chunk()
+	c.Choices = []openai.ChunkChoice{cc}
+	return st.enqueue(c)
+}
+
+const hermesOpen = "<tool_call>"
+
+// release returns the text of cs that can be sent now and marks it sent.
+func (st *chatStream) release(cs *choiceStream) string {
+	if cs.toolHold {
+		return ""
+	}
+	text := cs.text
+	end := len(text)
+	if st.stopHold > 0 {
+		end -= st.stopHold
+	}
+	switch st.tools {
+	case chat.FormatHermes:
+		from := max(0, cs.sent-len(hermesOpen))
+		if k := bytes.Index(text[from:], []byte(hermesOpen)); k >= 0 {
+			end = min(end, from+k)
+			cs.toolHold = true
+		} else {
+			for j := min(len(hermesOpen)-1, len(text)); j > 0; j-- {
+				if bytes.HasSuffix(text, []byte(hermesOpen[:j])) {
+					end = min(end, len(text)-j)
+					break
+				}
+			}
+		}
+		// Whitespace before a call is trimmed from the final content.
+		if end > cs.sent {
+			end = cs.sent + len(bytes.TrimRight(text[cs.sent:end], " \t\r\n"))
+		}
+	case chat.FormatLlama3JSON:
+		// A Llama 3 call is the whole output: hold everything that may be one.
+		trimmed := bytes.TrimLeft(text, " \t\r\n")
+		const tag = "<|python_tag|>"
+		switch {
+		case len(trimmed) == 0:
+			return ""
+		case trimmed[0] == '{' || bytes.HasPrefix(trimmed, []byte(tag)) || strings.HasPrefix(tag, string(trimmed)):
+			if cs.sent == 0 {
+				cs.toolHold = true
+				return ""
+			}
+		}
+	}
+	end = completeUTF8(text, end)
+	if end <= cs.sent {
+		return ""
+	}
+	out := string(text[cs.sent:end])
+	cs.sent = end
+	return out
+}
+
+// completeUTF8 moves end back over an incomplete UTF-8 character at the
+// end of text[:end] (one that more bytes could complete).
+func completeUTF8(text []byte, end int) int {
+	for i := end - 1; i >= 0 && i >= end-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(text[i]) {
+			if !utf8.FullRune(text[i:end]) {
+				return i
+			}
+			break
+		}
+	}
+	return end
+}
+
+// finish returns the last chunk of choice i: the rest of its content, its
+// tool calls and its finish reason.
+func (st *chatStream) finish(i int, ch service.ChatChoice) openai.ChatCompletionChunk {
+	cs := &st.choices[i]
+	cc := openai.ChunkChoice{Index: i, FinishReason: &ch.FinishReason}
+	if !cs.roleSent {
+		cc.Delta.Role = "assistant"
+	}
+	sent := string(cs.text[:cs.sent])
+	rest, ok := strings.CutPrefix(ch.Content, sent)
+	if !ok {
+		// Only leading whitespace trimmed around a tool call can differ.
+		rest, _ = strings.CutPrefix(ch.Content, strings.TrimLeft(sent, " \t\r\n"))
+	}
+	if rest != "" {
+		cc.Delta.Content = &rest
+	}
+	cc.Delta.ToolCalls = toolCalls(ch.ToolCalls, true)
+	c := st.chunk()
+	c.Choices = []openai.ChunkChoice{cc}
+	return c
+}
+
+// enqueue queues one event for the writer goroutine, starting it with the
+// first event. It returns the writer's error once the client is gone.
+func (st *chatStream) enqueue(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("server: encode chunk: %w", err)
+	}
+	st.mu.Lock()
+	if st.werr != nil {
+		err := st.werr
+		st.mu.Unlock()
+		return err
+	}
+	wake := len(st.queue) == 0 // else the writer has a wake-up pending
+	st.queue = appendEvent(st.queue, b)
+	if !st.started {
+		st.started = true
+		go st.writer()
+	}
+	st.mu.Unlock()
+	if wake {
+		select {
+		case st.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func appendEvent(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
+}
+
+// writer writes queued events until stopWriter, starting the response.
+func (st *chatStream) writer() {
+	defer close(st.stopped)
+	st.writeHeader()
+	var buf []byte
+	for {
+		quit := false
+		select {
+		case <-st.wake:
+		case <-st.quit:
+			quit = true
+		}
+		st.mu.Lock()
+		buf, st.queue = st.queue, buf[:0]
+		failed := st.werr != nil
+		st.mu.Unlock()
+		if len(buf) > 0 && !failed {
+			if err := st.write(buf); err != nil {
+				st.mu.Lock()
+				st.werr = err
+				st.mu.Unlock()
+			}
+		}
+		if quit {
+			return
+		}
+	}
+}
+
+// stopWriter flushes the queue and stops the writer goroutine, if any;
+// after it returns, the calling goroutine owns the response again.
+func (st *chatStream) stopWriter() {
+	st.mu.Lock()
+	started := st.started
+	st.mu.Unlock()
+	if !started {
+		return
+	}
+	close(st.quit)
+	<-st.stopped
+}
+
+func (st *chatStream) writeHeader() {
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	st.w.WriteHeader(http.StatusOK)
+}
+
+func (st *chatStream) write(b []byte) error {
+	if _, err := st.w.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	if err := st.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %v", errClientGone, err)
+	}
+	return nil
+}
+
+// send writes one event at once, starting the response if needed. Only
+// the handler's goroutine calls it, after stopWriter.
+func (st *chatStream) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(errorBody(internalError(err)))
+	}
+	if !st.started {
+		st.started = true
+		st.writeHeader()
+	}
+	return st.write(appendEvent(nil, b))
+}
+
+// errClientGone marks a failed write to the client.
+var errClientGone = errors.New("server: client connection lost")
+
+// statusClientClosed counts requests whose client went away (nginx's 499);
+// it is never written.
+const statusClientClosed = 499
+
+func (st *chatStream) done() {
+	if !st.started {
+		return
+	}
+	st.w.Write([]byte("data: [DONE]\n\n"))
+	st.rc.Flush()
+}

@@ -1,0 +1,269 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/openai"
+	"github.com/artgo/art/server/api"
+	"github.com/artgo/art/store"
+)
+
+// Train runs one training step in process, exactly as POST /v1/art/train
+// does, and records it in the server's metrics (backend/local calls it).
+// See service.Service.Train for the contract: the step always advances
+// unless an error (cancellation included) is returned, in which case no
+// checkpoint was written.
+func (s *Server) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.TrainConfig, progress func(done, total int)) (art.TrainResult, error) {
+	s.metrics.training.Add(1)
+	defer s.metrics.training.Add(-1)
+	start := time.Now()
+	res, err := s.svc.Train(ctx, groups, cfg, progress)
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	s.metrics.trained(res, time.Since(start))
+	s.metrics.rewards("train", groups)
+	return res, nil
+}
+
+func (s *Server) info() (api.ModelInfo, error) {
+	ids, err := s.svc.Models()
+	if err != nil {
+		return api.ModelInfo{}, err
+	}
+	o := s.svc.Options()
+	return api.ModelInfo{Name: o.Name, Project: o.Project, BaseModel: o.BaseModel, Step: s.svc.Step(), Models: ids,
+		MaxModelLen: s.svc.Model().Config.MaxPositions}, nil
+}
+
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
+	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
+		writeError(w, e)
+		return
+	}
+	info, err := s.info()
+	if err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// handleRegister answers whether this server hosts the model described in
+// the request (name, and project and base model when given).
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var req api.RegisterRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	o := s.svc.Options()
+	conflict := func(param, format string, args ...any) {
+		writeError(w, &apiError{Status: http.StatusConflict, Type: openai.ErrInvalidRequest, Param: param, Code: "model_mismatch", Msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case req.Name != o.Name:
+		if req.Name == "" {
+			writeError(w, badRequest("name", "name is required; this server trains %q", o.Name))
+			return
+		}
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: openai.ErrNotFound, Param: "name", Code: "model_not_found",
+			Msg: fmt.Sprintf("this server trains %q, not %q; start `art serve --name %s` for it", o.Name, req.Name, req.Name)})
+		return
+	case req.Project != "" && req.Project != o.Project:
+		conflict("project", "model %q is served in project %q, not %q", o.Name, o.Project, req.Project)
+		return
+	case req.BaseModel != "" && !sameBaseModel(req.BaseModel, o.BaseModel):
+		conflict("base_model", "model %q is trained on base model %q, not %q", o.Name, o.BaseModel, req.BaseModel)
+		return
+	}
+	info, err := s.info()
+	if err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// sameBaseModel reports whether a base model named by a client is the
+// server's: the same path, or a folder with the same name (the client's
+// path may be on another machine, or a Hugging Face id "org/name").
+func sameBaseModel(client, server string) bool {
+	c, s := filepath.Clean(client), filepath.Clean(server)
+	return c == s || filepath.Base(c) == filepath.Base(s)
+}
+
+func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
+	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.StepResponse{Step: s.svc.Step()})
+}
+
+func (s *Server) checkpoints() (api.CheckpointsResponse, error) {
+	steps, err := s.svc.Dir().ListCheckpoints()
+	if err != nil {
+		return api.CheckpointsResponse{}, err
+	}
+	ids := make([]string, len(steps))
+	for i, st := range steps {
+		ids[i] = s.modelID(st)
+	}
+	return api.CheckpointsResponse{Steps: steps, Models: ids}, nil
+}
+
+func (s *Server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
+	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
+		writeError(w, e)
+		return
+	}
+	resp, err := s.checkpoints()
+	if err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request) {
+	var req api.DeleteCheckpointsRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	for i, st := range req.Keep {
+		if st < 0 {
+			writeError(w, badRequest(fmt.Sprintf("keep[%d]", i), "keep[%d] = %d: steps are >= 0", i, st))
+			return
+		}
+	}
+	if err := s.svc.DeleteCheckpoints(req.Keep); err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	resp, err := s.checkpoints()
+	if err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleTrain runs a training step and streams its progress as NDJSON
+// (see api.TrainEvent). Invalid requests are answered with a JSON error
+// before the stream starts; once it has started, failures are an "error"
+// line. A client that disconnects cancels the step (no checkpoint is
+// written).
+func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
+	var req api.TrainRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	if err := req.Config.Validate(); err != nil {
+		writeError(w, badRequest("config", "%v", err))
+		return
+	}
+	for i := range req.Groups {
+		if err := req.Groups[i].Validate(); err != nil {
+			writeError(w, badRequest(fmt.Sprintf("groups[%d]", i), "groups[%d]: %v", i, err))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+
+	var mu sync.Mutex // guards writes to w
+	emit := func(ev api.TrainEvent) {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			b, _ = json.Marshal(api.TrainEvent{Type: api.EventError, Message: fmt.Sprintf("encode %s event: %v", ev.Type, err)})
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(append(b, '\n'))
+		rc.Flush()
+	}
+	res, err := s.Train(r.Context(), req.Groups, req.Config, func(done, total int) {
+		emit(api.TrainEvent{Type: api.EventProgress, Done: done, Total: total})
+	})
+	if err != nil {
+		if r.Context().Err() != nil {
+			s.log.Warn("server: training step cancelled (client gone or shutdown); no checkpoint written", "err", err)
+			return
+		}
+		s.log.Error("server: training step failed", "err", err)
+		emit(api.TrainEvent{Type: api.EventError, Message: trimPrefix(err.Error())})
+		return
+	}
+	emit(api.TrainEvent{Type: api.EventResult, Result: res})
+}
+
+// handleLog logs trajectory groups and metrics in the server's store, as
+// art.Model.Log does on the client side.
+func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
+	var req api.LogRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	for i := range req.Groups {
+		if err := req.Groups[i].Validate(); err != nil {
+			writeError(w, badRequest(fmt.Sprintf("groups[%d]", i), "groups[%d]: %v", i, err))
+			return
+		}
+	}
+	step := s.svc.Step()
+	if req.Step != nil {
+		if *req.Step < 0 {
+			writeError(w, badRequest("step", "step must be >= 0, got %d", *req.Step))
+			return
+		}
+		step = *req.Step
+	}
+	split := req.Split
+	if split == "" {
+		split = art.DefaultSplit
+	}
+	if err := store.ValidateName(split); err != nil {
+		writeError(w, badRequest("split", "split: %v", err))
+		return
+	}
+	o := s.svc.Options()
+	m := art.Model{Name: o.Name, Project: o.Project, BasePath: o.Path, Logger: s.log}
+	err := m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		writeError(w, internalError(fmt.Errorf("log: %w", err)))
+		return
+	}
+	s.metrics.rewards(split, req.Groups)
+	writeJSON(w, http.StatusOK, api.LogResponse{Step: step})
+}

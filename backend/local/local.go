@@ -43,7 +43,7 @@ type Options struct {
 	// ".art".
 	Path string
 	// Addr is where each model's server listens; "" means 127.0.0.1:0 (a
-	// random free loopback port).
+	// random free loopback port). A fixed port serves one model only.
 	Addr string
 	// APIKey guards the servers; "" means a random key, which the models'
 	// endpoints carry.

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -17,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -106,11 +108,46 @@ func run() error {
 		return tokens, st.Err()
 	}
 
+	// The raw paths read the answer without decoding it (only the usage),
+	// to tell the server's cost from the client library's.
+	url := "http://" + ln.Addr().String() + "/v1/chat/completions"
+	rawBody := func(stream bool) []byte {
+		b, _ := json.Marshal(map[string]any{"model": "bench", "messages": []json.RawMessage{msg}, "n": *n, "max_tokens": *maxTokens,
+			"seed": *seed, "temperature": temp, "stream": stream, "stream_options": map[string]any{"include_usage": true}})
+		return b
+	}
+	raw := func(stream bool) func() (int, error) {
+		body := rawBody(stream)
+		return func() (int, error) {
+			resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return 0, fmt.Errorf("status %d: %v", resp.StatusCode, err)
+			}
+			if stream { // the usage is in the last event before [DONE]
+				events := bytes.Split(bytes.TrimSpace(data), []byte("\n\n"))
+				data = bytes.TrimPrefix(events[len(events)-2], []byte("data: "))
+			}
+			var u struct {
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			err = json.Unmarshal(data, &u)
+			return u.Usage.CompletionTokens, err
+		}
+	}
+
 	type path struct {
 		name string
 		f    func() (int, error)
 	}
-	paths := []path{{"in-process", inProc}, {"server", plain}, {"server stream", streamed}}
+	paths := []path{{"in-process", inProc}, {"server, openai-go", plain}, {"server, raw HTTP", raw(false)},
+		{"server stream, openai-go", streamed}, {"server stream, raw HTTP", raw(true)}}
 	times := make([][]float64, len(paths))
 	tokens := make([]int, len(paths))
 	for r := -1; r < *runs; r++ { // run -1 warms up

@@ -7,10 +7,10 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/tokenizer"
 )
 
 // ChatRequest is a chat completion request in engine terms.
@@ -141,49 +141,35 @@ func (s *Service) Chat(ctx context.Context, req ChatRequest, stream func(StreamE
 	}
 
 	resp := ChatResponse{Model: s.opt.Name + "@" + strconv.Itoa(step), Step: step, PromptTokenIDs: prompt, Choices: make([]ChatChoice, n)}
-	var wg sync.WaitGroup
-	var streamMu sync.Mutex
-	errs := make([]error, n)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One slot per sequence bounds the work in flight; the batcher decodes
+	// every admitted sequence in shared forward passes.
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case s.slots <- struct{}{}:
-				defer func() { <-s.slots }()
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			var onToken func(generate.Sample) error
-			if stream != nil {
-				dec := s.tok.NewDecoder()
-				onToken = func(smp generate.Sample) error {
-					ev := StreamEvent{Choice: i, Token: s.token(smp), Text: dec.Next(smp.ID)}
-					streamMu.Lock()
-					defer streamMu.Unlock()
-					return stream(ev)
-				}
-			}
-			res, err := generate.Generate(ctx, s.model, generate.Request{
-				Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed + uint64(i),
-				StopTokenIDs: s.stopIDs, Stop: req.Stop, TokenBytes: s.tok.TokenBytes, Adapter: adapter, OnToken: onToken,
-			})
-			if err != nil {
-				errs[i] = err
-				cancel()
-				return
-			}
-			resp.Choices[i] = s.choice(i, res, req)
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return ChatResponse{}, err
+		select {
+		case s.slots <- struct{}{}:
+			defer func() { <-s.slots }()
+		case <-ctx.Done():
+			return ChatResponse{}, fmt.Errorf("service: %w", ctx.Err())
 		}
+	}
+	var onToken func(int, generate.Sample) error
+	if stream != nil {
+		decs := make([]*tokenizer.Decoder, n)
+		for i := range decs {
+			decs[i] = s.tok.NewDecoder()
+		}
+		onToken = func(i int, smp generate.Sample) error {
+			return stream(StreamEvent{Choice: i, Token: s.token(smp), Text: decs[i].Next(smp.ID)})
+		}
+	}
+	results, err := s.batcher.Generate(ctx, generate.Request{
+		Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed,
+		StopTokenIDs: s.stopIDs, Stop: req.Stop, TokenBytes: s.tok.TokenBytes, Adapter: adapter,
+	}, n, onToken)
+	if err != nil {
+		return ChatResponse{}, err
+	}
+	for i, res := range results {
+		resp.Choices[i] = s.choice(i, res, req)
 	}
 	for _, c := range resp.Choices {
 		resp.CompletionTokens += len(c.Tokens)

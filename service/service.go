@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"sync"
 
 	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
@@ -40,7 +40,8 @@ type Options struct {
 	Path      string      // store root; "" means ".art"
 	LoRA      lora.Config // used when the model has no checkpoint yet
 	Seed      uint64      // initialises a new adapter
-	// MaxConcurrent bounds the sequences generated at once (0: 2×GOMAXPROCS).
+	// MaxConcurrent bounds the sequences generated at once, all decoded in
+	// shared forward passes (0: DefaultMaxConcurrent).
 	MaxConcurrent int
 	Logger        *slog.Logger
 }
@@ -58,7 +59,8 @@ type Service struct {
 	format   chat.Format
 	stopIDs  []int
 	dir      *store.ModelDir
-	slots    chan struct{} // generation concurrency
+	slots    chan struct{} // sequences in flight
+	batcher  *generate.Batcher
 
 	mu       sync.Mutex // guards adapters and latest
 	adapters map[int]*lora.Adapter
@@ -108,7 +110,7 @@ func Open(ctx context.Context, opt Options) (*Service, error) {
 	s.stopIDs = s.stopTokens()
 	n := opt.MaxConcurrent
 	if n <= 0 {
-		n = 2 * runtime.GOMAXPROCS(0)
+		n = DefaultMaxConcurrent
 	}
 	s.slots = make(chan struct{}, n)
 	if s.dir, err = store.New(opt.Path, opt.Project, opt.Name); err != nil {
@@ -117,7 +119,18 @@ func Open(ctx context.Context, opt Options) (*Service, error) {
 	if err := s.resume(ctx); err != nil {
 		return nil, err
 	}
+	s.batcher = generate.NewBatcher(s.model, generate.BatcherOptions{MaxSequences: n})
 	return s, nil
+}
+
+// DefaultMaxConcurrent is the number of sequences generated at once when
+// Options.MaxConcurrent is 0; they share forward passes.
+const DefaultMaxConcurrent = 64
+
+// Close stops the service's generation loop; requests in flight fail.
+func (s *Service) Close() error {
+	s.batcher.Close()
+	return nil
 }
 
 func (s *Service) template(withTools bool) (*chat.Template, error) {

@@ -1,0 +1,341 @@
+package generate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/artgo/art/engine/model"
+)
+
+// BatcherOptions size a Batcher's forward passes.
+type BatcherOptions struct {
+	// MaxTokens bounds the tokens of one forward pass: decoding sequences
+	// take one each, prompts are prefilled in chunks with what is left
+	// (chunked prefill). 0 means 512.
+	MaxTokens int
+	// MaxSequences bounds the sequences decoding at once; more wait for a
+	// free slot. 0 means 64.
+	MaxSequences int
+}
+
+// Batcher generates for many callers at once with continuous batching:
+// one goroutine runs forward passes over every active sequence together,
+// sequences join as they arrive and leave as they finish, and the n samples
+// of one prompt share its prefill (the prompt's keys and values are computed
+// once and copied). Sampling is per sequence, seeded, so a sequence's tokens
+// do not depend on what else is in the batch (up to fp32 rounding of the
+// batched matmuls).
+type Batcher struct {
+	m      *model.Model
+	opt    BatcherOptions
+	submit chan *job
+	quit   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// ErrClosed is returned for generations submitted to a closed Batcher.
+var ErrClosed = errors.New("generate: batcher closed")
+
+// NewBatcher starts a batcher over m. Close it to stop its goroutine.
+func NewBatcher(m *model.Model, opt BatcherOptions) *Batcher {
+	if opt.MaxTokens <= 0 {
+		opt.MaxTokens = 512
+	}
+	if opt.MaxSequences <= 0 {
+		opt.MaxSequences = 64
+	}
+	b := &Batcher{m: m, opt: opt, submit: make(chan *job), quit: make(chan struct{}), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// Close stops the batcher; running generations fail with ErrClosed.
+func (b *Batcher) Close() {
+	b.once.Do(func() { close(b.quit) })
+	<-b.done
+}
+
+// event is one sampled token of sample i, or the end of the job.
+type event struct {
+	i   int
+	s   Sample
+	end bool
+	err error
+}
+
+// job is one Generate call: n samples of one prompt.
+type job struct {
+	ctx    context.Context
+	req    Request
+	n      int
+	events chan event // buffered for every token the job can produce
+	res    []Result
+	left   int // samples not finished
+}
+
+// seq is one sequence in the batch: the shared prefill of a job (sample -1)
+// or one of its samples.
+type seq struct {
+	j       *job
+	sample  int
+	cache   *model.KVCache
+	sampler *Sampler
+	fed     int   // prompt tokens already in the cache (prefill)
+	next    []int // tokens to feed in the next pass (decode)
+	text    []byte
+}
+
+// Generate samples n completions of req.Prompt (seeds req.Seed, req.Seed+1,
+// ...), returning them in order. onToken, if non-nil, sees each token as it
+// is sampled, on the caller's goroutine; an error from it aborts the call.
+// req.OnToken is ignored.
+func (b *Batcher) Generate(ctx context.Context, req Request, n int, onToken func(i int, s Sample) error) ([]Result, error) {
+	if err := checkRequest(b.m, req); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("generate: n must be > 0, got %d", n)
+	}
+	if _, err := NewSampler(req.Sampling, 0); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j := &job{ctx: ctx, req: req, n: n, left: n, res: make([]Result, n),
+		events: make(chan event, n*req.MaxTokens+1)}
+	select {
+	case b.submit <- j:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("generate: %w", ctx.Err())
+	case <-b.quit:
+		return nil, ErrClosed
+	}
+	for {
+		select {
+		case ev := <-j.events:
+			if ev.end {
+				if ev.err != nil {
+					return nil, ev.err
+				}
+				return j.res, nil
+			}
+			if onToken != nil {
+				if err := onToken(ev.i, ev.s); err != nil {
+					cancel() // the loop drops the job at its next pass
+					return nil, err
+				}
+			}
+		case <-b.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// checkRequest validates what does not depend on the batch.
+func checkRequest(m *model.Model, req Request) error {
+	if len(req.Prompt) == 0 {
+		return fmt.Errorf("generate: empty prompt")
+	}
+	if req.MaxTokens <= 0 {
+		return fmt.Errorf("generate: max_tokens must be > 0, got %d", req.MaxTokens)
+	}
+	if len(req.Stop) > 0 && req.TokenBytes == nil {
+		return fmt.Errorf("generate: stop strings need a TokenBytes decoder")
+	}
+	if limit, need := m.Config.MaxPositions, len(req.Prompt)+req.MaxTokens; limit > 0 && need > limit {
+		return fmt.Errorf("generate: prompt of %d tokens + max_tokens %d = %d exceeds the model's context length %d", len(req.Prompt), req.MaxTokens, need, limit)
+	}
+	return nil
+}
+
+func (b *Batcher) loop() {
+	defer close(b.done)
+	var active []*seq // prefills and samples, in arrival order
+	var waiting []*job
+	var ws model.Workspace
+	V, C := b.m.Config.VocabSize, b.m.Config.HiddenSize
+	var logits []float32
+	fail := func(j *job, err error) {
+		if j.left >= 0 {
+			j.left = -1
+			j.events <- event{end: true, err: err}
+		}
+	}
+	for {
+		// Admit jobs: block when idle, otherwise take what has arrived.
+		if len(active) == 0 && len(waiting) == 0 {
+			select {
+			case j := <-b.submit:
+				waiting = append(waiting, j)
+			case <-b.quit:
+				return
+			}
+		}
+	drain:
+		for {
+			select {
+			case j := <-b.submit:
+				waiting = append(waiting, j)
+			case <-b.quit:
+				for _, s := range active {
+					fail(s.j, ErrClosed)
+				}
+				for _, j := range waiting {
+					fail(j, ErrClosed)
+				}
+				return
+			default:
+				break drain
+			}
+		}
+		for len(waiting) > 0 && countSamples(active)+waiting[0].n <= b.opt.MaxSequences || len(waiting) > 0 && len(active) == 0 {
+			j := waiting[0]
+			waiting = waiting[1:]
+			active = append(active, &seq{j: j, sample: -1, cache: b.m.NewKVCache(len(j.req.Prompt) + j.req.MaxTokens)})
+		}
+		// Drop sequences of cancelled or failed jobs.
+		active = slices.DeleteFunc(active, func(s *seq) bool {
+			if s.j.left < 0 {
+				return true
+			}
+			if err := s.j.ctx.Err(); err != nil {
+				fail(s.j, fmt.Errorf("generate: %w", err))
+				return true
+			}
+			return false
+		})
+		if len(active) == 0 {
+			continue
+		}
+		// Build the pass: every decoding sequence's next token, then prompt
+		// chunks within the token budget.
+		var tokens []int
+		var segs []model.Segment
+		var rows []*seq // sequences that need logits, with their last row
+		var rowIdx []int
+		budget := b.opt.MaxTokens
+		for _, s := range active {
+			if s.sample >= 0 && len(s.next) > 0 {
+				tokens = append(tokens, s.next...)
+				segs = append(segs, model.Segment{Cache: s.cache, N: len(s.next), Adapter: s.j.req.Adapter})
+				rows = append(rows, s)
+				rowIdx = append(rowIdx, len(tokens)-1)
+				budget -= len(s.next)
+			}
+		}
+		for _, s := range active {
+			if s.sample >= 0 || budget <= 0 {
+				continue
+			}
+			p := s.j.req.Prompt
+			n := min(budget, len(p)-s.fed)
+			tokens = append(tokens, p[s.fed:s.fed+n]...)
+			segs = append(segs, model.Segment{Cache: s.cache, N: n, Adapter: s.j.req.Adapter})
+			s.fed += n
+			budget -= n
+			if s.fed == len(p) {
+				rows = append(rows, s)
+				rowIdx = append(rowIdx, len(tokens)-1)
+			}
+		}
+		if len(tokens) == 0 {
+			continue
+		}
+		hidden, err := b.m.Forward(&ws, tokens, segs)
+		if err != nil {
+			for _, s := range active {
+				fail(s.j, fmt.Errorf("generate: %w", err))
+			}
+			active = nil
+			continue
+		}
+		// Logits of the rows that sample, in one matmul.
+		in := make([]float32, len(rows)*C)
+		for k, r := range rowIdx {
+			copy(in[k*C:(k+1)*C], hidden[r*C:(r+1)*C])
+		}
+		logits = slices.Grow(logits[:0], len(rows)*V)[:len(rows)*V]
+		b.m.Logits(logits, in, len(rows))
+		var forked []*seq
+		for k, s := range rows {
+			row := logits[k*V : (k+1)*V]
+			if s.sample < 0 {
+				// Prefill done: fork the job's samples off the shared cache.
+				j := s.j
+				for i := 0; i < j.n; i++ {
+					c := s.cache
+					if i < j.n-1 {
+						c = b.m.NewKVCache(s.cache.Cap)
+						c.CopyPrefix(s.cache, s.cache.Len)
+					}
+					smp, _ := NewSampler(j.req.Sampling, j.req.Seed+uint64(i))
+					ns := &seq{j: j, sample: i, cache: c, sampler: smp}
+					forked = append(forked, ns)
+					ns.take(row)
+				}
+				s.j = &job{left: -1} // retire the prefill sequence
+				continue
+			}
+			s.take(row)
+		}
+		active = append(active, forked...)
+		active = slices.DeleteFunc(active, func(s *seq) bool { return s.j.left < 0 || (s.sample >= 0 && s.next == nil) })
+	}
+}
+
+// take samples the sequence's next token from row and records it; when the
+// sequence finishes, it leaves next nil and may end its job.
+func (s *seq) take(row []float32) {
+	j := s.j
+	if j.left < 0 {
+		return
+	}
+	smp := s.sampler.Next(row)
+	r := &j.res[s.sample]
+	r.Tokens = append(r.Tokens, smp)
+	j.events <- event{i: s.sample, s: smp}
+	finish := ""
+	switch {
+	case slices.Contains(j.req.StopTokenIDs, smp.ID):
+		finish = FinishStop
+	case len(j.req.Stop) > 0:
+		s.text = append(s.text, j.req.TokenBytes(smp.ID)...)
+		for _, stop := range j.req.Stop {
+			if stop != "" && bytes.Contains(s.text, []byte(stop)) {
+				finish, r.StopString = FinishStop, stop
+				break
+			}
+		}
+	}
+	if finish == "" && len(r.Tokens) == j.req.MaxTokens {
+		finish = FinishLength
+	}
+	if finish == "" {
+		s.next = []int{smp.ID}
+		return
+	}
+	r.FinishReason = finish
+	s.next = nil
+	j.left--
+	if j.left == 0 {
+		j.left = -1
+		j.events <- event{end: true}
+	}
+}
+
+func countSamples(active []*seq) int {
+	n := 0
+	for _, s := range active {
+		if s.sample < 0 {
+			n += s.j.n
+		} else {
+			n++
+		}
+	}
+	return n
+}

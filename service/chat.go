@@ -158,11 +158,15 @@ func (s *Service) Chat(ctx context.Context, req ChatRequest, stream func(StreamE
 			decs[i] = s.tok.NewDecoder()
 		}
 		onToken = func(i int, smp generate.Sample) error {
-			return stream(StreamEvent{Choice: i, Token: s.token(smp), Text: decs[i].Next(smp.ID)})
+			text := ""
+			if !s.tok.IsSpecial(smp.ID) { // like vLLM's skip_special_tokens
+				text = decs[i].Next(smp.ID)
+			}
+			return stream(StreamEvent{Choice: i, Token: s.token(smp), Text: text})
 		}
 	}
 	results, err := s.batcher.Generate(ctx, generate.Request{
-		Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed,
+		Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed, VocabLimit: s.tok.VocabSize(),
 		StopTokenIDs: s.stopIDs, Stop: req.Stop, TokenBytes: s.tok.TokenBytes, Adapter: adapter,
 	}, n, onToken)
 	if err != nil {
@@ -196,7 +200,9 @@ func (s *Service) choice(i int, res generate.Result, req ChatRequest) ChatChoice
 	}
 	var b []byte
 	for _, id := range textIDs {
-		b = append(b, s.tok.TokenBytes(id)...)
+		if !s.tok.IsSpecial(id) { // like vLLM's skip_special_tokens
+			b = append(b, s.tok.TokenBytes(id)...)
+		}
 	}
 	text := string(b)
 	if res.StopString != "" {

@@ -295,7 +295,7 @@ func (s *seq) take(row []float32) {
 	if j.left < 0 {
 		return
 	}
-	smp := s.sampler.Next(row)
+	smp := s.sampler.Next(row, j.req.VocabLimit)
 	r := &j.res[s.sample]
 	r.Tokens = append(r.Tokens, smp)
 	j.events <- event{i: s.sample, s: smp}

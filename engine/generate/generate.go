@@ -21,6 +21,10 @@ type Request struct {
 	TokenBytes func(id int) []byte
 	// Adapter is an optional LoRA adapter to sample from.
 	Adapter model.Adapter
+	// VocabLimit, when > 0, keeps ids >= it from being sampled: checkpoints
+	// pad their vocabulary beyond the tokenizer's ids, and a padding row
+	// has no text. Logprobs stay those of the full distribution.
+	VocabLimit int
 	// OnToken, if set, sees every token as it is sampled; an error from it
 	// stops the generation and is returned.
 	OnToken func(Sample) error
@@ -86,7 +90,7 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 		}
 		C := m.Config.HiddenSize
 		m.Logits(logits, hidden[(len(input)-1)*C:len(input)*C], 1)
-		s := sampler.Next(logits)
+		s := sampler.Next(logits, req.VocabLimit)
 		res.Tokens = append(res.Tokens, s)
 		if req.OnToken != nil {
 			if err := req.OnToken(s); err != nil {

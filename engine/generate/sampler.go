@@ -66,11 +66,17 @@ func NewSampler(p SamplingParams, seed uint64) (*Sampler, error) {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, 0x73616d706c65))}, nil
 }
 
-// Next chooses a token from one row of vocabulary logits.
-func (s *Sampler) Next(logits []float32) Sample {
+// Next chooses a token from one row of vocabulary logits, never an id >=
+// limit when limit > 0 (padding rows). The logprobs are computed over the
+// whole row.
+func (s *Sampler) Next(logits []float32, limit int) Sample {
 	maxv := math.Inf(-1)
 	argmax := 0
-	for i, v := range logits {
+	pick := logits
+	if limit > 0 && limit < len(logits) {
+		pick = logits[:limit]
+	}
+	for i, v := range pick {
 		if float64(v) > maxv {
 			maxv, argmax = float64(v), i
 		}
@@ -82,11 +88,11 @@ func (s *Sampler) Next(logits []float32) Sample {
 	logZ := maxv + math.Log(sum)
 	id := argmax
 	if s.p.Temperature > 0 {
-		id = s.sample(logits, maxv)
+		id = s.sample(pick, maxv)
 	}
 	out := Sample{ID: id, Logprob: float64(logits[id]) - logZ}
 	if n := s.p.TopLogprobs; n > 0 {
-		for _, j := range topIndices(logits, n) {
+		for _, j := range topIndices(pick, n) {
 			out.Top = append(out.Top, TokenLogprob{ID: j, Logprob: float64(logits[j]) - logZ})
 		}
 	}

@@ -11,7 +11,7 @@ func TestSampler_GreedyAndLogprob(t *testing.T) {
 		t.Fatal(err)
 	}
 	logits := []float32{0.5, 2, -1, 2, 1.5}
-	got := s.Next(logits)
+	got := s.Next(logits, 0)
 	if got.ID != 1 {
 		t.Fatalf("greedy id %d; want 1 (first of the tied maxima)", got.ID)
 	}
@@ -43,7 +43,7 @@ func TestSampler_SeedTopKTopP(t *testing.T) {
 		}
 		out := make([]int, n)
 		for i := range out {
-			out[i] = s.Next(logits).ID
+			out[i] = s.Next(logits, 0).ID
 		}
 		return out
 	}
@@ -81,7 +81,7 @@ func TestSampler_Distribution(t *testing.T) {
 	const n = 20000
 	ones := 0
 	for i := 0; i < n; i++ {
-		ones += s.Next(logits).ID
+		ones += s.Next(logits, 0).ID
 	}
 	if f := float64(ones) / n; math.Abs(f-0.75) > 0.015 {
 		t.Fatalf("frequency of token 1 = %.3f; want 0.75±0.015", f)
@@ -94,5 +94,34 @@ func TestSamplingParams_Validate(t *testing.T) {
 		if err := p.Validate(); err == nil {
 			t.Errorf("%+v: got nil error", p)
 		}
+	}
+}
+
+// Ensure ids at or beyond the limit (vocabulary padding) are never sampled
+// nor listed, while logprobs stay normalised over the whole row.
+func TestSampler_VocabLimit(t *testing.T) {
+	logits := []float32{0, 1, 0.5, 9, 8}
+	for _, temp := range []float64{0, 1} {
+		s, _ := NewSampler(SamplingParams{Temperature: temp, TopLogprobs: 3}, 1)
+		for i := 0; i < 200; i++ {
+			got := s.Next(logits, 3)
+			if got.ID >= 3 {
+				t.Fatalf("temperature %v: sampled padding id %d", temp, got.ID)
+			}
+			for _, tl := range got.Top {
+				if tl.ID >= 3 {
+					t.Fatalf("top logprobs list padding id %d", tl.ID)
+				}
+			}
+		}
+	}
+	s, _ := NewSampler(SamplingParams{}, 1)
+	got := s.Next(logits, 3)
+	var z float64
+	for _, v := range logits {
+		z += math.Exp(float64(v))
+	}
+	if want := 1 - math.Log(z); math.Abs(got.Logprob-want) > 1e-12 {
+		t.Fatalf("logprob %v; want %v (normalised over the full row)", got.Logprob, want)
 	}
 }

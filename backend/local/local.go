@@ -256,6 +256,9 @@ func (b *Backend) Close() error {
 		if err := <-h.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("local: serve %s: %w", k, err))
 		}
+		if err := h.svc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("local: close %s: %w", k, err))
+		}
 	}
 	return errors.Join(errs...)
 }

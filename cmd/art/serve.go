@@ -92,6 +92,7 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer svc.Close()
 	srv := server.New(server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}, svc)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {

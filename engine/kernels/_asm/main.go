@@ -208,6 +208,17 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 	}
 	g.p("MOVQ bias+88(FP), AX")
 	acc := func(r, j int) string { return fmt.Sprintf("Z%d", r*ncg+j) }
+	// With one column group, mr chains of one FMA per k would be bound by
+	// the FMA latency (4 cycles) instead of its throughput: odd k-steps of
+	// the unrolled loop accumulate into a second set (Z6+r), added at the
+	// end.
+	split := ncg == 1 && !pf
+	accU := func(r, j, u int) string {
+		if split && u%2 == 1 {
+			return fmt.Sprintf("Z%d", 6+r)
+		}
+		return acc(r, j)
+	}
 	g.label("panel")
 	g.p("MOVQ R10, SI")
 	if mr > 3 {
@@ -219,6 +230,9 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < ncg; j++ {
 			g.p("VPXORD %s, %s, %s", acc(r, j), acc(r, j), acc(r, j))
+			if split {
+				g.p("VPXORD %s, %s, %s", accU(r, j, 1), accU(r, j, 1), accU(r, j, 1))
+			}
 		}
 	}
 	bc := 0
@@ -251,7 +265,7 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 			bc++
 			g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), z)
 			for j := 0; j < ncg; j++ {
-				g.p("VFMADD231PS Z%d, %s, %s", 24+j, z, acc(r, j))
+				g.p("VFMADD231PS Z%d, %s, %s", 24+j, z, accU(r, j, u))
 			}
 		}
 	}
@@ -284,6 +298,11 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 	g.p("DECQ CX")
 	g.p("JNE loop1")
 	g.label("epilogue")
+	if split {
+		for r := 0; r < mr; r++ {
+			g.p("VADDPS %s, %s, %s", accU(r, 0, 1), acc(r, 0), acc(r, 0))
+		}
+	}
 	g.p("MOVQ flags+80(FP), CX")
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")

@@ -24,6 +24,9 @@ const (
 	maxTopLogprobs = 20
 )
 
+// handleChatCompletions answers POST /v1/chat/completions: it validates
+// the request, resolves the model to "name@step", and generates, plain or
+// streamed, under the request timeout and the client's context.
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req openai.ChatCompletionRequest
 	if e := s.decode(w, r, &req); e != nil {

@@ -1,6 +1,6 @@
 // Package demo is `art demo`: it trains a tic-tac-toe agent end to end on
 // the CPU. It builds (or reuses) a small base model by supervised
-// fine-tuning on random legal games, then runs GRPO through the public SDK
+// fine-tuning on random legal moves, then runs GRPO through the public SDK
 // (a TrainableModel on the in-process backend, rollouts calling the served
 // OpenAI-compatible endpoint), and reports the held-out reward before and
 // after.
@@ -12,30 +12,40 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/artgo/art/demo/tictactoe"
-	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/engine/tokenizer"
 	"github.com/artgo/art/engine/train"
 )
 
 // BaseOptions control how the base model is built.
 type BaseOptions struct {
 	Shape     string  // model.Preset shape, "tiny" by default
-	SFTSteps  int     // optimizer steps
-	BatchSize int     // games per step
-	LR        float64 // learning rate
-	// StopLoss ends SFT early once the moving average of the loss falls
-	// below it, leaving the policy some entropy to explore from (RL needs
-	// different samples within a group). 0 means 0.35; < 0 disables it.
-	StopLoss float64
-	Seed     uint64
-	Progress func(step, total int, loss float64)
+	SFTSteps  int     // at most this many optimizer steps (default 800)
+	BatchSize int     // positions per step (default 32)
+	LR        float64 // learning rate (default 3e-3)
+	// StopInvalid ends SFT as soon as the model's games against the random
+	// opponent end in an invalid move with probability below it (computed
+	// exactly over the game tree every EvalEvery steps). The base model
+	// then knows the rules only roughly, which leaves GRPO something to
+	// teach and keeps the policy random enough to explore. 0 means 0.4;
+	// < 0 disables the check (SFTSteps steps are run).
+	StopInvalid float64
+	// EvalEvery is the number of steps between exact evaluations (default
+	// 25; a fifth of that once the invalid rate is within 0.15 of
+	// StopInvalid).
+	EvalEvery int
+	Seed      uint64
+	Progress  func(step, total int, loss float64)
+	// Eval, if set, sees each exact evaluation: the expected reward and
+	// invalid-move probability of the model's games.
+	Eval func(step int, reward, invalid float64)
 }
 
 func (o *BaseOptions) defaults() {
@@ -43,70 +53,143 @@ func (o *BaseOptions) defaults() {
 		o.Shape = "tiny"
 	}
 	if o.SFTSteps == 0 {
-		o.SFTSteps = 400
+		o.SFTSteps = 800
 	}
-	if o.StopLoss == 0 {
-		o.StopLoss = 0.35
+	if o.StopInvalid == 0 {
+		o.StopInvalid = 0.4
+	}
+	if o.EvalEvery == 0 {
+		o.EvalEvery = 25
 	}
 	if o.BatchSize == 0 {
-		o.BatchSize = 64
+		o.BatchSize = 32
 	}
 	if o.LR == 0 {
 		o.LR = 3e-3
 	}
 }
 
+// chatTemplate is the base model's chat template: ChatML without a default
+// system prompt, so a move's prompt is about 30 tokens.
+const chatTemplate = `{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}`
+
+// baseFormat versions what BuildBase writes; a cached base of another
+// version (or other options) is rebuilt.
+const baseFormat = 2
+
+// baseInfo is written next to the weights as demo-base.json.
+type baseInfo struct {
+	Format      int     `json:"format"`
+	Shape       string  `json:"shape"`
+	Seed        uint64  `json:"seed"`
+	StopInvalid float64 `json:"stop_invalid"`
+	MaxSteps    int     `json:"max_sft_steps"`
+	BatchSize   int     `json:"batch_size"`
+	LR          float64 `json:"lr"`
+	// What the build measured.
+	Steps   int     `json:"sft_steps"`
+	Reward  float64 `json:"expected_reward"`
+	Invalid float64 `json:"expected_invalid"`
+}
+
+const baseInfoFile = "demo-base.json"
+
+func (o BaseOptions) info() baseInfo {
+	return baseInfo{Format: baseFormat, Shape: o.Shape, Seed: o.Seed, StopInvalid: o.StopInvalid, MaxSteps: o.SFTSteps,
+		BatchSize: o.BatchSize, LR: o.LR}
+}
+
+// readBaseInfo returns the build record of the base model in dir, ok only
+// when it was built by this version with the same options.
+func readBaseInfo(dir string, opt BaseOptions) (baseInfo, bool) {
+	opt.defaults()
+	b, err := os.ReadFile(filepath.Join(dir, baseInfoFile))
+	if err != nil {
+		return baseInfo{}, false
+	}
+	var got baseInfo
+	if json.Unmarshal(b, &got) != nil {
+		return baseInfo{}, false
+	}
+	want := opt.info()
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		return got, false
+	}
+	same := got.Format == want.Format && got.Shape == want.Shape && got.Seed == want.Seed && got.StopInvalid == want.StopInvalid &&
+		got.MaxSteps == want.MaxSteps && got.BatchSize == want.BatchSize && got.LR == want.LR
+	return got, same
+}
+
 // BuildBase writes a tic-tac-toe base model into dir: a random Qwen2-shaped
-// model with a byte-level vocabulary, taught to play random legal moves by
-// full-parameter SFT. The folder is an ordinary Hugging Face model folder.
+// model (2 layers, width 64) with a byte-level vocabulary, taught the game
+// by full-parameter SFT. Each example is a position X faces in a random
+// game, and the target is the uniform distribution over its empty cells
+// (soft targets: the exact gradient of imitating a random legal player,
+// without the noise of sampled labels, which keeps a model this small from
+// learning at all). The folder is an ordinary Hugging Face model folder.
 func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	opt.defaults()
 	tmp := dir + ".building"
 	os.RemoveAll(tmp)
 	if _, err := initmodel.Write(tmp, initmodel.Options{Arch: "qwen2", Shape: opt.Shape, Tokenizer: initmodel.ByteTokenizer,
-		DType: kernels.F32, Seed: opt.Seed, RopeTheta: 10000}); err != nil {
+		DType: kernels.F32, Seed: opt.Seed, RopeTheta: 10000, ChatTemplate: chatTemplate}); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	m, err := model.Load(tmp)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	tr, err := sftTrainer(tmp, m, opt.Seed)
+	enc, err := newPromptEncoder(tmp)
 	if err != nil {
 		return err
 	}
-	seed := opt.Seed * 1_000_003
-	avg := math.Inf(1)
-	for step := 0; step < opt.SFTSteps && !(avg < opt.StopLoss); step++ {
+	tr := newSFT(m)
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x736674)) // "sft"
+	info := opt.info()
+	info.Reward, info.Invalid = math.NaN(), math.NaN()
+	var positions []tictactoe.Board
+	for step := 1; step <= opt.SFTSteps; step++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("demo: building the base model: %w", err)
 		}
-		// Moves of random legal games, one chat per move.
-		var batch []train.History
-		for len(batch) < opt.BatchSize {
-			_, turns, err := tictactoe.Play(ctx, tictactoe.RandomAgent(seed), seed+1)
-			if err != nil {
+		batch := make([]sftExample, opt.BatchSize)
+		for i := range batch {
+			if len(positions) == 0 {
+				positions = randomGamePositions(rng)
+			}
+			b := positions[0]
+			positions = positions[1:]
+			if batch[i], err = moveExample(enc, &b, rng); err != nil {
 				return err
 			}
-			seed += 2
-			for _, t := range turns {
-				batch = append(batch, moveHistory(t))
-			}
 		}
-		met, err := tr.SFTStep(ctx, batch, train.DefaultSFTConfig(opt.LR))
+		loss, err := tr.step(batch, opt.LR)
 		if err != nil {
 			return fmt.Errorf("demo: sft step %d: %w", step, err)
 		}
-		if l := met["loss/train"]; math.IsInf(avg, 1) {
-			avg = l
-		} else {
-			avg = 0.8*avg + 0.2*l
-		}
+		info.Steps = step
 		if opt.Progress != nil {
-			opt.Progress(step+1, opt.SFTSteps, met["loss/train"])
+			opt.Progress(step, opt.SFTSteps, loss)
+		}
+		every := opt.EvalEvery
+		if info.Invalid < opt.StopInvalid+0.15 {
+			every = max(1, every/5) // close to the target: stop near it
+		}
+		if step%every == 0 || step == opt.SFTSteps {
+			info.Reward, info.Invalid = tictactoe.Expected(enginePolicy(m, nil, enc))
+			if opt.Eval != nil {
+				opt.Eval(step, info.Reward, info.Invalid)
+			}
+			if info.Invalid < opt.StopInvalid {
+				break
+			}
 		}
 	}
 	if err := m.Save(tmp); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, baseInfoFile), b, 0o644); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	os.RemoveAll(dir)
@@ -116,42 +199,133 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	return nil
 }
 
-// sftTrainer returns a trainer that fine-tunes every weight of the tiny
-// model (embedding, norms and projections).
-func sftTrainer(dir string, m *model.Model, seed uint64) (*train.Trainer, error) {
-	tok, err := tokenizer.LoadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+// randomGamePositions plays one game of random legal moves and returns the
+// boards X had to move on.
+func randomGamePositions(rng *rand.Rand) []tictactoe.Board {
+	var out []tictactoe.Board
+	var b tictactoe.Board
+	for {
+		out = append(out, b)
+		for _, side := range []byte{'X', 'O'} {
+			e := b.Empty()
+			b[e[rng.IntN(len(e))]] = side
+			if b.Winner() != 0 || b.Full() {
+				return out
+			}
+		}
 	}
-	cfg, err := chat.LoadConfig(dir)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	src, err := cfg.TemplateSource(false)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	tmpl, err := chat.NewTemplate(src)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	return &train.Trainer{Model: m, TrainBase: true,
-		Tokenizer: &train.Tokenizer{Tok: tok, Template: tmpl, Render: chat.RenderOptions{EOSToken: cfg.EOSToken}}}, nil
 }
 
-// Messages builds the chat of one move: the rules and the board.
-func Messages(board string) []map[string]string {
-	return []map[string]string{{"role": "system", "content": tictactoe.SystemPrompt}, {"role": "user", "content": board}}
+// moveExample is the SFT example of one position: the prompt, a teacher's
+// random legal reply and the end of the turn. The move is learned against
+// the uniform distribution over the empty cells; the end token after it
+// is learned as usual.
+func moveExample(enc *promptEncoder, b *tictactoe.Board, rng *rand.Rand) (sftExample, error) {
+	ids, err := enc.encode(b.Prompt())
+	if err != nil {
+		return sftExample{}, err
+	}
+	free := b.Empty()
+	reply := free[rng.IntN(len(free))]
+	ex := sftExample{tokens: append(ids, enc.digit[reply], enc.end)}
+	row := len(ids) - 1
+	for _, c := range free {
+		ex.add(row, enc.digit[c], 1/float64(len(free)), true)
+	}
+	ex.add(row+1, enc.end, 1, false)
+	return ex, nil
 }
 
-// moveHistory is the SFT example of one move: the chat and the reply.
-func moveHistory(t tictactoe.Turn) train.History {
-	var h train.History
-	for _, m := range append(Messages(t.Board), map[string]string{"role": "assistant", "content": t.Reply}) {
-		b, _ := json.Marshal(m)
-		h.Turns = append(h.Turns, train.Turn{Message: b})
+// sftExample is one training sequence and its soft targets: each entry
+// asks the row's next-token distribution to put weight on target.
+type sftExample struct {
+	tokens  []int
+	rows    []int
+	targets []int
+	weights []float64
+	move    []bool // entries of the move (counted in the reported loss)
+}
+
+func (e *sftExample) add(row, target int, w float64, move bool) {
+	e.rows, e.targets, e.weights, e.move = append(e.rows, row), append(e.targets, target), append(e.weights, w), append(e.move, move)
+}
+
+// sft trains every weight of a small model (embedding and LM head, norms,
+// projections) with AdamW (β 0.9/0.99, no weight decay, gradient norm
+// clipped to 1), using the engine's training passes.
+type sft struct {
+	m     *model.Model
+	acts  *model.Acts
+	grads *model.BaseGrads
+	opts  []*train.AdamW
+}
+
+func newSFT(m *model.Model) *sft {
+	s := &sft{m: m, grads: m.NewBaseGrads()}
+	for _, g := range s.grads.Slices() {
+		o := train.NewAdamW(len(g))
+		o.WeightDecay = 0
+		s.opts = append(s.opts, o)
 	}
-	return h
+	return s
+}
+
+// step takes one optimizer step on the batch's soft cross-entropy and
+// returns the mean cross-entropy of the moves.
+func (s *sft) step(batch []sftExample, lr float64) (float64, error) {
+	maxT := 0
+	for _, e := range batch {
+		maxT = max(maxT, len(e.tokens))
+	}
+	if s.acts == nil || s.acts.Cap() < maxT {
+		s.acts = s.m.NewActs(maxT)
+	}
+	for _, g := range s.grads.Slices() {
+		clear(g)
+	}
+	s.acts.Base = s.grads
+	defer func() { s.acts.Base = nil }()
+	var loss float64
+	n := float64(len(batch))
+	for _, e := range batch {
+		if _, err := s.m.TrainForward(s.acts, e.tokens, nil); err != nil {
+			return 0, err
+		}
+		_, dh := s.m.LMHeadBackward(s.acts, e.rows, e.targets, func(i int, lp, _ float64) float64 {
+			if e.move[i] {
+				loss -= e.weights[i] * lp
+			}
+			return -e.weights[i] / n
+		})
+		s.m.TrainBackward(s.acts, dh, nil)
+	}
+	var ss float64
+	for _, g := range s.grads.Slices() {
+		for _, v := range g {
+			ss += float64(v) * float64(v)
+		}
+	}
+	if norm := math.Sqrt(ss); norm > 1 {
+		k := float32(1 / norm)
+		for _, g := range s.grads.Slices() {
+			for i := range g {
+				g[i] *= k
+			}
+		}
+	}
+	params, err := s.m.BaseParams()
+	if err != nil {
+		return 0, err
+	}
+	for i, g := range s.grads.Slices() {
+		s.opts[i].Step(params[i], g, lr)
+	}
+	s.m.RefreshBase()
+	loss /= n
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return 0, fmt.Errorf("loss is %v", loss)
+	}
+	return loss, nil
 }
 
 // logf writes a timestamped progress line.

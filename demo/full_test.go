@@ -7,17 +7,26 @@ import (
 	"testing"
 )
 
+// TestFullDemo runs the demo with its default options (about 10 minutes at
+// most on 2 cores): ART_FULL_DEMO=1 go test -run FullDemo -v ./demo.
+// RL_STEPS, LR, SEED and ART_DEMO_PATH override the defaults.
 func TestFullDemo(t *testing.T) {
 	if os.Getenv("ART_FULL_DEMO") == "" {
 		t.Skip("set ART_FULL_DEMO=1")
 	}
 	opt := DefaultOptions()
-	opt.Path = "/tmp/demo-art"
+	opt.Path = t.TempDir()
+	if v := os.Getenv("ART_DEMO_PATH"); v != "" {
+		opt.Path = v
+	}
 	if v := os.Getenv("RL_STEPS"); v != "" {
 		opt.RLSteps, _ = strconv.Atoi(v)
 	}
 	if v := os.Getenv("LR"); v != "" {
 		opt.LearningRate, _ = strconv.ParseFloat(v, 64)
+	}
+	if v := os.Getenv("SEED"); v != "" {
+		opt.Seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	opt.Quiet = true
 	rep, err := Run(context.Background(), opt)
@@ -25,4 +34,7 @@ func TestFullDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", rep)
+	if rep.After-rep.Before < 0.3 {
+		t.Errorf("held-out reward %.3f → %.3f; want a rise of at least 0.3", rep.Before, rep.After)
+	}
 }

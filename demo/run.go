@@ -29,9 +29,9 @@ type Options struct {
 	Quiet         bool      // no progress bars
 }
 
-// DefaultOptions sizes the demo to finish in a few minutes on 2 cores.
+// DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
-	return Options{Path: ".art", RLSteps: 60, GroupsPerStep: 8, GroupSize: 8, LearningRate: 2e-3, EvalGames: 200, Seed: 1}
+	return Options{Path: ".art", RLSteps: 100, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, EvalGames: 200, Seed: 1}
 }
 
 func (o *Options) defaults() {
@@ -65,7 +65,8 @@ type Report struct {
 	Before, After  float64 // mean held-out reward
 	InvalidBefore  float64
 	InvalidAfter   float64
-	Steps          int
+	Steps          int // GRPO steps
+	SFTSteps       int // SFT steps of the base model (0 when given one)
 	ModelDir       string
 	Chart          string
 	BuildBase, RL  time.Duration
@@ -83,16 +84,19 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rep := Report{BaseModel: opt.BaseModel}
 	if rep.BaseModel == "" {
 		rep.BaseModel = filepath.Join(opt.Path, "demo", "base-tictactoe")
-		if _, err := os.Stat(filepath.Join(rep.BaseModel, "model.safetensors")); err == nil {
-			logf(opt.Out, start, "reusing the base model in %s", rep.BaseModel)
+		b := opt.Base
+		b.Seed = opt.Seed
+		if info, ok := readBaseInfo(rep.BaseModel, b); ok {
+			rep.SFTSteps = info.Steps
+			logf(opt.Out, start, "reusing the base model in %s (%d SFT steps; expected reward %.3f, invalid moves in %.0f%% of games)",
+				rep.BaseModel, info.Steps, info.Reward, 100*info.Invalid)
 		} else {
-			logf(opt.Out, start, "building the base model: SFT of a tiny Qwen2-shaped model on random legal moves")
-			b := opt.Base
-			b.Seed = opt.Seed
+			logf(opt.Out, start, "building the base model: full-parameter SFT of a tiny Qwen2-shaped model (2 layers, width 64) on random legal moves")
 			b.Progress = func(step, total int, loss float64) {
-				if step%25 == 0 || step == total {
-					logf(opt.Out, start, "  sft step %d/%d loss %.3f", step, total, loss)
-				}
+				rep.SFTSteps = step
+			}
+			b.Eval = func(step int, reward, invalid float64) {
+				logf(opt.Out, start, "  sft step %d: expected reward %.3f, invalid moves in %.0f%% of games", step, reward, 100*invalid)
 			}
 			if err := BuildBase(ctx, rep.BaseModel, b); err != nil {
 				return rep, err
@@ -126,9 +130,13 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			seeds[i] = evalSeedBase + uint64(i)
 		}
 		name := model.InferenceName(step)
-		groups, err := art.GatherGroups(ctx, seeds, 1, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
-			return tictactoe.Rollout(ctx, client, name, seed)
-		}, art.GatherOptions{Concurrency: 16, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
+		specs := make([]art.GroupSpec, len(seeds))
+		for i, seed := range seeds {
+			specs[i] = art.NewGroup(func(ctx context.Context) (art.Trajectory, error) {
+				return tictactoe.SeededRollout(ctx, client, name, seed, sampleSeed(opt.Seed, 0, uint64(i)))
+			})
+		}
+		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -151,19 +159,26 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	}
 	logf(opt.Out, start, "held-out reward before RL: %.3f (invalid moves in %.0f%% of games)", rep.Before, 100*rep.InvalidBefore)
 
-	// One optimizer step per training step over the whole batch: the tiny
-	// model learns fastest from a low-noise gradient at a high learning rate.
+	// A few optimizer steps per training step (one per 32 move sequences;
+	// a step's 64 games hold about 220 moves).
 	cfg := art.TrainConfig{LearningRate: opt.LearningRate, GradAccumulationSequences: 32}
 	var step int
 	for step = 0; step < opt.RLSteps; step++ {
-		scenarios := make([]uint64, opt.GroupsPerStep)
-		for i := range scenarios {
-			scenarios[i] = 1000 + uint64(step*opt.GroupsPerStep+i)
-		}
+		// A group shares one opponent seed; each game samples with its own seed.
 		name := model.InferenceName(step)
-		groups, err := art.GatherGroups(ctx, scenarios, opt.GroupSize, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
-			return tictactoe.Rollout(ctx, client, name, seed)
-		}, art.GatherOptions{Concurrency: 16, Quiet: true})
+		specs := make([]art.GroupSpec, opt.GroupsPerStep)
+		for g := range specs {
+			scenario := 1000 + uint64(step*opt.GroupsPerStep+g)
+			rs := make([]art.Rollout, opt.GroupSize)
+			for i := range rs {
+				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
+				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
+					return tictactoe.SeededRollout(ctx, client, name, scenario, ss)
+				}
+			}
+			specs[g] = art.GroupSpec{Rollouts: rs}
+		}
+		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: true})
 		if err != nil {
 			return rep, err
 		}
@@ -186,6 +201,13 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rep.RL = time.Since(rlStart)
 	logf(opt.Out, start, "held-out reward after %d RL steps: %.3f (invalid %.0f%%); before: %.3f", step, rep.After, 100*rep.InvalidAfter, rep.Before)
 	return rep, nil
+}
+
+// sampleSeed derives the sampling seed of one game: phase 0 is evaluation,
+// 1+step a training step. Moves take consecutive seeds, so games are
+// spaced apart.
+func sampleSeed(seed, phase, game uint64) uint64 {
+	return seed*1_000_000_007 + phase*100_003*16 + game*16
 }
 
 func meanReward(groups []art.TrajectoryGroup) float64 {

@@ -272,8 +272,13 @@ func TestScratchSFT(t *testing.T) {
 			var w []float64
 			r := len(ids) - 1
 			if soft {
-				for _, c := range e {
-					rows, tg, w = append(rows, r), append(tg, x.digit[c]), append(w, 1/float64(len(e)))
+				eps := envF("EPS", 0)
+				for c := range 9 {
+					q := eps / 9
+					if b[c] == 0 {
+						q += (1 - eps) / float64(len(e))
+					}
+					rows, tg, w = append(rows, r), append(tg, x.digit[c]), append(w, q)
 				}
 			} else {
 				rows, tg, w = append(rows, r), append(tg, x.digit[pick]), append(w, 1)
@@ -317,6 +322,21 @@ func TestScratchSFT(t *testing.T) {
 			e0 := time.Now()
 			r, inv := x.exact()
 			evalTime += time.Since(e0)
+			var ill float64
+			ws := &model.Workspace{}
+			lg := make([]float32, m.Config.VocabSize)
+			for k := 0; k < 256; k++ {
+				b := pool[len(pool)-1-k]
+				p := x.dist(&b, ws, lg)
+				v := 0.0
+				for c := range 9 {
+					if b[c] == 0 {
+						v += p[c]
+					}
+				}
+				ill += (1 - v) / 256
+			}
+			t.Logf("illegal mass per position %.3f", ill)
 			t.Logf("step %d loss %.3f avg %.3f norm %.2f exact reward %.3f invalid %.3f  [%.1fs wall, %.1fs cpu, eval %.1fs]", step, loss, avg, norm, r, inv,
 				time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds(), evalTime.Seconds())
 		}

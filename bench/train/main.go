@@ -12,9 +12,15 @@
 // and the tokens into a scratch folder, and the peer (torch_peer.py) loads
 // exactly those, computing in fp32. The two sides run in separate processes
 // that take turns: one step here, one step there, for each round (the order
-// alternates), so both see the same machine load. The first step of each
-// side is a warm-up and is not timed. The losses of the two sides are
-// compared as a check that they compute the same thing.
+// alternates), so both see the same machine load. The first steps of each
+// side (-warmup) are not timed. The losses of the two sides are compared as
+// a check that they compute the same thing.
+//
+// The machine is shared, so besides the medians over all rounds the report
+// gives the other processes' load during each side's steps (from
+// /proc/stat, minus the stepping process's own CPU time) and the medians
+// over the clean rounds only, those in which other processes kept less
+// than 0.1 core busy during both steps.
 //
 //	train [-rounds 5] [-warmup 1] [-T 512] [-rank 8] [-shape qwen2.5-0.5b]
 //	      [-peer 'CMD ARGS...'] [-dir DIR] [-cpuprofile FILE]
@@ -147,7 +153,8 @@ func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var goTimes, ptTimes, goCPU, ptCPU []float64
+	// goSteps[i] and ptSteps[i] are the two timed steps of round i.
+	var goSteps, ptSteps []sample
 	var goLoss, ptLoss float64
 	for i := 0; i < warmup+rounds; i++ {
 		timed := i >= warmup
@@ -156,29 +163,34 @@ func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
 			sides = []string{"torch", "go"}
 		}
 		for _, side := range sides {
+			busy0 := machineBusySeconds()
+			var st sample
+			var loss float64
 			switch {
 			case side == "go":
 				c0 := cpuSeconds()
-				sec, loss, err := goStep(m, ad, acts, tokens)
-				if err != nil {
+				if st.wall, loss, err = goStep(m, ad, acts, tokens); err != nil {
 					return err
 				}
-				cpu := cpuSeconds() - c0
+				st.cpu = cpuSeconds() - c0
 				goLoss = loss
-				logf("step %d engine: %.2f s (%.1f tok/s, %.2f CPU s) loss %.6f", i, sec, float64(T)/sec, cpu, loss)
-				if timed {
-					goTimes, goCPU = append(goTimes, sec), append(goCPU, cpu)
-				}
 			case peer != nil:
-				sec, loss, cpu, err := peer.step()
-				if err != nil {
+				if st.wall, loss, st.cpu, err = peer.step(); err != nil {
 					return err
 				}
 				ptLoss = loss
-				logf("step %d torch:  %.2f s (%.1f tok/s, %.2f CPU s) loss %.6f", i, sec, float64(T)/sec, cpu, loss)
-				if timed {
-					ptTimes, ptCPU = append(ptTimes, sec), append(ptCPU, cpu)
-				}
+			default:
+				continue
+			}
+			// Whatever else the machine did meanwhile (the other side is
+			// blocked on a pipe) is other processes' load.
+			st.other = max(0, machineBusySeconds()-busy0-st.cpu) / st.wall
+			logf("step %d %-6s %6.2f s (%5.1f tok/s, %5.2f CPU s, other load %.2f cores) loss %.6f",
+				i, side, st.wall, float64(T)/st.wall, st.cpu, st.other, loss)
+			if timed && side == "go" {
+				goSteps = append(goSteps, st)
+			} else if timed {
+				ptSteps = append(ptSteps, st)
 			}
 		}
 	}
@@ -198,16 +210,32 @@ func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
 		rounds, warmup, loadBefore, loadAfter, noisyNote(loadBefore, loadAfter))
 	fmt.Println("| engine | tokens/s | step (s) | vs PyTorch | CPU s per step | peak RSS |")
 	fmt.Println("|---|---|---|---|---|---|")
-	goMed := median(goTimes)
+	goMed := median(walls(goSteps))
 	ratio := "—"
-	if len(ptTimes) > 0 {
-		ratio = fmt.Sprintf("**%.2f×**", median(ptTimes)/goMed)
+	if len(ptSteps) > 0 {
+		ratio = fmt.Sprintf("**%.2f×**", median(walls(ptSteps))/goMed)
 	}
 	fmt.Printf("| ART Go engine: bf16 weights, fp32 compute, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
-		runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(goTimes), ratio, median(goCPU), mib(goRSS))
+		runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(goSteps)), ratio, median(cpus(goSteps)), mib(goRSS))
 	if peer != nil {
+		ptMed := median(walls(ptSteps))
 		fmt.Printf("| PyTorch %s CPU: fp32, autograd, %s | %.1f | %s | 1.00× | %.1f | %s |\n",
-			peer.version, peer.setup, float64(T)/median(ptTimes), spread(ptTimes), median(ptCPU), mib(ptRSS))
+			peer.version, peer.setup, float64(T)/ptMed, spread(walls(ptSteps)), median(cpus(ptSteps)), mib(ptRSS))
+		// Rounds in which other processes used little CPU during both steps.
+		var cleanGo, cleanPt []float64
+		for i := range goSteps {
+			if goSteps[i].other < cleanLoad && ptSteps[i].other < cleanLoad {
+				cleanGo, cleanPt = append(cleanGo, goSteps[i].wall), append(cleanPt, ptSteps[i].wall)
+			}
+		}
+		fmt.Printf("\nOther processes' load during the steps (cores, median): engine steps %.2f, PyTorch steps %.2f. ",
+			median(others(goSteps)), median(others(ptSteps)))
+		if len(cleanGo) == 0 {
+			fmt.Printf("No round was clean (other load < %.1f core during both steps): **the machine was never idle, so the ratio above mixes engine speed with how each side copes with contention**.\n", cleanLoad)
+		} else {
+			fmt.Printf("Clean rounds (other load < %.1f core during both steps): %d of %d; their medians: engine %.1f tok/s, PyTorch %.1f tok/s, **ratio %.2f×**.\n",
+				cleanLoad, len(cleanGo), len(goSteps), float64(T)/median(cleanGo), float64(T)/median(cleanPt), median(cleanPt)/median(cleanGo))
+		}
 		rel := math.Abs(goLoss-ptLoss) / math.Max(1, math.Abs(ptLoss))
 		fmt.Printf("\nSame model and step: loss engine %.6f, PyTorch %.6f (relative difference %.1e).", goLoss, ptLoss, rel)
 		if rel > 1e-3 {
@@ -396,6 +424,46 @@ func busyPercent(d time.Duration) int {
 	return int(100 * (b2 - b1) / (t2 - t1))
 }
 
+// sample is one timed step: wall and CPU seconds of the stepping process,
+// and the average number of cores other processes kept busy meanwhile.
+type sample struct{ wall, cpu, other float64 }
+
+// cleanLoad is the other processes' load (cores) below which a step
+// counts as undisturbed.
+const cleanLoad = 0.1
+
+func walls(s []sample) []float64  { return pick(s, func(x sample) float64 { return x.wall }) }
+func cpus(s []sample) []float64   { return pick(s, func(x sample) float64 { return x.cpu }) }
+func others(s []sample) []float64 { return pick(s, func(x sample) float64 { return x.other }) }
+
+func pick(s []sample, f func(sample) float64) []float64 {
+	out := make([]float64, len(s))
+	for i, x := range s {
+		out[i] = f(x)
+	}
+	return out
+}
+
+// machineBusySeconds is the CPU time all processes have used so far
+// (user, nice, system, irq, softirq and steal from /proc/stat, in
+// USER_HZ = 100 ticks per second).
+func machineBusySeconds() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	var busy int64
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		switch i {
+		case 0, 1, 2, 5, 6, 7: // user nice system irq softirq steal
+			busy += v
+		}
+	}
+	return float64(busy) / 100
+}
+
 // cpuSeconds is the user+sys CPU time of this process so far.
 func cpuSeconds() float64 {
 	var ru syscall.Rusage
@@ -470,6 +538,9 @@ func median(s []float64) float64 {
 }
 
 func spread(s []float64) string {
+	if len(s) == 0 {
+		return "—"
+	}
 	return fmt.Sprintf("%.2f [%.2f–%.2f]", median(s), slices.Min(s), slices.Max(s))
 }
 

@@ -1,8 +1,9 @@
 // Package tictactoe is the demo's environment: tic-tac-toe played as a chat.
-// The agent is X and moves first; each turn it sees the board and replies
-// with the number (1-9) of an empty cell; the opponent plays uniformly
-// random legal moves from a seeded source. Reward: win 1, draw 0.5, loss 0;
-// an invalid reply ends the game with reward 0 and the invalid_move metric.
+// The agent is X and moves first; each turn it sees the board (empty cells
+// numbered 1-9) and replies with the number of an empty cell; the opponent
+// plays uniformly random legal moves from a seeded source. Reward: win 1,
+// draw 0.5, loss 0; an invalid reply ends the game with reward 0 and the
+// invalid_move metric.
 package tictactoe
 
 import (
@@ -61,33 +62,41 @@ func (b *Board) String() string {
 	return sb.String()
 }
 
-// Prompt is what the agent is shown: the board and the free cells in an
-// order shuffled by rng (so "take the last free cell" is a random legal
-// move, and a good move must be found anywhere in the list).
-func (b *Board) Prompt(rng *rand.Rand) string {
+// Prompt is what the agent is shown: the board as three lines in which an
+// empty cell shows its number and taken cells show X or O ("X23\n4O6\n789").
+// The legal replies are exactly the digits in the prompt, each at a fixed
+// place, which a tiny model learns quickly.
+func (b *Board) Prompt() string {
 	var sb strings.Builder
-	sb.WriteString(b.String())
-	sb.WriteString("\nfree:")
-	e := b.Empty()
-	rng.Shuffle(len(e), func(i, j int) { e[i], e[j] = e[j], e[i] })
-	for _, c := range e {
-		sb.WriteByte(' ')
-		sb.WriteByte(byte('1' + c))
+	for i, c := range b {
+		if c == 0 {
+			c = byte('1' + i)
+		}
+		sb.WriteByte(c)
+		if i%3 == 2 && i < 8 {
+			sb.WriteByte('\n')
+		}
 	}
 	return sb.String()
 }
 
-// FreeCells returns the cells listed in a prompt's free list, as digits.
+// FreeCells returns the empty cells named in a prompt, as digits.
 func FreeCells(prompt string) []string {
-	_, list, ok := strings.Cut(prompt, "free:")
-	if !ok {
-		return nil
+	var out []string
+	for _, c := range prompt {
+		if c >= '1' && c <= '9' {
+			out = append(out, string(c))
+		}
 	}
-	return strings.Fields(list)
+	return out
 }
 
-// SystemPrompt tells the agent the rules.
-const SystemPrompt = "Tic-tac-toe as X. Reply with an empty cell, 1-9."
+// Messages is the chat of one move: a single user message holding the
+// board prompt. There is no system prompt: the demo's base model learns the
+// task from data, and a short context keeps it fast.
+func Messages(prompt string) []map[string]string {
+	return []map[string]string{{"role": "user", "content": prompt}}
+}
 
 // ParseMove reads the agent's reply: exactly one digit 1-9 naming an empty
 // cell (surrounding spaces allowed). ok is false for anything else.
@@ -102,9 +111,6 @@ func ParseMove(b *Board, reply string) (cell int, ok bool) {
 
 // Opponent plays uniformly random legal moves.
 type Opponent struct{ rng *rand.Rand }
-
-// Rand returns the opponent's random source (it also shuffles prompts).
-func (o *Opponent) Rand() *rand.Rand { return o.rng }
 
 // NewOpponent returns an opponent whose moves are fixed by seed.
 func NewOpponent(seed uint64) *Opponent {

@@ -5,14 +5,14 @@ import (
 	"math/rand/v2"
 )
 
-// Turn is one exchange: the board the agent saw and its reply.
+// Turn is one exchange: the board prompt the agent saw and its reply.
 type Turn struct {
 	Board string
 	Reply string
 }
 
-// Agent answers one move: given the board (complete information, so no
-// history is needed) it returns its reply.
+// Agent answers one move: given the board prompt (complete information, so
+// no history is needed) it returns its reply.
 type Agent func(ctx context.Context, board string) (string, error)
 
 // Play runs one game of the agent (X, moving first) against a random
@@ -23,7 +23,7 @@ func Play(ctx context.Context, agent Agent, seed uint64) (Outcome, []Turn, error
 	var turns []Turn
 	moves := 0
 	for {
-		view := b.Prompt(opp.Rand())
+		view := b.Prompt()
 		reply, err := agent(ctx, view)
 		if err != nil {
 			return Outcome{}, turns, err

@@ -158,11 +158,7 @@ func (s *Service) Chat(ctx context.Context, req ChatRequest, stream func(StreamE
 			decs[i] = s.tok.NewDecoder()
 		}
 		onToken = func(i int, smp generate.Sample) error {
-			text := ""
-			if !s.tok.IsSpecial(smp.ID) { // like vLLM's skip_special_tokens
-				text = decs[i].Next(smp.ID)
-			}
-			return stream(StreamEvent{Choice: i, Token: s.token(smp), Text: text})
+			return stream(StreamEvent{Choice: i, Token: s.token(smp), Text: decs[i].Next(smp.ID)})
 		}
 	}
 	results, err := s.batcher.Generate(ctx, generate.Request{
@@ -200,9 +196,7 @@ func (s *Service) choice(i int, res generate.Result, req ChatRequest) ChatChoice
 	}
 	var b []byte
 	for _, id := range textIDs {
-		if !s.tok.IsSpecial(id) { // like vLLM's skip_special_tokens
-			b = append(b, s.tok.TokenBytes(id)...)
-		}
+		b = append(b, s.tok.TokenBytes(id)...)
 	}
 	text := string(b)
 	if res.StopString != "" {

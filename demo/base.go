@@ -28,7 +28,7 @@ import (
 type BaseOptions struct {
 	Shape     string  // model.Preset shape, "tiny" by default
 	SFTSteps  int     // at most this many optimizer steps (default 800)
-	BatchSize int     // positions per step (default 32)
+	BatchSize int     // positions per step (default 64)
 	LR        float64 // learning rate (default 3e-3)
 	// StopInvalid ends SFT as soon as the model's games against the random
 	// opponent end in an invalid move with probability below it (computed
@@ -62,7 +62,7 @@ func (o *BaseOptions) defaults() {
 		o.EvalEvery = 25
 	}
 	if o.BatchSize == 0 {
-		o.BatchSize = 32
+		o.BatchSize = 64
 	}
 	if o.LR == 0 {
 		o.LR = 3e-3

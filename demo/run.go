@@ -12,6 +12,8 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/demo/tictactoe"
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
 )
 
 // Options configure Run. Zero fields take the defaults of DefaultOptions.
@@ -31,7 +33,7 @@ type Options struct {
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
-	return Options{Path: ".art", RLSteps: 100, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, EvalGames: 200, Seed: 1}
+	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 5e-4, EvalGames: 400, Seed: 1}
 }
 
 func (o *Options) defaults() {
@@ -71,6 +73,11 @@ type Report struct {
 	Chart          string
 	BuildBase, RL  time.Duration
 	TrainedSkipped int // steps that advanced without training
+	// Expected* are exact expectations over the game tree against the
+	// random opponent (sampled at temperature 1), computed for the demo's
+	// own base model only (NaN otherwise).
+	ExpectedBefore, ExpectedAfter               float64
+	ExpectedInvalidBefore, ExpectedInvalidAfter float64
 }
 
 // evalSeedBase starts the held-out opponent seeds, far from training seeds.
@@ -82,7 +89,10 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	opt.defaults()
 	start := time.Now()
 	rep := Report{BaseModel: opt.BaseModel}
-	if rep.BaseModel == "" {
+	nan := math.NaN()
+	rep.ExpectedBefore, rep.ExpectedAfter, rep.ExpectedInvalidBefore, rep.ExpectedInvalidAfter = nan, nan, nan, nan
+	built := rep.BaseModel == ""
+	if built {
 		rep.BaseModel = filepath.Join(opt.Path, "demo", "base-tictactoe")
 		b := opt.Base
 		b.Seed = opt.Seed
@@ -162,6 +172,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	// A few optimizer steps per training step (one per 32 move sequences;
 	// a step's 64 games hold about 220 moves).
 	cfg := art.TrainConfig{LearningRate: opt.LearningRate, GradAccumulationSequences: 32}
+	var window rlWindow
 	var step int
 	for step = 0; step < opt.RLSteps; step++ {
 		// A group shares one opponent seed; each game samples with its own seed.
@@ -192,15 +203,91 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return rep, err
 		}
-		logf(opt.Out, start, "  rl step %d/%d train reward %.3f loss %.4f grad_norm %.3f steps %v tokens %v%s", res.Step, opt.RLSteps, meanReward(groups), res.Metrics["loss/train"], res.Metrics["loss/grad_norm"], res.Metrics["data/step_num_gradient_steps"], res.Metrics["data/step_trainer_tokens"], skipNote(res))
+		window.add(groups, res)
+		if res.Step%logEvery == 0 || step == opt.RLSteps-1 {
+			logf(opt.Out, start, "  rl step %d/%d: %s", res.Step, opt.RLSteps, window.flush())
+		}
 	}
 	rep.Steps = step
 	if rep.After, rep.InvalidAfter, err = evaluate(step); err != nil {
 		return rep, err
 	}
+	logf(opt.Out, start, "held-out reward after %d RL steps: %.3f (invalid moves in %.0f%% of games); before: %.3f (%.0f%%)",
+		step, rep.After, 100*rep.InvalidAfter, rep.Before, 100*rep.InvalidBefore)
+	if built {
+		// The tiny model is cheap enough to score exactly: the expected
+		// reward over the whole game tree, free of sampling noise.
+		if err := exactBeforeAfter(&rep, step); err != nil {
+			return rep, err
+		}
+		logf(opt.Out, start, "expected reward (exact, over the game tree): %.3f → %.3f; invalid moves %.0f%% → %.0f%%",
+			rep.ExpectedBefore, rep.ExpectedAfter, 100*rep.ExpectedInvalidBefore, 100*rep.ExpectedInvalidAfter)
+	}
 	rep.RL = time.Since(rlStart)
-	logf(opt.Out, start, "held-out reward after %d RL steps: %.3f (invalid %.0f%%); before: %.3f", step, rep.After, 100*rep.InvalidAfter, rep.Before)
 	return rep, nil
+}
+
+// logEvery is the number of RL steps summarised by one progress line.
+const logEvery = 10
+
+// rlWindow accumulates the training metrics of the last few steps.
+type rlWindow struct {
+	steps, skipped      int
+	games               int
+	reward, invalid     float64
+	loss, gradNorm      float64
+	trained, optimSteps int
+}
+
+func (w *rlWindow) add(groups []art.TrajectoryGroup, res art.TrainResult) {
+	w.steps++
+	for _, g := range groups {
+		for _, t := range g.Trajectories {
+			w.games++
+			w.reward += t.Reward
+			w.invalid += t.Metrics["invalid_move"]
+		}
+	}
+	if res.Skipped {
+		w.skipped++
+		return
+	}
+	w.trained++
+	w.loss += res.Metrics["loss/train"]
+	w.gradNorm += res.Metrics["loss/grad_norm"]
+	w.optimSteps += int(res.Metrics["data/step_num_gradient_steps"])
+}
+
+func (w *rlWindow) flush() string {
+	s := fmt.Sprintf("train reward %.3f, invalid moves in %.0f%% of games", w.reward/float64(max(w.games, 1)), 100*w.invalid/float64(max(w.games, 1)))
+	if w.trained > 0 {
+		s += fmt.Sprintf(", loss %.3f, grad norm %.2f, %d optimizer steps", w.loss/float64(w.trained), w.gradNorm/float64(w.trained), w.optimSteps)
+	}
+	if w.skipped > 0 {
+		s += fmt.Sprintf(" (%d of %d steps had nothing to train: all games of every group scored the same)", w.skipped, w.steps)
+	}
+	*w = rlWindow{}
+	return s
+}
+
+// exactBeforeAfter fills the exact expected rewards of the built base model
+// and of the final checkpoint.
+func exactBeforeAfter(rep *Report, step int) error {
+	m, err := model.Load(rep.BaseModel)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	enc, err := newPromptEncoder(rep.BaseModel)
+	if err != nil {
+		return err
+	}
+	ad, err := lora.Load(filepath.Join(rep.ModelDir, "checkpoints", fmt.Sprintf("%04d", step)), m.Config)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	rep.ExpectedBefore, rep.ExpectedInvalidBefore = tictactoe.Expected(enginePolicy(m, nil, enc))
+	rep.ExpectedAfter, rep.ExpectedInvalidAfter = tictactoe.Expected(enginePolicy(m, ad, enc))
+	return nil
 }
 
 // sampleSeed derives the sampling seed of one game: phase 0 is evaluation,
@@ -208,26 +295,4 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 // spaced apart.
 func sampleSeed(seed, phase, game uint64) uint64 {
 	return seed*1_000_000_007 + phase*100_003*16 + game*16
-}
-
-func meanReward(groups []art.TrajectoryGroup) float64 {
-	var s float64
-	n := 0
-	for _, g := range groups {
-		for _, t := range g.Trajectories {
-			s += t.Reward
-			n++
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return s / float64(n)
-}
-
-func skipNote(res art.TrainResult) string {
-	if res.Skipped {
-		return " (NOT TRAINED: " + res.SkipReason + ")"
-	}
-	return ""
 }

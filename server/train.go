@@ -44,17 +44,21 @@ func (s *Server) info() (api.ModelInfo, error) {
 		MaxModelLen: s.svc.Model().Config.MaxPositions}, nil
 }
 
-func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) { getJSON(s, w, r, s.info) }
+
+// getJSON answers a GET about the model named by the "model" query
+// parameter (empty means this server's) with what get returns.
+func getJSON[T any](s *Server, w http.ResponseWriter, r *http.Request, get func() (T, error)) {
 	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
 		writeError(w, e)
 		return
 	}
-	info, err := s.info()
+	v, err := get()
 	if err != nil {
 		writeError(w, internalError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, v)
 }
 
 // handleRegister answers whether this server hosts the model described in
@@ -102,11 +106,7 @@ func sameBaseModel(client, server string) bool {
 }
 
 func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
-	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
-		writeError(w, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.StepResponse{Step: s.svc.Step()})
+	getJSON(s, w, r, func() (api.StepResponse, error) { return api.StepResponse{Step: s.svc.Step()}, nil })
 }
 
 func (s *Server) checkpoints() (api.CheckpointsResponse, error) {
@@ -122,16 +122,7 @@ func (s *Server) checkpoints() (api.CheckpointsResponse, error) {
 }
 
 func (s *Server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
-	if e := s.checkModel(r.URL.Query().Get("model")); e != nil {
-		writeError(w, e)
-		return
-	}
-	resp, err := s.checkpoints()
-	if err != nil {
-		writeError(w, internalError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	getJSON(s, w, r, s.checkpoints)
 }
 
 func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request) {

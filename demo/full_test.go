@@ -9,7 +9,7 @@ import (
 
 // TestFullDemo runs the demo with its default options (about 10 minutes at
 // most on 2 cores): ART_FULL_DEMO=1 go test -run FullDemo -v ./demo.
-// RL_STEPS, LR, SEED and ART_DEMO_PATH override the defaults.
+// RL_STEPS, LR, SEED, STOP_INVALID and ART_DEMO_PATH override the defaults.
 func TestFullDemo(t *testing.T) {
 	if os.Getenv("ART_FULL_DEMO") == "" {
 		t.Skip("set ART_FULL_DEMO=1")
@@ -27,6 +27,9 @@ func TestFullDemo(t *testing.T) {
 	}
 	if v := os.Getenv("SEED"); v != "" {
 		opt.Seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	if v := os.Getenv("STOP_INVALID"); v != "" {
+		opt.Base.StopInvalid, _ = strconv.ParseFloat(v, 64)
 	}
 	opt.Quiet = true
 	rep, err := Run(context.Background(), opt)

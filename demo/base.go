@@ -75,7 +75,7 @@ const chatTemplate = `{%- for message in messages %}{{- '<|im_start|>' + message
 
 // baseFormat versions what BuildBase writes; a cached base of another
 // version (or other options) is rebuilt.
-const baseFormat = 2
+const baseFormat = 3
 
 // baseInfo is written next to the weights as demo-base.json.
 type baseInfo struct {
@@ -122,11 +122,12 @@ func readBaseInfo(dir string, opt BaseOptions) (baseInfo, bool) {
 
 // BuildBase writes a tic-tac-toe base model into dir: a random Qwen2-shaped
 // model (2 layers, width 64) with a byte-level vocabulary, taught the game
-// by full-parameter SFT. Each example is a position X faces in a random
-// game, and the target is the uniform distribution over its empty cells
-// (soft targets: the exact gradient of imitating a random legal player,
-// without the noise of sampled labels, which keeps a model this small from
-// learning at all). The folder is an ordinary Hugging Face model folder.
+// by full-parameter SFT. Each example is a position X faces after random
+// moves, and the target is the uniform distribution over its empty cells
+// (soft targets: the exact gradient of imitating a random legal player;
+// with sampled labels instead, a model this small barely learns in the
+// same number of steps). The folder is an ordinary Hugging Face model
+// folder.
 func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	opt.defaults()
 	tmp := dir + ".building"
@@ -147,18 +148,13 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x736674)) // "sft"
 	info := opt.info()
 	info.Reward, info.Invalid = math.NaN(), math.NaN()
-	var positions []tictactoe.Board
 	for step := 1; step <= opt.SFTSteps; step++ {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("demo: building the base model: %w", err)
 		}
 		batch := make([]sftExample, opt.BatchSize)
 		for i := range batch {
-			if len(positions) == 0 {
-				positions = randomGamePositions(rng)
-			}
-			b := positions[0]
-			positions = positions[1:]
+			b := randomPosition(rng, rng.IntN(5))
 			if batch[i], err = moveExample(enc, &b, rng); err != nil {
 				return err
 			}
@@ -199,19 +195,26 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	return nil
 }
 
-// randomGamePositions plays one game of random legal moves and returns the
-// boards X had to move on.
-func randomGamePositions(rng *rand.Rand) []tictactoe.Board {
-	var out []tictactoe.Board
-	var b tictactoe.Board
+// randomPosition returns a board with X to move after depth random moves
+// of each side (the game still open). SFT draws the depth uniformly from
+// 0..4: later positions, rarer in whole games, teach the rules best (on
+// the empty board every digit is legal).
+func randomPosition(rng *rand.Rand, depth int) tictactoe.Board {
 	for {
-		out = append(out, b)
-		for _, side := range []byte{'X', 'O'} {
-			e := b.Empty()
-			b[e[rng.IntN(len(e))]] = side
-			if b.Winner() != 0 || b.Full() {
-				return out
+		var b tictactoe.Board
+		ok := true
+		for k := 0; k < depth && ok; k++ {
+			for _, side := range []byte{'X', 'O'} {
+				e := b.Empty()
+				b[e[rng.IntN(len(e))]] = side
+				if b.Winner() != 0 || b.Full() {
+					ok = false
+					break
+				}
 			}
+		}
+		if ok {
+			return b
 		}
 	}
 }

@@ -3,24 +3,40 @@ package demo
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// Ensure a short demo runs end to end through the SDK and leaves
-// checkpoints, history and trajectory logs.
+// Ensure a short demo runs end to end through the SDK (base model built,
+// GRPO steps trained through the served endpoint) and leaves checkpoints,
+// history and trajectory logs.
 func TestRun_Smoke(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	rep, err := Run(context.Background(), Options{Path: dir, Base: BaseOptions{SFTSteps: 20}, RLSteps: 2, GroupsPerStep: 2, GroupSize: 4, EvalGames: 8, Out: &out, Quiet: true})
+	rep, err := Run(context.Background(), Options{Path: dir, Base: BaseOptions{SFTSteps: 60, BatchSize: 16}, RLSteps: 2,
+		GroupsPerStep: 2, GroupSize: 4, EvalGames: 8, Out: &out, Quiet: true})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"checkpoints/0000", "checkpoints/0002", "history.jsonl", "trajectories/train/0001.parquet", "trajectories/train/0002.parquet", "trajectories/val/0000.parquet", "trajectories/val/0002.parquet"} {
+	for _, p := range []string{"checkpoints/0000", "checkpoints/0002", "history.jsonl", "trajectories/train/0001.parquet", "trajectories/train/0002.parquet", "trajectories/val/0000.parquet", "trajectories/val/0002.parquet", "reward.png"} {
 		if _, err := os.Stat(filepath.Join(rep.ModelDir, p)); err != nil {
 			t.Errorf("missing %s: %v", p, err)
 		}
+	}
+	if rep.SFTSteps != 60 || rep.Steps != 2 || math.IsNaN(rep.ExpectedBefore) || math.IsNaN(rep.ExpectedAfter) {
+		t.Errorf("report %+v", rep)
+	}
+	// A second run reuses the cached base model.
+	out.Reset()
+	rep2, err := Run(context.Background(), Options{Path: dir, Base: BaseOptions{SFTSteps: 60, BatchSize: 16}, RLSteps: 1,
+		GroupsPerStep: 1, GroupSize: 2, EvalGames: 2, Out: &out, Quiet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("reusing the base model")) || rep2.ExpectedBefore != rep.ExpectedBefore {
+		t.Errorf("the base model was not reused:\n%s", out.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/chart"
 	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/store"
 )
 
 // Options configure Run. Zero fields take the defaults of DefaultOptions.
@@ -25,15 +28,20 @@ type Options struct {
 	GroupsPerStep int
 	GroupSize     int
 	LearningRate  float64
-	EvalGames     int
-	Seed          uint64
-	Out           io.Writer // progress lines (nil: os.Stderr)
-	Quiet         bool      // no progress bars
+	// InvalidPenalty is subtracted from the reward of games lost to an
+	// invalid move, for training only (the reported rewards stay 0–1).
+	// 0 means DefaultOptions' value; < 0 means no penalty.
+	InvalidPenalty float64
+	EvalGames      int
+	Seed           uint64
+	Out            io.Writer // progress lines (nil: os.Stderr)
+	Quiet          bool      // no progress bars
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
-	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 5e-4, EvalGames: 400, Seed: 1}
+	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
+		EvalGames: 400, Seed: 1}
 }
 
 func (o *Options) defaults() {
@@ -52,6 +60,11 @@ func (o *Options) defaults() {
 	}
 	if o.LearningRate == 0 {
 		o.LearningRate = d.LearningRate
+	}
+	if o.InvalidPenalty == 0 {
+		o.InvalidPenalty = d.InvalidPenalty
+	} else if o.InvalidPenalty < 0 {
+		o.InvalidPenalty = 0
 	}
 	if o.EvalGames == 0 {
 		o.EvalGames = d.EvalGames
@@ -116,10 +129,13 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rep.BuildBase = time.Since(start)
 
 	rlStart := time.Now()
-	backend := local.New(local.Options{Seed: opt.Seed, Quiet: opt.Quiet, ProgressWriter: opt.Out})
+	// The demo prints its own summary every few steps; the backend and the
+	// model only speak up for warnings (one line per step would drown it).
+	logger := slog.New(slog.NewTextHandler(opt.Out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	backend := local.New(local.Options{Seed: opt.Seed, Quiet: opt.Quiet, ProgressWriter: opt.Out, Logger: logger})
 	defer backend.Close()
 	model := &art.TrainableModel{
-		Model:     art.Model{Name: "tictactoe", Project: "demo", BasePath: opt.Path},
+		Model:     art.Model{Name: "tictactoe", Project: "demo", BasePath: opt.Path, Logger: logger},
 		BaseModel: rep.BaseModel,
 		LoRA:      art.LoRAConfig{Rank: 8, Alpha: 16},
 	}
@@ -193,7 +209,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		res, err := backend.Train(ctx, model, groups, cfg)
+		res, err := backend.Train(ctx, model, penalizeInvalid(groups, opt.InvalidPenalty), cfg)
 		if err != nil {
 			return rep, err
 		}
@@ -223,8 +239,47 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		logf(opt.Out, start, "expected reward (exact, over the game tree): %.3f → %.3f; invalid moves %.0f%% → %.0f%%",
 			rep.ExpectedBefore, rep.ExpectedAfter, 100*rep.ExpectedInvalidBefore, 100*rep.ExpectedInvalidAfter)
 	}
+	rep.Chart = filepath.Join(rep.ModelDir, "reward.png")
+	if err := drawChart(rep.ModelDir, rep.Chart); err != nil {
+		return rep, err
+	}
+	logf(opt.Out, start, "reward curve: %s", rep.Chart)
 	rep.RL = time.Since(rlStart)
 	return rep, nil
+}
+
+// penalizeInvalid returns the groups with the training reward of every
+// game lost to an invalid move lowered from 0 to -penalty. The games are
+// logged with their real 0–1 reward; only the trainer sees the penalty,
+// which tells GRPO that breaking the rules is worse than losing.
+func penalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
+	if penalty == 0 {
+		return groups
+	}
+	out := make([]art.TrajectoryGroup, len(groups))
+	for i, g := range groups {
+		out[i] = g
+		out[i].Trajectories = append([]art.Trajectory(nil), g.Trajectories...)
+		for j := range out[i].Trajectories {
+			if t := &out[i].Trajectories[j]; t.Metrics["invalid_move"] == 1 {
+				t.Reward -= penalty
+			}
+		}
+	}
+	return out
+}
+
+// drawChart draws the run's reward curve from its history.jsonl.
+func drawChart(modelDir, png string) error {
+	d, err := store.Open(modelDir)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return chart.WriteFile(png, chart.FromHistory(rows), "art demo: tic-tac-toe agent (GRPO)")
 }
 
 // logEvery is the number of RL steps summarised by one progress line.

@@ -61,6 +61,9 @@ func TestScratchRL(t *testing.T) {
 			for i := range N {
 				tj := playEngine(m, ad, enc, uint64(1000+step*G+g), uint64(step*1_000_000+g*1000+i)*16)
 				mean += tj.Reward
+				if tj.Reward == 0 && tj.Name == "invalid" {
+					tj.Reward = -envF("INVPEN", 0)
+				}
 				groups[g].Trajectories = append(groups[g].Trajectories, tj)
 			}
 		}
@@ -109,6 +112,7 @@ func playEngine(m *model.Model, ad *lora.Adapter, enc *promptEncoder, scenario, 
 			}
 		}
 		if cell < 0 {
+			tr.Name = "invalid"
 			return tr
 		}
 		b[cell] = 'X'

@@ -75,6 +75,19 @@ func New(base, project, name string) (*ModelDir, error) {
 	return &ModelDir{path: filepath.Join(base, project, "models", name)}, nil
 }
 
+// Open returns the ModelDir of an existing model directory given by its
+// path, as `art chart` and other tools that are pointed at a folder need.
+func Open(path string) (*ModelDir, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: open model directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("store: open model directory: %s is not a directory", path)
+	}
+	return &ModelDir{path: path}, nil
+}
+
 // Path returns the directory's path.
 func (d *ModelDir) Path() string { return d.path }
 

@@ -43,6 +43,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newInitModelCmd(),
 		newLogprobsCmd(),
 		newExportCmd(),
+		newChartCmd(),
 	)
 	return root
 }

@@ -33,15 +33,19 @@ type Options struct {
 	// 0 means DefaultOptions' value; < 0 means no penalty.
 	InvalidPenalty float64
 	EvalGames      int
-	Seed           uint64
-	Out            io.Writer // progress lines (nil: os.Stderr)
-	Quiet          bool      // no progress bars
+	// EvalEvery is the number of RL steps between held-out evaluations
+	// (logged as val/reward; default 25). The first and last step are
+	// always evaluated.
+	EvalEvery int
+	Seed      uint64
+	Out       io.Writer // progress lines (nil: os.Stderr)
+	Quiet     bool      // no progress bars
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
 	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
-		EvalGames: 400, Seed: 1}
+		EvalGames: 400, EvalEvery: 25, Seed: 1}
 }
 
 func (o *Options) defaults() {
@@ -65,6 +69,9 @@ func (o *Options) defaults() {
 		o.InvalidPenalty = d.InvalidPenalty
 	} else if o.InvalidPenalty < 0 {
 		o.InvalidPenalty = 0
+	}
+	if o.EvalEvery == 0 {
+		o.EvalEvery = d.EvalEvery
 	}
 	if o.EvalGames == 0 {
 		o.EvalGames = d.EvalGames
@@ -222,6 +229,13 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		window.add(groups, res)
 		if res.Step%logEvery == 0 || step == opt.RLSteps-1 {
 			logf(opt.Out, start, "  rl step %d/%d: %s", res.Step, opt.RLSteps, window.flush())
+		}
+		if res.Step%opt.EvalEvery == 0 && step < opt.RLSteps-1 {
+			r, inv, err := evaluate(res.Step)
+			if err != nil {
+				return rep, err
+			}
+			logf(opt.Out, start, "  held-out reward at step %d: %.3f (invalid moves in %.0f%% of games)", res.Step, r, 100*inv)
 		}
 	}
 	rep.Steps = step

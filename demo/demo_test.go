@@ -7,6 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/artgo/art/demo/tictactoe"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/store"
 )
 
 // Ensure a short demo runs end to end through the SDK (base model built,
@@ -38,5 +43,37 @@ func TestRun_Smoke(t *testing.T) {
 	}
 	if !bytes.Contains(out.Bytes(), []byte("reusing the base model")) || rep2.ExpectedBefore != rep.ExpectedBefore {
 		t.Errorf("the base model was not reused:\n%s", out.String())
+	}
+}
+
+// Ensure --base-model runs the same loop on a given model folder and tells
+// a model that did not learn the format the rules in a system message.
+func TestRun_GivenBaseModel(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base")
+	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
+		DType: kernels.F32, Seed: 3, ChatTemplate: chatTemplate}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep, err := Run(context.Background(), Options{Path: dir, BaseModel: base, RLSteps: 1, GroupsPerStep: 1, GroupSize: 2,
+		EvalGames: 2, Out: &out, Quiet: true})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if rep.SFTSteps != 0 || !math.IsNaN(rep.ExpectedBefore) {
+		t.Errorf("report %+v", rep)
+	}
+	d, err := store.Open(rep.ModelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadTrajectories("val", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(rows[0].Messages) < 2 || rows[0].Messages[0].Role != "system" ||
+		rows[0].Messages[0].Content != tictactoe.Instructions || rows[0].Messages[1].Role != "user" {
+		t.Errorf("held-out games do not start with the instructions: %+v", rows)
 	}
 }

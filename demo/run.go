@@ -134,6 +134,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		}
 	}
 	rep.BuildBase = time.Since(start)
+	// A model given by the user has not seen the game's format: tell it
+	// the rules. The demo's own base learned them from data.
+	system := ""
+	if !built {
+		system = tictactoe.Instructions
+	}
 
 	rlStart := time.Now()
 	// The demo prints its own summary every few steps; the backend and the
@@ -166,7 +172,8 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		specs := make([]art.GroupSpec, len(seeds))
 		for i, seed := range seeds {
 			specs[i] = art.NewGroup(func(ctx context.Context) (art.Trajectory, error) {
-				return tictactoe.SeededRollout(ctx, client, name, seed, sampleSeed(opt.Seed, 0, uint64(i)))
+				ss := sampleSeed(opt.Seed, 0, uint64(i))
+				return tictactoe.RolloutWith(ctx, client, name, seed, tictactoe.RolloutOptions{SampleSeed: &ss, System: system})
 			})
 		}
 		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
@@ -207,7 +214,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			for i := range rs {
 				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
-					return tictactoe.SeededRollout(ctx, client, name, scenario, ss)
+					return tictactoe.RolloutWith(ctx, client, name, scenario, tictactoe.RolloutOptions{SampleSeed: &ss, System: system})
 				}
 			}
 			specs[g] = art.GroupSpec{Rollouts: rs}

@@ -11,6 +11,23 @@ import (
 	"github.com/artgo/art"
 )
 
+// Instructions is a system prompt for chat models that were not trained
+// on the game's bare format (any real instruct model): the demo's own base
+// model learned the format from data and plays without one.
+const Instructions = "You are playing tic-tac-toe as X. The board shows each empty cell as its number (1-9) " +
+	"and taken cells as X or O. Reply with the number of the empty cell you take, and nothing else."
+
+// RolloutOptions adjust a rollout.
+type RolloutOptions struct {
+	// SampleSeed, if set, makes sampling reproducible: the k-th move's
+	// request carries the seed *SampleSeed+k, so the same model, scenario
+	// and SampleSeed give the same game. Give each game of a group its own.
+	SampleSeed *uint64
+	// System, if not empty, is sent as a system message before each board
+	// (see Instructions) and kept in the trajectory.
+	System string
+}
+
 // Rollout plays one game through an OpenAI-compatible chat endpoint and
 // returns it as a trajectory. Each move is its own chat (one user message
 // holding the board, which is the whole state; see Messages), sampled at
@@ -18,27 +35,27 @@ import (
 // additional histories; all share the game's reward. Metrics: win, draw,
 // invalid_move, num_moves.
 func Rollout(ctx context.Context, client openai.Client, modelName string, seed uint64) (art.Trajectory, error) {
-	return rollout(ctx, client, modelName, seed, nil)
+	return RolloutWith(ctx, client, modelName, seed, RolloutOptions{})
 }
 
-// SeededRollout is Rollout with reproducible sampling: the k-th move's
-// request carries the seed sampleSeed+k, so the same model, scenario and
-// sampleSeed give the same game. Give each game of a group its own
-// sampleSeed.
-func SeededRollout(ctx context.Context, client openai.Client, modelName string, seed, sampleSeed uint64) (art.Trajectory, error) {
-	return rollout(ctx, client, modelName, seed, &sampleSeed)
-}
-
-func rollout(ctx context.Context, client openai.Client, modelName string, seed uint64, sampleSeed *uint64) (art.Trajectory, error) {
+// RolloutWith is Rollout with options.
+func RolloutWith(ctx context.Context, client openai.Client, modelName string, seed uint64, opt RolloutOptions) (art.Trajectory, error) {
 	var traj art.Trajectory
 	move := 0
 	agent := func(ctx context.Context, board string) (string, error) {
-		msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage(board)}
-		params := openai.ChatCompletionNewParams{
-			Model: modelName, Messages: msgs, MaxTokens: openai.Int(3), Temperature: openai.Float(1),
+		var msgs []openai.ChatCompletionMessageParamUnion
+		var history []art.MessageOrChoice
+		if opt.System != "" {
+			msgs = append(msgs, openai.SystemMessage(opt.System))
+			history = append(history, art.MessageOrChoice{Message: ptr(art.SystemMsg(opt.System))})
 		}
-		if sampleSeed != nil {
-			params.Seed = openai.Int(int64((*sampleSeed + uint64(move)) & math.MaxInt64))
+		msgs = append(msgs, openai.UserMessage(board))
+		history = append(history, art.MessageOrChoice{Message: ptr(art.UserMsg(board))})
+		params := openai.ChatCompletionNewParams{
+			Model: modelName, Messages: msgs, MaxTokens: openai.Int(maxReplyTokens(opt)), Temperature: openai.Float(1),
+		}
+		if opt.SampleSeed != nil {
+			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(move)) & math.MaxInt64))
 		}
 		move++
 		resp, err := client.Chat.Completions.New(ctx, params)
@@ -52,9 +69,7 @@ func rollout(ctx context.Context, client openai.Client, modelName string, seed u
 		if err != nil {
 			return "", err
 		}
-		h := art.History{MessagesAndChoices: []art.MessageOrChoice{
-			{Message: ptr(art.UserMsg(board))}, {Choice: &choice},
-		}}
+		h := art.History{MessagesAndChoices: append(history, art.MessageOrChoice{Choice: &choice})}
 		if traj.MessagesAndChoices == nil {
 			traj.MessagesAndChoices = h.MessagesAndChoices
 		} else {
@@ -70,6 +85,15 @@ func rollout(ctx context.Context, client openai.Client, modelName string, seed u
 	traj.Metrics = map[string]float64{"win": b2f(out.Win), "draw": b2f(out.Draw), "invalid_move": b2f(out.Invalid), "num_moves": float64(out.Moves)}
 	traj.Metadata = map[string]any{"scenario_id": fmt.Sprint(seed)}
 	return traj, nil
+}
+
+// maxReplyTokens bounds a reply: a digit and the end token, with room for
+// a little whitespace from models told the rules by a system prompt.
+func maxReplyTokens(opt RolloutOptions) int64 {
+	if opt.System != "" {
+		return 8
+	}
+	return 3
 }
 
 func ptr[T any](v T) *T { return &v }

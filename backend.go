@@ -37,6 +37,12 @@ type Backend interface {
 	// new checkpoint was saved.
 	Train(ctx context.Context, m *TrainableModel, groups []TrajectoryGroup, cfg TrainConfig) (TrainResult, error)
 
+	// TrainSFT runs supervised fine-tuning on trajectories with cfg (one
+	// optimizer step per batch, learning every assistant turn) and saves the
+	// result as the next checkpoint, served right away. An error means no
+	// new checkpoint was saved and the adapter is unchanged.
+	TrainSFT(ctx context.Context, m *TrainableModel, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error)
+
 	// DeleteCheckpoints deletes every checkpoint of m whose step is not in
 	// keep. The latest checkpoint is never deleted, even if keep omits it.
 	DeleteCheckpoints(ctx context.Context, m *TrainableModel, keep []int) error

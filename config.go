@@ -301,3 +301,60 @@ func (c LoRAConfig) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// TrainSFTConfig configures supervised fine-tuning (TrainableModel.TrainSFT,
+// Backend.TrainSFT), as ART's TrainSFTConfig: one optimizer step per batch
+// of trajectories, AdamW without weight decay, gradient norm clipped to 1,
+// on every assistant turn (the other messages are context). The zero value
+// is ART's defaults.
+type TrainSFTConfig struct {
+	// LearningRate is the constant learning rate (default 5e-5).
+	LearningRate float64 `json:"learning_rate,omitempty"`
+	// LearningRates, if set, is a schedule: the learning rate of each batch
+	// in order (its length must be the number of batches), overriding
+	// LearningRate.
+	LearningRates []float64 `json:"learning_rates,omitempty"`
+	// BatchSize is the number of trajectories per optimizer step (default
+	// 2, ART's "auto" on a local backend).
+	BatchSize int `json:"batch_size,omitempty"`
+}
+
+// WithDefaults returns c with zero fields set to ART's defaults.
+func (c TrainSFTConfig) WithDefaults() TrainSFTConfig {
+	if c.LearningRate == 0 {
+		c.LearningRate = 5e-5
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 2
+	}
+	return c
+}
+
+// Batches returns the number of optimizer steps n trajectories make.
+func (c TrainSFTConfig) Batches(n int) int {
+	c = c.WithDefaults()
+	return (n + c.BatchSize - 1) / c.BatchSize
+}
+
+// Validate checks c on its own and, when trajectories >= 0, against the
+// number of trajectories to train on.
+func (c TrainSFTConfig) Validate(trajectories int) error {
+	if c.LearningRate < 0 || math.IsNaN(c.LearningRate) || math.IsInf(c.LearningRate, 0) {
+		return fmt.Errorf("art: TrainSFTConfig.LearningRate = %v; want > 0 (0 means 5e-5)", c.LearningRate)
+	}
+	if c.BatchSize < 0 {
+		return fmt.Errorf("art: TrainSFTConfig.BatchSize = %d; want > 0 (0 means 2)", c.BatchSize)
+	}
+	for i, lr := range c.LearningRates {
+		if !(lr > 0) || math.IsInf(lr, 0) {
+			return fmt.Errorf("art: TrainSFTConfig.LearningRates[%d] = %v; want > 0", i, lr)
+		}
+	}
+	if trajectories >= 0 && len(c.LearningRates) > 0 {
+		if n := c.Batches(trajectories); len(c.LearningRates) != n {
+			return fmt.Errorf("art: TrainSFTConfig.LearningRates has %d entries but %d trajectories make %d batches of %d",
+				len(c.LearningRates), trajectories, n, c.WithDefaults().BatchSize)
+		}
+	}
+	return nil
+}

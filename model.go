@@ -265,6 +265,30 @@ func (m *TrainableModel) Step(ctx context.Context) (int, error) {
 	return step, nil
 }
 
+// TrainSFT fine-tunes the model on trajectories by supervised learning (see
+// Backend.TrainSFT and TrainSFTConfig), then logs the step's metrics to
+// history.jsonl as the "train" split at the new step, as ART's
+// model.train_sft does. Assistant messages and choices are learned; the
+// trajectories' rewards are ignored.
+func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
+	b, err := m.registered()
+	if err != nil {
+		return TrainResult{}, err
+	}
+	if err := cfg.Validate(len(trajectories)); err != nil {
+		return TrainResult{}, err
+	}
+	res, err := b.TrainSFT(ctx, m, trajectories, cfg)
+	if err != nil {
+		return TrainResult{}, fmt.Errorf("art: model %q: train sft: %w", m.Name, err)
+	}
+	step := res.Step
+	if err := m.Log(ctx, nil, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
 // DefaultBestCheckpointMetric is the metric DeleteCheckpoints keeps the best
 // step by when given none.
 const DefaultBestCheckpointMetric = "val/reward"

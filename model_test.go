@@ -94,6 +94,13 @@ func (b *fakeBackend) Train(ctx context.Context, m *TrainableModel, groups []Tra
 	return res, nil
 }
 
+func (b *fakeBackend) TrainSFT(ctx context.Context, m *TrainableModel, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.steps[key(m)]++
+	return TrainResult{Step: b.steps[key(m)], Metrics: map[string]float64{"loss/train": 1.5, "data/step_num_trajectories": float64(len(trajectories))}}, nil
+}
+
 func (b *fakeBackend) DeleteCheckpoints(ctx context.Context, m *TrainableModel, keep []int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -619,5 +626,55 @@ func TestTrajectory_Helpers(t *testing.T) {
 	parts := Content{Parts: []ContentPart{TextPart("a"), ImagePart("data:,"), TextPart("b")}}
 	if got := parts.String(); got != "ab" {
 		t.Fatalf("Content.String() = %q; want %q", got, "ab")
+	}
+}
+
+// Ensure TrainSFT validates its config before calling the backend and logs
+// the step's metrics as the train split at the new step.
+func TestTrainableModel_TrainSFT(t *testing.T) {
+	ctx := context.Background()
+	m := newTrainable(t)
+	b := newFakeBackend("http://127.0.0.1:1/v1")
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	trajs := sampleGroups()[0].Trajectories
+	if _, err := m.TrainSFT(ctx, trajs, TrainSFTConfig{LearningRates: []float64{1e-4}, BatchSize: 1}); err == nil ||
+		!strings.Contains(err.Error(), "LearningRates has 1 entries") {
+		t.Fatalf("a schedule of the wrong length: err %v", err)
+	}
+	if step, _ := m.Step(ctx); step != 0 {
+		t.Fatalf("a refused call advanced the step to %d", step)
+	}
+	res, err := m.TrainSFT(ctx, trajs, TrainSFTConfig{})
+	if err != nil || res.Step != 1 {
+		t.Fatalf("TrainSFT = %+v, %v", res, err)
+	}
+	d, _ := m.Dir()
+	hist, _ := d.ReadHistory()
+	if len(hist) != 1 || hist[0]["step"] != 1.0 || hist[0]["loss/train"] != 1.5 {
+		t.Fatalf("history = %v", hist)
+	}
+}
+
+func TestTrainSFTConfig_Validate(t *testing.T) {
+	for _, c := range []struct {
+		cfg  TrainSFTConfig
+		n    int
+		want string
+	}{
+		{TrainSFTConfig{}, 5, ""},
+		{TrainSFTConfig{LearningRate: -1}, 5, "LearningRate"},
+		{TrainSFTConfig{LearningRate: math.NaN()}, 5, "LearningRate"},
+		{TrainSFTConfig{BatchSize: -2}, 5, "BatchSize"},
+		{TrainSFTConfig{LearningRates: []float64{1, 0, 1}}, 5, "LearningRates[1]"},
+		{TrainSFTConfig{LearningRates: []float64{1, 1, 1}}, 5, ""}, // 5 trajectories in batches of 2
+		{TrainSFTConfig{LearningRates: []float64{1, 1}, BatchSize: 4}, 5, ""},
+		{TrainSFTConfig{LearningRates: []float64{1, 1}}, 5, "3 batches of 2"},
+	} {
+		err := c.cfg.Validate(c.n)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v.Validate(%d) = %v; want %q", c.cfg, c.n, err, c.want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ package arttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -67,7 +68,9 @@ type NewBackend func(t *testing.T, env Env) art.Backend
 // art.ChoiceFromOpenAI makes trainable; Train saves step 1, which is served
 // at once (by name@1 and by the bare name) while step 0 stays served; a
 // step with equal rewards is skipped with a reason and still advances; a
-// failed step saves nothing; DeleteCheckpoints keeps the latest; and a new
+// failed step saves nothing; DeleteCheckpoints keeps the latest; TrainSFT
+// saves a step per call, refuses a bad config without one, and lowers its
+// loss on the same transcripts; and a new
 // backend on the same store resumes at the latest step.
 func RunBackendTests(t *testing.T, newBackend NewBackend) {
 	env := NewEnv(t)
@@ -169,6 +172,35 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			}
 			wantStep(t, ctx, b, m, 2)
 		}},
+		{"TrainSFTLearns", func(t *testing.T) {
+			var trajs []art.Trajectory
+			for i := range 4 {
+				var tr art.Trajectory
+				tr.AddMessage(art.UserMsg(fmt.Sprintf("ping %d", i)))
+				tr.AddMessage(art.AssistantMsg("pong"))
+				trajs = append(trajs, tr)
+			}
+			if _, err := b.TrainSFT(ctx, m, trajs, art.TrainSFTConfig{LearningRates: []float64{1e-2}}); err == nil {
+				t.Fatal("TrainSFT with a schedule of 1 rate for 2 batches succeeded")
+			}
+			wantStep(t, ctx, b, m, 2)
+			var losses []float64
+			for want := 3; want <= 4; want++ {
+				res, err := b.TrainSFT(ctx, m, trajs, art.TrainSFTConfig{LearningRate: 1e-2})
+				if err != nil {
+					t.Fatalf("TrainSFT: %v", err)
+				}
+				if res.Step != want || res.Skipped || res.Metrics["data/step_num_gradient_steps"] != 2 || res.Metrics["data/step_num_trajectories"] != 4 {
+					t.Fatalf("TrainSFT = %+v; want step %d, 2 optimizer steps on 4 trajectories", res, want)
+				}
+				losses = append(losses, res.Metrics["loss/train"])
+			}
+			if !(losses[1] < losses[0]) {
+				t.Errorf("SFT loss %v did not fall on the same transcripts", losses)
+			}
+			wantStep(t, ctx, b, m, 4)
+			chat(t, ctx, m, m.Name, id(4), 1, 5)
+		}},
 		{"RegisterAgainResumes", func(t *testing.T) {
 			if err := b.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
@@ -178,11 +210,11 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			if err := m.Register(ctx, b); err != nil {
 				t.Fatalf("Register again: %v", err)
 			}
-			if m.InferenceModelName != id(2) {
-				t.Errorf("InferenceModelName = %q after resuming; want %q", m.InferenceModelName, id(2))
+			if m.InferenceModelName != id(4) {
+				t.Errorf("InferenceModelName = %q after resuming; want %q", m.InferenceModelName, id(4))
 			}
-			wantStep(t, ctx, b, m, 2)
-			chat(t, ctx, m, m.Name, id(2), 1, 3)
+			wantStep(t, ctx, b, m, 4)
+			chat(t, ctx, m, m.Name, id(4), 1, 3)
 		}},
 	}
 	for _, s := range steps {

@@ -34,6 +34,20 @@ func (s *Server) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg ar
 	return res, nil
 }
 
+// TrainSFT runs supervised fine-tuning in process, exactly as POST
+// /v1/art/train_sft does (see service.Service.TrainSFT).
+func (s *Server) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg art.TrainSFTConfig, progress func(done, total int)) (art.TrainResult, error) {
+	s.metrics.training.Add(1)
+	defer s.metrics.training.Add(-1)
+	start := time.Now()
+	res, err := s.svc.TrainSFT(ctx, trajectories, cfg, progress)
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	s.metrics.trained(res, time.Since(start))
+	return res, nil
+}
+
 func (s *Server) info() (api.ModelInfo, error) {
 	ids, err := s.svc.Models()
 	if err != nil {
@@ -178,6 +192,47 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s.streamTraining(w, r, func(progress func(done, total int)) (art.TrainResult, error) {
+		return s.Train(r.Context(), req.Groups, req.Config, progress)
+	})
+}
+
+// handleTrainSFT runs supervised fine-tuning and streams its progress
+// (one line per batch) like handleTrain.
+func (s *Server) handleTrainSFT(w http.ResponseWriter, r *http.Request) {
+	var req api.TrainSFTRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(req.Trajectories) == 0 {
+		writeError(w, badRequest("trajectories", "trajectories is empty: nothing to learn"))
+		return
+	}
+	if err := req.Config.Validate(len(req.Trajectories)); err != nil {
+		writeError(w, badRequest("config", "%v", err))
+		return
+	}
+	for i := range req.Trajectories {
+		if err := req.Trajectories[i].Validate(); err != nil {
+			writeError(w, badRequest(fmt.Sprintf("trajectories[%d]", i), "trajectories[%d]: %v", i, err))
+			return
+		}
+	}
+	s.streamTraining(w, r, func(progress func(done, total int)) (art.TrainResult, error) {
+		return s.TrainSFT(r.Context(), req.Trajectories, req.Config, progress)
+	})
+}
+
+// streamTraining answers a validated training request with an NDJSON
+// stream (see api.TrainEvent): run's progress lines, then its result or
+// error. A client that disconnects cancels the run (no checkpoint is
+// written).
+func (s *Server) streamTraining(w http.ResponseWriter, r *http.Request, run func(progress func(done, total int)) (art.TrainResult, error)) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -196,7 +251,7 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 		w.Write(append(b, '\n'))
 		rc.Flush()
 	}
-	res, err := s.Train(r.Context(), req.Groups, req.Config, func(done, total int) {
+	res, err := run(func(done, total int) {
 		emit(api.TrainEvent{Type: api.EventProgress, Done: done, Total: total})
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/artgo/art"
@@ -29,12 +30,95 @@ func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg a
 	if err != nil {
 		return art.TrainResult{}, err
 	}
+	tc.Seed = s.opt.Seed
+	var res train.StepResult
+	out, err := s.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
+		var err error
+		res, err = tr.Step(ctx, tgroups, tc, next, progress)
+		return res.Metrics, err
+	})
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	out.Skipped, out.SkipReason = !res.Trained, res.Reason
+	for _, w := range res.Warnings {
+		s.log.Warn("service: " + w)
+	}
+	if out.Skipped {
+		s.log.Warn("service: step advanced WITHOUT training: checkpoint carried over", "step", out.Step, "reason", res.Reason)
+	} else {
+		s.log.Info("service: trained", "step", out.Step, "loss", res.Metrics["loss/train"], "sequences", res.Metrics["data/step_num_gradient_steps"])
+	}
+	return out, nil
+}
+
+// TrainSFT fine-tunes the adapter on trajectories by supervised learning
+// (every assistant turn of every history; see art.TrainSFTConfig) and saves
+// the result as the next checkpoint, served at once. The metrics are the
+// means over the batches, plus the totals of data/*. On error (including
+// cancellation) no checkpoint is written and the adapter and optimizer are
+// left as they were. progress, if non-nil, is called after each batch.
+func (s *Service) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg art.TrainSFTConfig, progress func(done, total int)) (art.TrainResult, error) {
+	if err := cfg.Validate(len(trajectories)); err != nil {
+		return art.TrainResult{}, err
+	}
+	if len(trajectories) == 0 {
+		return art.TrainResult{}, fmt.Errorf("service: train sft: no trajectories")
+	}
+	cfg = cfg.WithDefaults()
+	examples := make([][]train.History, len(trajectories))
+	for ti, t := range trajectories {
+		for hi, h := range append([]art.History{t.History()}, t.AdditionalHistories...) {
+			eh, err := convertHistory(h, true)
+			if err != nil {
+				return art.TrainResult{}, fmt.Errorf("service: train sft: trajectory %d history %d: %w", ti, hi, err)
+			}
+			examples[ti] = append(examples[ti], eh)
+		}
+	}
+	batches := cfg.Batches(len(trajectories))
+	return s.trainAndSave(func(tr *train.Trainer, _ int) (map[string]float64, error) {
+		sum := map[string]float64{}
+		for b := range batches {
+			var batch []train.History
+			for _, hs := range examples[b*cfg.BatchSize : min((b+1)*cfg.BatchSize, len(examples))] {
+				batch = append(batch, hs...)
+			}
+			sc := train.DefaultSFTConfig(cfg.LearningRate)
+			if len(cfg.LearningRates) > 0 {
+				sc.LearningRate = cfg.LearningRates[b]
+			}
+			m, err := tr.SFTStep(ctx, batch, sc)
+			if err != nil {
+				return nil, fmt.Errorf("batch %d of %d: %w", b+1, batches, err)
+			}
+			for k, v := range m {
+				sum[k] += v
+			}
+			if progress != nil {
+				progress(b+1, batches)
+			}
+		}
+		for k, v := range sum {
+			if !strings.HasPrefix(k, "data/") && !strings.HasPrefix(k, "time/") {
+				sum[k] = v / float64(batches) // means; counts and times are totals
+			}
+		}
+		s.log.Info("service: sft trained", "batches", batches, "loss", sum["loss/train"])
+		return sum, nil
+	})
+}
+
+// trainAndSave runs one training step under the training lock: step
+// updates the trainer's adapter and optimizer and returns the step's
+// metrics; the result is saved as checkpoint next and served. If step or
+// the save fails, the adapter and optimizer are restored, so a failed or
+// cancelled step leaves no half-applied update.
+func (s *Service) trainAndSave(step func(tr *train.Trainer, next int) (map[string]float64, error)) (art.TrainResult, error) {
 	s.trainMu.Lock()
 	defer s.trainMu.Unlock()
 	tr := s.trainer
 	next := s.Step() + 1
-	tc.Seed = s.opt.Seed
-	// Snapshot so a failed or cancelled step leaves no half-applied update.
 	savedAdapter := tr.Adapter.Clone()
 	savedOpt := *tr.Opt
 	savedOpt.M, savedOpt.V = append([]float32(nil), tr.Opt.M...), append([]float32(nil), tr.Opt.V...)
@@ -43,7 +127,7 @@ func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg a
 		*tr.Opt = savedOpt
 	}
 	start := time.Now()
-	res, err := tr.Step(ctx, tgroups, tc, next, progress)
+	metrics, err := step(tr, next)
 	if err != nil {
 		restore()
 		return art.TrainResult{}, fmt.Errorf("service: train step %d: %w", next, err)
@@ -57,17 +141,11 @@ func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg a
 	s.latest = next
 	s.evictLocked()
 	s.mu.Unlock()
-	res.Metrics["time/step_wall_s"] = time.Since(start).Seconds()
-	out := art.TrainResult{Step: next, Metrics: res.Metrics, Skipped: !res.Trained, SkipReason: res.Reason}
-	for _, w := range res.Warnings {
-		s.log.Warn("service: " + w)
+	if metrics == nil {
+		metrics = map[string]float64{}
 	}
-	if out.Skipped {
-		s.log.Warn("service: step advanced WITHOUT training: checkpoint carried over", "step", next, "reason", res.Reason)
-	} else {
-		s.log.Info("service: trained", "step", next, "loss", res.Metrics["loss/train"], "sequences", res.Metrics["data/step_num_gradient_steps"])
-	}
-	return out, nil
+	metrics["time/step_wall_s"] = time.Since(start).Seconds()
+	return art.TrainResult{Step: next, Metrics: metrics}, nil
 }
 
 // engineConfig maps the SDK's TrainConfig onto the engine's, refusing the

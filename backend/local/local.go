@@ -203,6 +203,23 @@ func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art
 	return res, nil
 }
 
+// TrainSFT runs supervised fine-tuning in process (see art.Backend),
+// showing a progress bar over the batches on a terminal.
+func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajectories []art.Trajectory, cfg art.TrainSFTConfig) (art.TrainResult, error) {
+	h, err := b.lookup(m)
+	if err != nil {
+		return art.TrainResult{}, err
+	}
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "sft "+m.Name+"@"+strconv.Itoa(h.svc.Step()+1))
+	res, err := h.srv.TrainSFT(ctx, trajectories, cfg, bar.Update)
+	if err != nil {
+		bar.Abort()
+		return art.TrainResult{}, fmt.Errorf("local: %w", err)
+	}
+	bar.Finish()
+	return res, nil
+}
+
 // DeleteCheckpoints deletes every checkpoint whose step is not in keep,
 // except the latest.
 func (b *Backend) DeleteCheckpoints(ctx context.Context, m *art.TrainableModel, keep []int) error {

@@ -241,13 +241,26 @@ func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art
 	if err := b.registered(m); err != nil {
 		return art.TrainResult{}, err
 	}
-	const path = "/v1/art/train"
-	resp, err := b.do(ctx, http.MethodPost, path, api.TrainRequest{Model: m.Name, Groups: groups, Config: cfg})
+	return b.stream(ctx, "/v1/art/train", api.TrainRequest{Model: m.Name, Groups: groups, Config: cfg}, "train "+m.Name)
+}
+
+// TrainSFT runs supervised fine-tuning on the server, like Train.
+func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajectories []art.Trajectory, cfg art.TrainSFTConfig) (art.TrainResult, error) {
+	if err := b.registered(m); err != nil {
+		return art.TrainResult{}, err
+	}
+	return b.stream(ctx, "/v1/art/train_sft", api.TrainSFTRequest{Model: m.Name, Trajectories: trajectories, Config: cfg}, "sft "+m.Name)
+}
+
+// stream posts a training request and follows its NDJSON answer (see
+// api.TrainEvent) to the result.
+func (b *Backend) stream(ctx context.Context, path string, body any, label string) (art.TrainResult, error) {
+	resp, err := b.do(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return art.TrainResult{}, err
 	}
 	defer resp.Body.Close()
-	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "train "+m.Name)
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, label)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {

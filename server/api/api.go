@@ -8,6 +8,7 @@
 //	GET  /v1/art/checkpoints         → CheckpointsResponse
 //	POST /v1/art/checkpoints/delete  DeleteCheckpointsRequest → CheckpointsResponse
 //	POST /v1/art/train               TrainRequest → NDJSON stream of TrainEvent
+//	POST /v1/art/train_sft           TrainSFTRequest → NDJSON stream of TrainEvent
 //	POST /v1/art/log                 LogRequest → LogResponse
 //
 // Requests that name a model ("model" in a body, ?model= in a query) are
@@ -68,6 +69,14 @@ type TrainRequest struct {
 	Model  string                `json:"model,omitempty"`
 	Groups []art.TrajectoryGroup `json:"groups"`
 	Config art.TrainConfig       `json:"config"`
+}
+
+// TrainSFTRequest runs supervised fine-tuning on trajectories as one
+// step (art.Backend.TrainSFT).
+type TrainSFTRequest struct {
+	Model        string             `json:"model,omitempty"`
+	Trajectories []art.Trajectory   `json:"trajectories"`
+	Config       art.TrainSFTConfig `json:"config"`
 }
 
 // LogRequest logs groups (and metrics) on the server's store, as

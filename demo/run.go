@@ -223,7 +223,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		res, err := backend.Train(ctx, model, penalizeInvalid(groups, opt.InvalidPenalty), cfg)
+		res, err := backend.Train(ctx, model, tictactoe.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
 		if err != nil {
 			return rep, err
 		}
@@ -267,27 +267,6 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	logf(opt.Out, start, "reward curve: %s", rep.Chart)
 	rep.RL = time.Since(rlStart)
 	return rep, nil
-}
-
-// penalizeInvalid returns the groups with the training reward of every
-// game lost to an invalid move lowered from 0 to -penalty. The games are
-// logged with their real 0–1 reward; only the trainer sees the penalty,
-// which tells GRPO that breaking the rules is worse than losing.
-func penalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
-	if penalty == 0 {
-		return groups
-	}
-	out := make([]art.TrajectoryGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-		out[i].Trajectories = append([]art.Trajectory(nil), g.Trajectories...)
-		for j := range out[i].Trajectories {
-			if t := &out[i].Trajectories[j]; t.Metrics["invalid_move"] == 1 {
-				t.Reward -= penalty
-			}
-		}
-	}
-	return out
 }
 
 // drawChart draws the run's reward curve from its history.jsonl.

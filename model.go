@@ -268,8 +268,9 @@ func (m *TrainableModel) Step(ctx context.Context) (int, error) {
 // TrainSFT fine-tunes the model on trajectories by supervised learning (see
 // Backend.TrainSFT and TrainSFTConfig), then logs the step's metrics to
 // history.jsonl as the "train" split at the new step, as ART's
-// model.train_sft does. Assistant messages and choices are learned; the
-// trajectories' rewards are ignored.
+// model.train_sft does, and makes InferenceName(-1) name the new step.
+// Assistant messages and choices are learned; the trajectories' rewards are
+// ignored.
 func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
 	b, err := m.registered()
 	if err != nil {
@@ -283,6 +284,7 @@ func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory
 		return TrainResult{}, fmt.Errorf("art: model %q: train sft: %w", m.Name, err)
 	}
 	step := res.Step
+	m.InferenceModelName = m.InferenceName(step) // InferenceName(-1) is the new step from now on
 	if err := m.Log(ctx, nil, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
 		return res, err
 	}

@@ -647,8 +647,8 @@ func TestTrainableModel_TrainSFT(t *testing.T) {
 		t.Fatalf("a refused call advanced the step to %d", step)
 	}
 	res, err := m.TrainSFT(ctx, trajs, TrainSFTConfig{})
-	if err != nil || res.Step != 1 {
-		t.Fatalf("TrainSFT = %+v, %v", res, err)
+	if err != nil || res.Step != 1 || m.InferenceName(-1) != m.Name+"@1" {
+		t.Fatalf("TrainSFT = %+v, %v; serving %q", res, err, m.InferenceName(-1))
 	}
 	d, _ := m.Dir()
 	hist, _ := d.ReadHistory()

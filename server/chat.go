@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/artgo/art"
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/openai"
 	"github.com/artgo/art/service"
@@ -196,6 +197,11 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatReq
 	if e := validateTools(req.Tools); e != nil {
 		return out, e
 	}
+	tools, err := canonicalTools(req.Tools)
+	if err != nil {
+		return out, badRequest("tools", "%v", err)
+	}
+	out.Tools = tools
 	out.ParseToolCalls = len(req.Tools) > 0
 	if tc := req.ToolChoice; tc != nil {
 		switch tc.Mode {
@@ -230,6 +236,28 @@ func validateMessage(i int, raw json.RawMessage) *apiError {
 		}
 	}
 	return badRequest(p+".role", "%s.role must be one of %s, got %q", p, strings.Join(messageRoles, ", "), *m.Role)
+}
+
+// canonicalTools re-encodes tools the way art.Tool does (type, then
+// function: name, description, parameters, strict; parameters as sent), so
+// that the prompt a rollout was sampled with renders the same tools text as
+// the recorded trajectory does when it is trained: clients order keys
+// differently (openai-go sends "function" before "type"), and a chat
+// template prints them in the order it gets.
+func canonicalTools(tools []json.RawMessage) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(tools))
+	for i, raw := range tools {
+		var t art.Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // validateTools checks each tool the way OpenAI does: type "function", a

@@ -197,7 +197,7 @@ func (s *Service) resume(ctx context.Context) error {
 	}
 	s.adapters[s.latest] = a.Clone()
 	s.trainer = &train.Trainer{Model: s.model, Adapter: a, Opt: opt, Log: s.log,
-		Tokenizer: &train.Tokenizer{Tok: s.tok, Template: s.tmpl, Render: s.renderOptions(nil)}}
+		Tokenizer: &train.Tokenizer{Tok: s.tok, Template: s.tmpl, ToolTemplate: s.toolTmpl, Render: s.renderOptions(nil)}}
 	return nil
 }
 

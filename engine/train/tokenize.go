@@ -40,7 +40,18 @@ func (s *Sequence) NumSampled() int {
 type Tokenizer struct {
 	Tok      *tokenizer.Tokenizer
 	Template *chat.Template
-	Render   chat.RenderOptions // bos/eos tokens and chat_template_kwargs
+	// ToolTemplate, if set, renders histories that offer tools (some models
+	// ship a separate "tool_use" template); the server must pick the same.
+	ToolTemplate *chat.Template
+	Render       chat.RenderOptions // bos/eos tokens and chat_template_kwargs
+}
+
+// template returns the template that renders a history with tools.
+func (z *Tokenizer) template(tools []json.RawMessage) *chat.Template {
+	if len(tools) > 0 && z.ToolTemplate != nil {
+		return z.ToolTemplate
+	}
+	return z.Template
 }
 
 // Tokenize turns a history into a sequence: it renders the conversation up
@@ -75,7 +86,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 		if len(smp.TokenIDs) == 0 {
 			// A trainable turn without sampled ids (SFT, or training
 			// without logprobs): learn its text as the tokenizer encodes it.
-			text, err := assistantText(t.Message)
+			text, err := z.learnText(turns[:i], t.Message, h.Tools)
 			if err != nil {
 				return Sequence{}, false, fmt.Errorf("train: turn %d: %w", i, err)
 			}
@@ -93,7 +104,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 		msgs[i] = b
 		sampled = append(sampled, smp)
 	}
-	text, err := z.Template.Render(msgs, h.Tools, z.Render)
+	text, err := z.template(h.Tools).Render(msgs, h.Tools, z.Render)
 	if err != nil {
 		return Sequence{}, false, fmt.Errorf("train: render chat: %w", err)
 	}
@@ -142,8 +153,11 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 	return out, true, nil
 }
 
-// assistantText returns the text content of an assistant message to learn.
-func assistantText(msg json.RawMessage) (string, error) {
+// learnText returns the text an assistant turn without sampled ids teaches:
+// its content, or, when it calls tools, the turn exactly as the chat
+// template renders it after the preceding turns (content and tool-call
+// markup, up to the end-of-turn token, which is learned separately).
+func (z *Tokenizer) learnText(prev []Turn, msg json.RawMessage, tools []json.RawMessage) (string, error) {
 	var m struct {
 		Role      string          `json:"role"`
 		Content   *string         `json:"content"`
@@ -155,13 +169,39 @@ func assistantText(msg json.RawMessage) (string, error) {
 	if m.Role != "assistant" {
 		return "", fmt.Errorf("only assistant turns can be trained, got role %q", m.Role)
 	}
-	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" && string(m.ToolCalls) != "[]" {
-		return "", fmt.Errorf("training an assistant turn with tool calls needs its sampled token ids")
+	if len(m.ToolCalls) == 0 || string(m.ToolCalls) == "null" || string(m.ToolCalls) == "[]" {
+		if m.Content == nil || *m.Content == "" {
+			return "", fmt.Errorf("assistant turn has no text content to learn")
+		}
+		return *m.Content, nil
 	}
-	if m.Content == nil || *m.Content == "" {
-		return "", fmt.Errorf("assistant turn has no text content to learn")
+	if z.Render.EOSToken == "" {
+		return "", fmt.Errorf("learning a turn with tool calls needs the template's end-of-turn token (eos_token)")
 	}
-	return *m.Content, nil
+	msgs := make([]json.RawMessage, 0, len(prev)+1)
+	for _, t := range prev {
+		msgs = append(msgs, t.Message)
+	}
+	opt := z.Render
+	opt.AddGenerationPrompt = true
+	head, err := z.template(tools).Render(msgs, tools, opt)
+	if err != nil {
+		return "", fmt.Errorf("render chat: %w", err)
+	}
+	opt.AddGenerationPrompt = false
+	full, err := z.template(tools).Render(append(msgs, msg), tools, opt)
+	if err != nil {
+		return "", fmt.Errorf("render chat: %w", err)
+	}
+	rest, ok := strings.CutPrefix(full, head)
+	if !ok {
+		return "", fmt.Errorf("the chat template renders earlier turns differently once the tool-call turn follows; cannot isolate the turn to learn")
+	}
+	text, _, ok := strings.Cut(rest, z.Render.EOSToken)
+	if !ok || text == "" {
+		return "", fmt.Errorf("the chat template rendered the tool-call turn without content or end token %q", z.Render.EOSToken)
+	}
+	return text, nil
 }
 
 // pickSentinel chooses an added (special) token that the conversation does
@@ -183,7 +223,7 @@ func (z *Tokenizer) pickSentinel(turns []Turn) (string, int, error) {
 				break
 			}
 		}
-		if !used && !templateMentions(z.Template, a.Content) {
+		if !used && !templateMentions(z.Template, a.Content) && (z.ToolTemplate == nil || !templateMentions(z.ToolTemplate, a.Content)) {
 			return a.Content, a.ID, nil
 		}
 	}

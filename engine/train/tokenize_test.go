@@ -111,3 +111,61 @@ func TestTokenize_KeepsNonCanonicalIDs(t *testing.T) {
 		t.Fatal("history without sampled turns should give ok=false")
 	}
 }
+
+// Ensure an SFT turn that calls tools learns the turn as the template
+// renders it (tool-call markup and the end token), and that histories with
+// tools are rendered with the tool template when there is one.
+func TestTokenize_LearnsToolCallTurns(t *testing.T) {
+	z := qwenTokenizer(t)
+	z.Render.EOSToken = "<|im_end|>"
+	tool := json.RawMessage(`{"type":"function","function":{"name":"calc","parameters":{"type":"object"}}}`)
+	call := json.RawMessage(`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"calc","arguments":"{\"e\": \"1+1\"}"}}]}`)
+	h := History{Tools: []json.RawMessage{tool}, Turns: []Turn{
+		{Message: msg("user", "1+1?")},
+		{Message: call, Sampled: &Sampled{}},
+	}}
+	seq, ok, err := z.Tokenize(h)
+	if err != nil || !ok {
+		t.Fatalf("Tokenize: ok=%v err=%v", ok, err)
+	}
+	var learned []int
+	for i, s := range seq.Sampled {
+		if s {
+			learned = append(learned, seq.Tokens[i])
+		}
+	}
+	want := z.Tok.Encode("<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"e\": \"1+1\"}}\n</tool_call><|im_end|>")
+	if !slices.Equal(learned, want) {
+		t.Fatalf("learned %q; want %q", decode(t, z, learned), decode(t, z, want))
+	}
+
+	// A separate tool template is used for histories with tools only.
+	marked, err := chat.NewTemplate(`TOOLS{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.ToolTemplate = marked
+	plain := History{Tools: []json.RawMessage{tool}, Turns: []Turn{{Message: msg("user", "hi")}, {Message: msg("assistant", "yo"), Sampled: &Sampled{}}}}
+	seq, _, err = z.Tokenize(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decode(t, z, seq.Tokens); got[:5] != "TOOLS" {
+		t.Errorf("a history with tools rendered %q; want the tool template", got)
+	}
+	plain.Tools = nil
+	if seq, _, err = z.Tokenize(plain); err != nil || decode(t, z, seq.Tokens)[:5] == "TOOLS" {
+		t.Errorf("a history without tools used the tool template (err %v)", err)
+	}
+}
+
+func decode(t *testing.T, z *Tokenizer, ids []int) string {
+	t.Helper()
+	s, err := z.Tok.Decode(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -156,13 +156,34 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	if _, err := s.Resolve("agent@2"); err != nil {
 		t.Fatal(err)
 	}
+	// KL shaping against an earlier checkpoint: a missing step is an error
+	// that saves nothing; step 1 is loaded and measured against.
+	for i := range groups {
+		for j := range groups[i].Trajectories {
+			groups[i].Trajectories[j].Reward = float64(j % 2)
+		}
+	}
+	missing := 9
+	kl := art.TrainConfig{LearningRate: 1e-3, KLPenaltyCoef: 0.1, KLPenaltyReferenceStep: &missing, PrecalculateLogprobs: true}
+	if _, err := s.Train(ctx, groups, kl, nil); err == nil || !strings.Contains(err.Error(), "KL reference step 9") || s.Step() != 2 {
+		t.Fatalf("KL against a missing step: err %v, step %d", err, s.Step())
+	}
+	one := 1
+	kl.KLPenaltyReferenceStep = &one
+	res, err = s.Train(ctx, groups, kl, nil)
+	if err != nil || res.Step != 3 || res.Skipped {
+		t.Fatalf("KL against step 1: %+v, %v", res, err)
+	}
+	if _, ok := res.Metrics["loss/kl_policy_ref"]; !ok {
+		t.Errorf("no loss/kl_policy_ref in %v", res.Metrics)
+	}
 	// Reopening resumes at the latest step.
 	s2, err := Open(ctx, s.opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s2.Step() != 2 {
-		t.Fatalf("reopened at step %d; want 2", s2.Step())
+	if s2.Step() != 3 {
+		t.Fatalf("reopened at step %d; want 3", s2.Step())
 	}
 }
 

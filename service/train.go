@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
 )
 
@@ -31,8 +32,18 @@ func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg a
 		return art.TrainResult{}, err
 	}
 	tc.Seed = s.opt.Seed
+	var ref model.Adapter // nil: KL against the base model
+	if step := cfg.KLPenaltyReferenceStep; step != nil && cfg.KLPenaltyCoef > 0 {
+		a, err := s.adapter(*step)
+		if err != nil {
+			return art.TrainResult{}, fmt.Errorf("service: KL reference step %d: %w", *step, err)
+		}
+		ref = a
+	}
 	var res train.StepResult
 	out, err := s.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
+		tr.KLReference = ref
+		defer func() { tr.KLReference = nil }()
 		var err error
 		res, err = tr.Step(ctx, tgroups, tc, next, progress)
 		return res.Metrics, err
@@ -148,16 +159,10 @@ func (s *Service) trainAndSave(step func(tr *train.Trainer, next int) (map[strin
 	return art.TrainResult{Step: next, Metrics: metrics}, nil
 }
 
-// engineConfig maps the SDK's TrainConfig onto the engine's, refusing the
-// options the engine does not implement yet rather than ignoring them.
+// engineConfig maps the SDK's TrainConfig onto the engine's (the KL
+// reference step is resolved by Train, which loads that checkpoint).
 func engineConfig(c art.TrainConfig) (train.Config, error) {
 	c = c.WithDefaults()
-	if c.PrecalculateLogprobs {
-		return train.Config{}, fmt.Errorf("service: TrainConfig.PrecalculateLogprobs is not supported yet")
-	}
-	if c.KLPenaltyCoef > 0 && (c.KLPenaltyReferenceStep != nil || c.KLPenaltySource != art.KLCurrentLearner) {
-		return train.Config{}, fmt.Errorf("service: KL shaping supports only the base model as reference and the current learner as source")
-	}
 	tc := train.DefaultConfig()
 	tc.LearningRate = c.LearningRate
 	tc.Loss = string(c.Loss)
@@ -171,6 +176,8 @@ func engineConfig(c art.TrainConfig) (train.Config, error) {
 	tc.KimiK2Tau = c.KimiK2Tau
 	tc.TruncatedIS = c.TruncatedImportanceSampling
 	tc.KLPenaltyCoef = c.KLPenaltyCoef
+	tc.KLSourceSample = c.KLPenaltySource == art.KLSample
+	tc.PrecalculateLogprobs = c.PrecalculateLogprobs
 	if c.PackedSequenceLength > 0 {
 		tc.MaxSeqLen = c.PackedSequenceLength
 	}

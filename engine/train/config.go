@@ -28,9 +28,18 @@ type Config struct {
 	MaskProbRatio                bool    // zero the ratio outside (1-ε, 1+ε_high)
 	KimiK2Tau                    float64 // advantage -= τ·(logπ - logπ_old) (0: off)
 	TruncatedIS                  float64 // multiply the loss by min(ratio, U) (0: off)
-	// KLPenaltyCoef > 0 shapes advantages by the divergence from the base
-	// model (adapter off): A_t += coef·(mean k - k_t), k_t = logπ_t - logπ_ref,t.
+	// KLPenaltyCoef > 0 shapes advantages by the divergence from the
+	// reference (Trainer.KLReference; the base model, adapter off, by
+	// default): A_t += coef·(mean k - k_t), k_t = logπ_t - logπ_ref,t.
 	KLPenaltyCoef float64
+	// KLSourceSample compares the sampling-time logprobs, rather than the
+	// learner's, with the reference (ART's kl_penalty_source "sample");
+	// tokens without them use the learner's.
+	KLSourceSample bool
+	// PrecalculateLogprobs recomputes the old logprobs with the trainer's
+	// weights before the step's first update; the rollout logprobs then
+	// only weight truncated importance sampling.
+	PrecalculateLogprobs bool
 
 	MaxGradNorm float64 // clip the global gradient norm (ART: 0.1)
 	// GradAccumulationSequences is how many sequences make one optimizer

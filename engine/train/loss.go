@@ -10,6 +10,14 @@ import "math"
 // The row loss is Σ L_t·w / n over its n sampled tokens (ART's "mean"
 // reduction), so the per-token terms returned here already include w/n.
 func tokenTerms(c Config, lp, old, adv []float64, w float64) (loss float64, dlp []float64) {
+	return tokenTermsOrig(c, lp, old, nil, adv, w)
+}
+
+// tokenTermsOrig is tokenTerms for precalculated old logprobs: orig are the
+// sampling-time ones, used only by truncated importance sampling, whose
+// weight becomes min(e^(old-orig), U) (the trainer-vs-sampler mismatch)
+// instead of min(r, U). A nil orig, or a NaN in it, falls back to r.
+func tokenTermsOrig(c Config, lp, old, orig, adv []float64, w float64) (loss float64, dlp []float64) {
 	n := len(lp)
 	dlp = make([]float64, n)
 	if n == 0 {
@@ -54,7 +62,11 @@ func tokenTerms(c Config, lp, old, adv []float64, w float64) (loss float64, dlp 
 		clipped := math.Min(math.Max(r, 1-c.Epsilon), 1+c.EpsilonHigh)
 		tis := 1.0
 		if c.TruncatedIS > 0 {
-			tis = math.Min(r, c.TruncatedIS)
+			if orig != nil && !math.IsNaN(orig[t]) && !math.IsNaN(old[t]) {
+				tis = math.Min(math.Exp(old[t]-orig[t]), c.TruncatedIS)
+			} else {
+				tis = math.Min(r, c.TruncatedIS)
+			}
 		}
 		var l, g float64
 		if c.Loss == "ppo" {

@@ -19,6 +19,9 @@ type Sequence struct {
 	// OldLogprobs[t] is the sampling-time log probability of Tokens[t]
 	// (NaN for unknown or non-sampled positions).
 	OldLogprobs []float64
+	// OrigLogprobs keeps the sampling-time logprobs when OldLogprobs were
+	// recomputed by the trainer (Config.PrecalculateLogprobs); nil otherwise.
+	OrigLogprobs []float64
 	Advantage   float64 // shared by the trajectory's histories
 	Weight      float64 // per-token loss weight
 	Traj        int     // index of the trajectory in the step

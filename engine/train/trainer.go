@@ -27,6 +27,11 @@ type Trainer struct {
 	// projections). Used to build small base models from scratch.
 	TrainBase bool
 
+	// KLReference is the reference policy of KL shaping
+	// (Config.KLPenaltyCoef): an adapter such as an earlier checkpoint's,
+	// or nil for the base model (adapter off).
+	KLReference model.Adapter
+
 	acts     *model.Acts
 	base     *model.BaseGrads
 	baseOpts []*AdamW
@@ -179,6 +184,11 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 	if tr.acts == nil || tr.acts.Cap() < maxT {
 		tr.acts = tr.Model.NewActs(maxT)
 	}
+	if c.PrecalculateLogprobs {
+		if err := tr.precalculate(ctx, seqs); err != nil {
+			return res, err
+		}
+	}
 	var shaping [][]float64
 	if c.KLPenaltyCoef > 0 {
 		var klMean float64
@@ -241,6 +251,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 		return 0, 0, 0, fmt.Errorf("train: %s: %w", s.Name, err)
 	}
 	rows, targets, old := sampledRows(s)
+	orig := sampledOrig(s)
 	n = len(rows)
 	adv := make([]float64, n)
 	for i := range adv {
@@ -255,7 +266,11 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 		st, dh := m.LMHeadBackward(a, rows, targets, func(i int, logprob, _ float64) float64 {
 			// A one-token call gives that token's term with weight w/1;
 			// the row loss is the mean over its n tokens.
-			l, d := tokenTerms(c, []float64{logprob}, old[i:i+1], adv[i:i+1], s.Weight)
+			var o []float64
+			if orig != nil {
+				o = orig[i : i+1]
+			}
+			l, d := tokenTermsOrig(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
 			loss += l / float64(n)
 			return d[0] / float64(n)
 		})
@@ -267,7 +282,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	}
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
-	loss, dlp = tokenTerms(c, st.Logprobs, old, adv, s.Weight)
+	loss, dlp = tokenTermsOrig(c, st.Logprobs, old, orig, adv, s.Weight)
 	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return dlp[i] })
 	m.TrainBackward(a, dh, tr.Adapter)
 	for _, e := range st.Entropy {
@@ -289,9 +304,48 @@ func sampledRows(s *Sequence) (rows, targets []int, old []float64) {
 	return rows, targets, old
 }
 
+// sampledOrig lists the sampling-time logprobs of s's sampled tokens when
+// its OldLogprobs were precalculated, else nil.
+func sampledOrig(s *Sequence) []float64 {
+	if s.OrigLogprobs == nil {
+		return nil
+	}
+	var orig []float64
+	for t, ok := range s.Sampled {
+		if ok {
+			orig = append(orig, s.OrigLogprobs[t])
+		}
+	}
+	return orig
+}
+
+// precalculate replaces each sequence's old logprobs by the trainer's own
+// under the current weights, keeping the sampling-time ones in
+// OrigLogprobs.
+func (tr *Trainer) precalculate(ctx context.Context, seqs []Sequence) error {
+	for i := range seqs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train: step interrupted: %w", err)
+		}
+		s := &seqs[i]
+		rows, targets, _ := sampledRows(s)
+		if _, err := tr.Model.TrainForward(tr.acts, s.Tokens, tr.Adapter); err != nil {
+			return fmt.Errorf("train: precalculate logprobs of %s: %w", s.Name, err)
+		}
+		st, _ := tr.Model.LMHeadBackward(tr.acts, rows, targets, nil)
+		s.OrigLogprobs = slices.Clone(s.OldLogprobs)
+		for k, r := range rows {
+			s.OldLogprobs[r+1] = st.Logprobs[k]
+		}
+	}
+	return nil
+}
+
 // klShaping computes, per sequence and sampled token, coef·(k̄ - k_t) with
-// k_t = logπ_learner - logπ_base (adapter off), and returns k̄, the mean
-// over the step.
+// k_t = logπ_source - logπ_ref, and returns k̄, the mean over the step. The
+// source is the learner (or, with KLSourceSample, the sampling-time
+// logprobs where known); the reference is tr.KLReference (nil: the base
+// model, adapter off).
 func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config) ([][]float64, float64, error) {
 	m, a := tr.Model, tr.acts
 	ks := make([][]float64, len(seqs))
@@ -302,18 +356,25 @@ func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config) ([]
 			return nil, 0, fmt.Errorf("train: step interrupted: %w", err)
 		}
 		s := &seqs[i]
-		rows, targets, _ := sampledRows(s)
+		rows, targets, old := sampledRows(s)
+		if orig := sampledOrig(s); orig != nil {
+			old = orig // the sampler's, not the precalculated ones
+		}
 		if _, err := m.TrainForward(a, s.Tokens, tr.Adapter); err != nil {
 			return nil, 0, err
 		}
 		learner, _ := m.LMHeadBackward(a, rows, targets, nil)
-		if _, err := m.TrainForward(a, s.Tokens, nil); err != nil {
+		if _, err := m.TrainForward(a, s.Tokens, tr.KLReference); err != nil {
 			return nil, 0, err
 		}
-		base, _ := m.LMHeadBackward(a, rows, targets, nil)
+		ref, _ := m.LMHeadBackward(a, rows, targets, nil)
 		ks[i] = make([]float64, len(rows))
 		for t := range rows {
-			ks[i][t] = learner.Logprobs[t] - base.Logprobs[t]
+			src := learner.Logprobs[t]
+			if c.KLSourceSample && !math.IsNaN(old[t]) {
+				src = old[t]
+			}
+			ks[i][t] = src - ref.Logprobs[t]
 			sum += ks[i][t]
 			n++
 		}

@@ -22,10 +22,10 @@ type Sequence struct {
 	// OrigLogprobs keeps the sampling-time logprobs when OldLogprobs were
 	// recomputed by the trainer (Config.PrecalculateLogprobs); nil otherwise.
 	OrigLogprobs []float64
-	Advantage   float64 // shared by the trajectory's histories
-	Weight      float64 // per-token loss weight
-	Traj        int     // index of the trajectory in the step
-	Name        string
+	Advantage    float64 // shared by the trajectory's histories
+	Weight       float64 // per-token loss weight
+	Traj         int     // index of the trajectory in the step
+	Name         string
 }
 
 // NumSampled counts the trainable tokens.

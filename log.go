@@ -42,6 +42,12 @@ var processStart = time.Now()
 //	<split>/group_<metric>    mean of each group metric over groups with trajectories
 //	the keys of opts.Metrics, training_step, time/wall_clock_sec, step, recorded_at
 //
+// A "train" log with groups adds ART's data metrics: data/step_num_scenarios
+// (distinct metadata scenario_id values), data/step_actor_tokens (sampled
+// tokens), and running totals of every data/step_* and time/step_* metric
+// as data/cum/* and time/cum/* (data/cum/num_unique_scenarios too), kept in
+// state.json across restarts.
+//
 // A prompted Model logs at step 0 unless opts.Step says otherwise. Log works
 // without groups to record only opts.Metrics.
 func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
@@ -94,6 +100,11 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 		}
 	}
 	metrics := logMetrics(groups, split, opts.Metrics)
+	if split == "train" && len(groups) > 0 {
+		if err := cumulate(d, groups, metrics); err != nil {
+			return fmt.Errorf("art: log model %q: %w", m.Name, err)
+		}
+	}
 	if len(metrics) == 0 {
 		return nil
 	}
@@ -211,6 +222,85 @@ func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64
 		}
 	}
 	return out
+}
+
+// cumulate adds ART's data metrics of a training step to metrics:
+// data/step_num_scenarios (distinct metadata "scenario_id" values of
+// trajectories or groups; the number of groups when none has one) and
+// data/step_actor_tokens (sampled tokens of the choices); then, for every
+// data/step_* and time/step_* metric, its running total over the model's
+// training logs as data/cum/* and time/cum/*, plus
+// data/cum/num_unique_scenarios. The totals persist in state.json, so they
+// survive restarts.
+func cumulate(d *store.ModelDir, groups []TrajectoryGroup, metrics map[string]float64) error {
+	ids := map[string]bool{}
+	groupsWithTrajectories, actorTokens := 0, 0
+	for _, g := range groups {
+		if len(g.Trajectories) > 0 {
+			groupsWithTrajectories++
+		}
+		if id, ok := g.Metadata["scenario_id"]; ok && id != nil {
+			ids[fmt.Sprint(id)] = true
+		}
+		for _, t := range g.Trajectories {
+			if id, ok := t.Metadata["scenario_id"]; ok && id != nil {
+				ids[fmt.Sprint(id)] = true
+			}
+			for _, h := range append([]History{t.History()}, t.AdditionalHistories...) {
+				for _, mc := range h.MessagesAndChoices {
+					if mc.Choice != nil {
+						actorTokens += len(mc.Choice.Logprobs)
+					}
+				}
+			}
+		}
+	}
+	metrics["data/step_num_scenarios"] = float64(groupsWithTrajectories)
+	if len(ids) > 0 {
+		metrics["data/step_num_scenarios"] = float64(len(ids))
+	}
+	metrics["data/step_actor_tokens"] = float64(actorTokens)
+	_, err := d.UpdateState(func(state map[string]any) error {
+		totals, _ := state["metric_totals"].(map[string]any)
+		if totals == nil {
+			totals = map[string]any{}
+		}
+		for k, v := range metrics {
+			var cum string
+			if rest, ok := strings.CutPrefix(k, "data/step_"); ok {
+				cum = "data/cum/" + rest
+			} else if rest, ok := strings.CutPrefix(k, "time/step_"); ok {
+				cum = "time/cum/" + rest
+			} else {
+				continue
+			}
+			total, _ := totals[cum].(float64)
+			totals[cum] = total + v
+		}
+		for k, v := range totals {
+			if f, ok := v.(float64); ok {
+				metrics[k] = f
+			}
+		}
+		state["metric_totals"] = totals
+		if len(ids) > 0 {
+			seen, _ := state["scenario_ids"].([]any)
+			known := make(map[string]bool, len(seen))
+			for _, v := range seen {
+				known[fmt.Sprint(v)] = true
+			}
+			for id := range ids {
+				if !known[id] {
+					known[id] = true
+					seen = append(seen, id)
+				}
+			}
+			state["scenario_ids"] = seen
+			metrics["data/cum/num_unique_scenarios"] = float64(len(seen))
+		}
+		return nil
+	})
+	return err
 }
 
 // rewardStdDev returns the population standard deviation of the rewards.

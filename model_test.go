@@ -678,3 +678,63 @@ func TestTrainSFTConfig_Validate(t *testing.T) {
 		}
 	}
 }
+
+// Ensure train logs carry ART's step and cumulative data metrics, and the
+// totals survive a new Model value (a restart).
+func TestLog_CumulativeDataMetrics(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	traj := func(scenario string, tokens int) Trajectory {
+		var tr Trajectory
+		tr.AddMessage(UserMsg("q"))
+		c := Choice{Message: AssistantMsg("a")}
+		for i := range tokens {
+			c.Logprobs = append(c.Logprobs, TokenLogprob{TokenID: i, Logprob: -1})
+		}
+		tr.AddChoice(c)
+		tr.Metadata = map[string]any{"scenario_id": scenario}
+		return tr
+	}
+	logStep := func(step int, scenarios ...string) map[string]any {
+		m := &Model{Name: "m", Project: "p", BasePath: base}
+		var g TrajectoryGroup
+		for _, s := range scenarios {
+			g.Trajectories = append(g.Trajectories, traj(s, 3))
+		}
+		if err := m.Log(ctx, []TrajectoryGroup{g}, LogOptions{Split: "train", Step: &step,
+			Metrics: map[string]float64{"data/step_trainer_tokens": 10, "time/step_trainer_s": 0.5}}); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := m.Dir()
+		rows, _ := d.ReadHistory()
+		return rows[len(rows)-1]
+	}
+	r1 := logStep(1, "a", "b", "a")
+	r2 := logStep(2, "b", "c")
+	for k, want := range map[string]float64{
+		"data/step_num_scenarios": 2, "data/step_actor_tokens": 9, "data/cum/num_scenarios": 2,
+		"data/cum/trainer_tokens": 10, "time/cum/trainer_s": 0.5, "data/cum/num_unique_scenarios": 2, "data/cum/actor_tokens": 9,
+	} {
+		if r1[k] != want {
+			t.Errorf("step 1 %s = %v; want %v", k, r1[k], want)
+		}
+	}
+	for k, want := range map[string]float64{
+		"data/step_num_scenarios": 2, "data/step_actor_tokens": 6, "data/cum/num_scenarios": 4,
+		"data/cum/trainer_tokens": 20, "time/cum/trainer_s": 1, "data/cum/num_unique_scenarios": 3, "data/cum/actor_tokens": 15,
+	} {
+		if r2[k] != want {
+			t.Errorf("step 2 %s = %v; want %v", k, r2[k], want)
+		}
+	}
+	val := 3
+	m := &Model{Name: "m", Project: "p", BasePath: base}
+	if err := m.Log(ctx, []TrajectoryGroup{{Trajectories: []Trajectory{traj("z", 1)}}}, LogOptions{Split: "val", Step: &val}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Dir()
+	rows, _ := d.ReadHistory()
+	if _, ok := rows[len(rows)-1]["data/cum/num_unique_scenarios"]; ok {
+		t.Error("a val log counted towards the training totals")
+	}
+}

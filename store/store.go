@@ -199,6 +199,32 @@ func (d *ModelDir) MergeState(patch map[string]any) (map[string]any, error) {
 	return merged, nil
 }
 
+// UpdateState runs update on the content of state.json (an empty map when
+// there is none) and writes the result back, holding the exclusive state
+// lock throughout, so read-modify-write updates from goroutines or
+// processes are not lost. If update fails, nothing is written.
+func (d *ModelDir) UpdateState(update func(state map[string]any) error) (map[string]any, error) {
+	unlock, err := d.lockState()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	state, err := d.ReadState()
+	if err != nil {
+		return nil, err
+	}
+	if state == nil {
+		state = map[string]any{}
+	}
+	if err := update(state); err != nil {
+		return nil, err
+	}
+	if err := d.writeState(state); err != nil {
+		return nil, err
+	}
+	return state, nil
+}
+
 func (d *ModelDir) writeState(state map[string]any) error {
 	if state == nil {
 		state = map[string]any{}

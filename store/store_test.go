@@ -444,3 +444,22 @@ func TestCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// Ensure UpdateState writes what update made of the state and nothing when
+// update fails.
+func TestUpdateState(t *testing.T) {
+	d, err := New(t.TempDir(), "p", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.UpdateState(func(s map[string]any) error { s["n"] = 1.0; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.UpdateState(func(s map[string]any) error { s["n"] = 2.0; return errors.New("no") }); err == nil {
+		t.Fatal("a failing update returned no error")
+	}
+	st, err := d.ReadState()
+	if err != nil || st["n"] != 1.0 {
+		t.Fatalf("state %v, %v; want n=1", st, err)
+	}
+}

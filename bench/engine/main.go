@@ -1050,8 +1050,12 @@ func prepack(m *model.Model) (weights, packed int) {
 		mats = append(mats, m.W.Embed)
 	}
 	for _, w := range mats {
+		size := 2 // bf16/f16: packing releases the stored copy (U16)
+		if w.DType == kernels.F32 {
+			size = 4
+		}
+		weights += size * w.Rows * w.Cols
 		w.Prepack()
-		weights += 4*len(w.F32) + 2*len(w.U16)
 		packed += w.PackedBytes()
 	}
 	return weights, packed

@@ -96,8 +96,11 @@ func run(args []string) {
 		}
 		for _, dts := range strings.Split(*dtypes, ",") {
 			dt := kernels.F32
-			if dts == "bf16" {
+			switch dts {
+			case "bf16":
 				dt = kernels.BF16
+			case "f16":
+				dt = kernels.F16
 			}
 			copies := 1
 			if *cold > 0 && sh.M <= 16 {
@@ -174,9 +177,13 @@ func randMat(r *rand.Rand, N, K int, dt kernels.DType) *kernels.Mat {
 	}
 	u := make([]uint16, len(v))
 	for i, x := range v {
-		u[i] = kernels.F32ToBF16(x)
+		if dt == kernels.F16 {
+			u[i] = kernels.F32ToF16(x)
+		} else {
+			u[i] = kernels.F32ToBF16(x)
+		}
 	}
-	return &kernels.Mat{Rows: N, Cols: K, DType: kernels.BF16, U16: u}
+	return &kernels.Mat{Rows: N, Cols: K, DType: dt, U16: u}
 }
 
 // key identifies one configuration across rounds.

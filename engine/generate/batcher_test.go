@@ -12,13 +12,15 @@ import (
 	"github.com/artgo/art/engine/model"
 )
 
-func tinyModel(t testing.TB) *model.Model {
+func tinyModel(t testing.TB) *model.Model { return tinyModelDType(t, kernels.F32) }
+
+func tinyModelDType(t testing.TB, dt kernels.DType) *model.Model {
 	t.Helper()
 	cfg, err := model.Preset("qwen2", "tiny", 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 4, DType: kernels.F32, Std: 0.3}))
+	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 4, DType: dt, Std: 0.3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +38,15 @@ func prompt(n, seed int) []int {
 // Ensure batched generation (many concurrent requests, n > 1 sharing a
 // prefill, chunked prefill) gives the same tokens as one-at-a-time
 // generation with the same seeds, greedy and sampled.
+// The 16-bit dtypes take the 8-row kernel for groups of 8 rows.
 func TestBatcher_MatchesSingle(t *testing.T) {
-	m := tinyModel(t)
+	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
+		t.Run(dt.String(), func(t *testing.T) { testBatcherMatchesSingle(t, dt) })
+	}
+}
+
+func testBatcherMatchesSingle(t *testing.T, dt kernels.DType) {
+	m := tinyModelDType(t, dt)
 	b := NewBatcher(m, BatcherOptions{MaxTokens: 24, MaxSequences: 10})
 	defer b.Close()
 	ctx := context.Background()

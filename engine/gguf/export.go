@@ -207,7 +207,9 @@ func checkModel(m *model.Model) error {
 			bad("%s is %dx%d, want %dx%d", name, x.Rows, x.Cols, rows, cols)
 		case x.DType != kernels.F32 && x.DType != kernels.BF16 && x.DType != kernels.F16:
 			bad("%s has dtype %v", name, x.DType)
-		case x.DType == kernels.F32 && len(x.F32) != rows*cols, x.DType != kernels.F32 && len(x.U16) != rows*cols:
+		// (bf16/f16 weights are read through Row: their U16 is released once
+		// packed, and the packing checked its length.)
+		case x.DType == kernels.F32 && len(x.F32) != rows*cols:
 			bad("%s holds the wrong number of values", name)
 		}
 	}
@@ -373,11 +375,7 @@ func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Ty
 			src = rowOrder[r]
 		}
 		switch {
-		case dt == F16 && x.DType == kernels.F16: // exact: copy the bits
-			for c, h := range x.U16[src*cols : (src+1)*cols] {
-				binary.LittleEndian.PutUint16(buf[2*c:], h)
-			}
-		case dt == F16:
+		case dt == F16: // exact for F16 weights: f16 → f32 → f16 keeps the bits
 			x.Row(row, src)
 			for c, f := range row {
 				h := kernels.F32ToF16(f)

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"sync"
 
 	"github.com/x448/float16"
 )
@@ -24,3 +25,13 @@ func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
 
 // F32ToF16 rounds f to the nearest IEEE half, ties to even.
 func F32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
+
+// f16Table returns the fp32 value of every half bit pattern (256 KiB, built
+// on first use), for the Go paths that widen many f16 values.
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	t := new([1 << 16]float32)
+	for i := range t {
+		t[i] = F16ToF32(uint16(i))
+	}
+	return t
+})

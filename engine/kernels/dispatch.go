@@ -1,6 +1,9 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // Linear computes out[M×N] = inp[M×K] · wᵀ + bias (bias may be nil); w is
 // [N×K] in any DType. out is overwritten and must not overlap inp. This is
@@ -12,6 +15,14 @@ import "fmt"
 // weights stream from memory once, at bandwidth for decode); more rows run
 // the blocked GEMM. Safe for concurrent use.
 func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
+	if j, ok := linearJob(out, inp, w, bias, M); ok {
+		j.run()
+	}
+}
+
+// linearJob checks the arguments of Linear and returns its job; ok is
+// false when the product is empty (done: M, N or K is 0).
+func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok bool) {
 	N, K := w.Rows, w.Cols
 	checkLen("Linear out", out, M*N)
 	checkLen("Linear inp", inp, M*K)
@@ -19,7 +30,7 @@ func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
 		checkLen("Linear bias", bias, N)
 	}
 	if M == 0 || N == 0 {
-		return
+		return j, false
 	}
 	if K == 0 {
 		for m := range M {
@@ -30,25 +41,70 @@ func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
 				clear(row)
 			}
 		}
-		return
+		return j, false
 	}
 	pk := w.panels()
-	j := job{M: M, N: N, K: K, a: inp, lda: K, c: out, ldc: N, first: flagStore}
-	if pk.bf16 != nil {
+	j = job{M: M, N: N, K: K, a: inp, lda: K, c: out, ldc: N, first: flagStore}
+	switch {
+	case pk.bf16 != nil:
 		j.kind, j.bh = bPanelsBF16, pk.bf16
-	} else {
+	case pk.f16 != nil:
+		j.kind, j.bh = bPanelsF16, pk.f16
+	default:
 		j.kind, j.bf = bPanelsF32, pk.f32
 	}
 	if bias != nil {
 		j.first |= flagBias
 		j.bias = bias
 	}
-	j.run()
+	return j, true
+}
+
+// LinearOp is one product of LinearMulti: Out[M×N] = inp · Wᵀ + Bias.
+type LinearOp struct {
+	Out  []float32
+	W    *Mat
+	Bias []float32 // nil or length N
+}
+
+// LinearMulti computes several Linear products of the same input rows
+// (inp, M×K for every W) in one parallel region: the same results as
+// calling Linear for each op, with one fork and join instead of one per
+// op, and the small products spread over the cores too. Used for the q, k,
+// v and the gate, up projections of a layer. Outputs must not overlap inp
+// or each other.
+func LinearMulti(inp []float32, M int, ops ...LinearOp) {
+	t := runtime.GOMAXPROCS(0)
+	var js []job
+	var est float64
+	for _, op := range ops {
+		w := op.W
+		if t <= 1 || M == 0 || w.Rows == 0 || w.Cols == 0 {
+			Linear(op.Out, inp, w, op.Bias, M)
+			continue
+		}
+		j, ok := linearJob(op.Out, inp, w, op.Bias, M)
+		if !ok {
+			continue
+		}
+		js = append(js, j)
+		est += j.estimateNs()
+	}
+	switch {
+	case len(js) == 0:
+	case est < parallelMinNs:
+		for i := range js {
+			js[i].part(0, M, 0, js[i].panels())
+		}
+	default:
+		runJobs(t, js)
+	}
 }
 
 // LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w, the input
 // gradient of Linear. dinp must not overlap dout. w is read in its own
-// layout (each k-row of B = w is a weight row), packed per call.
+// layout (each k-row of B = w is a weight row), packed per call (16-bit
+// weights: transposed back from the Linear panels).
 func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	N, K := w.Rows, w.Cols
 	checkLen("LinearBackwardInput dinp", dinp, M*K)
@@ -62,10 +118,8 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 		checkLen("LinearBackwardInput w", w.F32, N*K)
 		j.kind, j.bf = bRowsF32, w.F32
 	case BF16, F16:
-		if len(w.U16) < N*K {
-			panic("kernels: LinearBackwardInput w.U16 shorter than Rows*Cols")
-		}
-		j.kind, j.bh, j.dt = bRowsU16, w.U16, w.DType
+		// The Linear panels are the only copy of a 16-bit weight.
+		j.kind, j.tp = bPanelsT, w.panels()
 	default:
 		panic("kernels: unknown dtype " + w.DType.String())
 	}

@@ -8,8 +8,10 @@
 //
 // # Dispatch
 //
-// The engine calls Linear, LinearBackwardInput and Gemm (dispatch.go) and the
-// vector helpers Dot, Axpy, Scale and WidenBF16 (vec.go). Underneath, one
+// The engine calls Linear, LinearBackwardInput and Gemm (dispatch.go), the
+// vector helpers Dot, Axpy, Scale and WidenBF16 (vec.go), and the softmax
+// and SwiGLU row operations Max, ExpShift, SwiGLU and SwiGLUBackward
+// (expvec.go; hand-written AVX-512 only, else Go). Underneath, one
 // implementation is active for the whole process, chosen once at start-up
 // from the CPU flags (golang.org/x/sys/cpu): AVX-512 F+BW, else AVX2+FMA,
 // else portable Go; the purego build tag and non-amd64 builds have only Go.
@@ -21,17 +23,21 @@
 // in place (broadcast) and B in 64-column panels (4 zmm per k-row):
 //
 //   - Linear packs the weight once, lazily, into panels cached in the Mat
-//     (panels.go: fp32 for F32/F16, bf16 for BF16, so bf16 weights cost no
-//     extra width). Up to streamMaxPanelsM rows (decode, short prefill)
-//     read the panels in place, panel group by panel group, with software
-//     prefetch, so the weights stream from memory once at bandwidth and bf16
-//     is widened in registers; groups and K slices are sized so that later
-//     6-row chunks find them in L2. More rows run the blocked GEMM: K blocks
-//     of at most 256, N blocks of 1024 columns (fp32 panels read in place, bf16
-//     widened per block into an L2 buffer), 6-row micro-panels of A
+//     (panels.go: in the weight's own dtype, fp32, bf16 or f16, so the
+//     panels cost no extra width; for bf16/f16 they replace the stored copy,
+//     which packing releases). Up to streamMaxPanelsM rows (decode, short
+//     prefill) read the panels in place, panel group by panel group, with
+//     software prefetch, so the weights stream from memory once at
+//     bandwidth and bf16/f16 are widened in registers; groups and K slices
+//     are sized so that later row chunks find them in L2. Eight rows (a
+//     decoding group) run an 8-row AVX-512 kernel that reads each weight
+//     once for all of them. More rows run the blocked GEMM: K blocks of at
+//     most 256, N blocks of 1024 columns (fp32 panels read in place, 16-bit
+//     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
-//   - LinearBackwardInput reads the weight in its own [N×K] layout, packing
-//     (and widening) B blocks per call.
+//   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;
+//     bf16/f16: transposed back out of the Linear panels), packing and
+//     widening B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
 //     transB) or, for few rows, reads B in place; it transposes A once (in
 //     row blocks) when transA, computes narrow transA products (LoRA
@@ -39,10 +45,11 @@
 //     a transposed B (decode attention scores, LoRA) as dot products.
 //
 // Work is split over GOMAXPROCS goroutines in chunks of 64-column panels (or
-// of rows, when there are few panels), two to four per goroutine, taken from
+// of rows, when there are few panels), two to eight per goroutine, taken from
 // a shared counter so a descheduled goroutine delays a call by one chunk
 // only; each chunk writes its own part of C, with scratch from a sync.Pool,
-// so concurrent calls are safe. Calls estimated
+// so concurrent calls are safe; LinearMulti runs several products of one
+// input in a single such region. Calls estimated
 // below ~25 µs stay on the caller's goroutine. Each assembly call is bounded
 // (≤ ~1 ms) so the scheduler and GC are never held off for long.
 package kernels
@@ -76,11 +83,15 @@ func (d DType) String() string {
 
 // Mat is a row-major Rows×Cols weight matrix kept in its checkpoint dtype.
 // An nn.Linear weight is [out features, in features] = [N, K].
-// Exactly one of F32 (DType F32) or U16 (raw bf16/f16 bits) is set.
+// Exactly one of F32 (DType F32) or U16 (raw bf16/f16 bits) is set when it
+// is built.
 //
 // A Mat is read-only once built: Linear caches a packed copy of it (see
 // Prepack), so its data must not change after the first call, and a Mat
 // must not be copied by value after first use (build a new one instead).
+// For BF16 and F16 the packed copy replaces the stored one: the first use
+// (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s) sets U16 to nil,
+// so after that read the weight through Row, At or Uint16s, never U16.
 type Mat struct {
 	Rows, Cols int
 	DType      DType
@@ -99,21 +110,27 @@ func NewMatF32(rows, cols int, data []float32) *Mat {
 	return &Mat{Rows: rows, Cols: cols, DType: F32, F32: data}
 }
 
-// Row widens row r of m into dst (len Cols).
+// Row widens row r of m into dst (len Cols). For BF16 and F16 it reads the
+// panels (a strided gather, about a microsecond per 1k columns; the
+// embedding lookup uses it once per token).
 func (m *Mat) Row(dst []float32, r int) {
 	c := m.Cols
 	switch m.DType {
 	case F32:
 		copy(dst[:c], m.F32[r*c:(r+1)*c])
-	case BF16:
-		src := m.U16[r*c : (r+1)*c]
-		for i, b := range src {
-			dst[i] = BF16ToF32(b)
-		}
-	case F16:
-		src := m.U16[r*c : (r+1)*c]
-		for i, b := range src {
-			dst[i] = F16ToF32(b)
+	case BF16, F16:
+		p := m.panels()
+		src, dt := p.u16()
+		base := (r/panelW)*p.k*panelW + p.word(r)
+		dst = dst[:c]
+		if dt == BF16 {
+			for k := range dst {
+				dst[k] = BF16ToF32(src[base+k*panelW])
+			}
+		} else {
+			for k := range dst {
+				dst[k] = f16Table()[src[base+k*panelW]]
+			}
 		}
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
@@ -122,14 +139,17 @@ func (m *Mat) Row(dst []float32, r int) {
 
 // At returns element (r, c) widened to fp32. For tests and slow paths only.
 func (m *Mat) At(r, c int) float32 {
-	i := r*m.Cols + c
 	switch m.DType {
 	case F32:
-		return m.F32[i]
-	case BF16:
-		return BF16ToF32(m.U16[i])
-	case F16:
-		return F16ToF32(m.U16[i])
+		return m.F32[r*m.Cols+c]
+	case BF16, F16:
+		p := m.panels()
+		src, dt := p.u16()
+		v := src[(r/panelW)*p.k*panelW+c*panelW+p.word(r)]
+		if dt == BF16 {
+			return BF16ToF32(v)
+		}
+		return F16ToF32(v)
 	}
 	panic("kernels: unknown dtype " + m.DType.String())
 }

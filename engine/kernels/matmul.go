@@ -40,15 +40,31 @@ const (
 // few microseconds.
 const parallelMinNs = 25_000
 
+// useM8 enables the 8-row AVX-512 kernel (k512*m8) for groups of 8 rows on
+// 16-bit panels: one pass over the weights for all 8 rows, in 8×32 half
+// passes over L1-sized chunks. It is off: on the project's machine (2
+// cores shared with other jobs, 2026-11-22) it measured 5 % slower than
+// 6 + 2 rows for bf16 and 10 % faster for f16 with the weights in cache,
+// and 5–15 % slower for both streaming them from DRAM, which is what
+// decoding does. The tests keep it correct; flip it after a quiet A/B.
+var useM8 = false
+
+// m8 reports whether the job's streamed panels run 8 rows at a time.
+func (j *job) m8() bool {
+	return active == varAVX512 && useM8 && (j.kind == bPanelsBF16 || j.kind == bPanelsF16)
+}
+
 // bKind says where B comes from and how a block of it becomes panels.
 type bKind uint8
 
 const (
 	bPanelsF32  bKind = iota // pre-packed fp32 panels (Linear): read in place
 	bPanelsBF16              // pre-packed bf16 panels (Linear): in place, or widened per block
+	bPanelsF16               // pre-packed f16 panels (Linear): in place, or widened per block
 	bRowsF32                 // row-major K×N fp32 with stride ldb: packed, or read in place
 	bRowsU16                 // row-major K×N bf16/f16 (dt) with stride ldb: widened while packing
 	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
+	bPanelsT                 // B = w (K = w.Rows) read from w's 16-bit Linear panels tp: transposed and widened while packing
 )
 
 // job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
@@ -62,6 +78,7 @@ type job struct {
 	bf   []float32 // raw B (bRows*, bCols*) or fp32 panels
 	bh   []uint16  // raw bf16/f16 B or bf16 panels
 	dt   DType     // element type of bh for bRowsU16
+	tp   *panels   // the panels of bPanelsT
 	ldb  int
 
 	c   []float32
@@ -79,7 +96,7 @@ func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
 // read in place.
 func (j *job) stream() bool {
 	switch j.kind {
-	case bPanelsF32, bPanelsBF16:
+	case bPanelsF32, bPanelsBF16, bPanelsF16:
 		return j.M <= streamMaxPanelsM
 	case bRowsF32:
 		return j.M <= streamMaxM
@@ -92,31 +109,38 @@ func (j *job) stream() bool {
 func (j *job) estimateNs() float64 {
 	flops := 2 * float64(j.M) * float64(j.N) * float64(j.K)
 	bytes := float64(j.N) * float64(j.K) * 4
-	if j.kind == bPanelsBF16 || j.kind == bRowsU16 {
+	switch j.kind {
+	case bPanelsBF16, bPanelsF16, bRowsU16, bPanelsT:
 		bytes /= 2
 	}
 	return max(flops/100, bytes/10)
 }
 
-// run computes the job, split over up to GOMAXPROCS goroutines. The work is
-// cut into chunks of 64-column panels (or of rows, when there are few
-// panels), two to four per goroutine, which the goroutines take in turn
-// from a shared counter: on a shared machine a descheduled goroutine then
-// delays the call by one chunk, not by its whole static share. Each chunk
-// writes a disjoint part of C.
+// run computes the job, split over up to GOMAXPROCS goroutines (see
+// runJobs).
 func (j *job) run() {
-	np := j.panels()
-	if j.M == 0 || np == 0 {
+	if j.M == 0 || j.panels() == 0 {
 		return
 	}
 	t := runtime.GOMAXPROCS(0)
-	if j.estimateNs() < parallelMinNs {
-		t = 1
-	}
-	if t <= 1 {
-		j.part(0, j.M, 0, np)
+	if t <= 1 || j.estimateNs() < parallelMinNs {
+		j.part(0, j.M, 0, j.panels())
 		return
 	}
+	runJobs(t, []job{*j})
+}
+
+// plan is how one job of runJobs is cut into units.
+type plan struct {
+	units       int
+	splitN      bool
+	base, extra int
+}
+
+// plan cuts j into chunks of 64-column panels (or of rows, when there are
+// few panels), two to eight per goroutine for t goroutines.
+func (j *job) plan(t int) plan {
+	np := j.panels()
 	mp := (j.M + 5) / 6 // row micro-panels
 	splitN := np >= 2*t || np >= mp
 	n := mp // units to split: panels or row micro-panels
@@ -124,9 +148,14 @@ func (j *job) run() {
 		n = np
 	}
 	// Chunks per goroutine: two for the blocked path (each chunk re-reads
-	// A), four when streaming; a blocked chunk holds at most one N block.
+	// A), four when streaming, eight when decoding (A is a few rows; the
+	// tail a late goroutine leaves is one chunk); a blocked chunk holds at
+	// most one N block.
 	per := 2
-	if j.stream() {
+	switch {
+	case j.stream() && j.M <= 8:
+		per = 8
+	case j.stream():
 		per = 4
 	}
 	units := per * t
@@ -135,27 +164,48 @@ func (j *job) run() {
 	}
 	units = min((units+t-1)/t*t, n)
 	// Balanced chunks, the larger ones first, so that the goroutines taking
-	// them in turn finish together: 14 panels on 2 goroutines run as 4, 4,
-	// 3, 3.
-	base, extra := n/units, n%units
-	start := func(u int) int { return u*base + min(u, extra) }
-	t = min(t, units)
-	// The goroutines share a heap copy, so that the caller's job can stay
-	// on its stack (small calls allocate nothing).
-	sj := new(job)
-	*sj = *j
+	// them in turn finish together: 14 panels in 4 chunks run as 4, 4, 3, 3.
+	return plan{units: units, splitN: splitN, base: n / units, extra: n % units}
+}
+
+// do computes unit u of j's plan p.
+func (j *job) do(p *plan, u int) {
+	start := func(u int) int { return u*p.base + min(u, p.extra) }
+	if p.splitN {
+		j.part(0, j.M, start(u), start(u+1))
+	} else {
+		j.part(start(u)*6, min(start(u+1)*6, j.M), 0, j.panels())
+	}
+}
+
+// runJobs computes the jobs (none empty) on t goroutines. The work is cut
+// into chunks (job.plan), which the goroutines take in turn from a shared
+// counter, job after job: on a shared machine a descheduled goroutine then
+// delays the call by one chunk, not by its whole static share, and several
+// small products (the q, k and v projections of a decoding step) share one
+// fork and join. Each chunk writes a disjoint part of one job's C. js is
+// shared by the goroutines, so the caller passes a heap copy.
+func runJobs(t int, js []job) {
+	plans := make([]plan, len(js))
+	total := 0
+	for i := range js {
+		plans[i] = js[i].plan(t)
+		total += plans[i].units
+	}
+	t = min(t, total)
 	var next atomic.Int64
 	work := func() {
+		i, first := 0, 0 // job of the last unit taken, and its first unit
 		for {
 			u := int(next.Add(1) - 1)
-			if u >= units {
+			if u >= total {
 				return
 			}
-			if splitN {
-				sj.part(0, sj.M, start(u), start(u+1))
-			} else {
-				sj.part(start(u)*6, min(start(u+1)*6, sj.M), 0, np)
+			for u-first >= plans[i].units {
+				first += plans[i].units
+				i++
 			}
+			js[i].do(&plans[i], u-first)
 		}
 	}
 	var wg sync.WaitGroup
@@ -191,6 +241,7 @@ func putBuf(b *[]float32) { bufPool.Put(b) }
 type bblock struct {
 	bf                 []float32
 	bh                 []uint16
+	f16                bool // bh is f16 in natural order (else interleaved bf16)
 	boff, ldb, pstride int
 	p0, np, ncols      int  // first panel (relative to the block), panels, valid columns
 	prefetch           bool // contiguous pre-packed panels: use the prefetching kernels
@@ -230,14 +281,20 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// streams from memory once. With more than 6 rows, later row chunks
 	// re-read the group from L2, so the group's K slice is sized to fit.
 	bytesPerK := panelW * 4
-	if j.kind == bPanelsBF16 {
+	if j.kind == bPanelsBF16 || j.kind == bPanelsF16 {
 		bytesPerK /= 2
 	}
 	kcMax := j.K
 	ncp := max(1, min(maxCallElems/(j.K*panelW), p1-p0))
-	if m1-m0 > 6 {
+	// Up to 8 rows (a decoding group) keep K whole, so that each row gets
+	// the same bits as alone (the kernels sum k in order from zero, then
+	// add C and the bias): a group of one panel of K k-rows is re-read from
+	// L2 by the second row chunk.
+	if m1-m0 > 8 {
 		kcMax = balancedK(j.K, max(blockK, streamL2/bytesPerK))
 		ncp = max(1, min(p1-p0, streamL2/(kcMax*bytesPerK)))
+	} else if m1-m0 > 6 && !(m1-m0 == 8 && j.m8()) {
+		ncp = max(1, min(p1-p0, streamL2/(j.K*bytesPerK)))
 	}
 	for jp := p0; jp < p1; jp += ncp {
 		for pc := 0; pc < j.K; pc += kcMax {
@@ -257,9 +314,19 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 	ncols := min(np*panelW, j.N-jp*panelW)
 	var blocks [2]bblock
 	nb := j.blockB(blocks[:0], buf, pc, kc, jp, np, ncols, stream)
-	for ir := m0; ir < m1; ir += 6 {
+	// Eight rows (a group of decoding sequences) take one pass over
+	// streamed panels where the variant has an 8-row kernel (tileArgs.mr).
+	m8 := j.m8()
+	for _, b := range nb {
+		m8 = m8 && b.prefetch
+	}
+	for ir := m0; ir < m1; {
+		mr := min(6, m1-ir)
+		if m8 && m1-ir >= 8 {
+			mr = 8
+		}
 		t := tileArgs{
-			mr: min(6, m1-ir), k: kc,
+			mr: mr, k: kc,
 			a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
 			c: j.c, ldc: j.ldc,
 			flags: flags,
@@ -268,7 +335,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 			t.bias = j.bias
 		}
 		for _, b := range nb {
-			t.bf, t.bh, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.boff, b.ldb, b.pstride
+			t.bf, t.bh, t.f16, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.f16, b.boff, b.ldb, b.pstride
 			t.np, t.ncols = b.np, b.ncols
 			if b.prefetch {
 				t.prefetch = prefetchAhead
@@ -278,6 +345,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 			t.biasoff = col
 			tile(&t)
 		}
+		ir += mr
 	}
 }
 
@@ -297,12 +365,22 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 	switch {
 	case j.kind == bPanelsF32:
 		return append(out, bblock{bf: j.bf, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
-	case j.kind == bPanelsBF16 && stream:
-		return append(out, bblock{bh: j.bh, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
+	case (j.kind == bPanelsBF16 || j.kind == bPanelsF16) && stream:
+		return append(out, bblock{bh: j.bh, f16: j.kind == bPanelsF16, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
 	case j.kind == bPanelsBF16:
 		d := need(np * kc * panelW)
 		for q := range np {
 			widenPanel(d, q*kc*panelW, j.bh, (jp+q)*K*panelW+pc*panelW, kc)
+		}
+	case j.kind == bPanelsF16:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packRowsU16(d, q*kc*panelW, j.bh, (jp+q)*K*panelW+pc*panelW, panelW, kc, panelW, F16)
+		}
+	case j.kind == bPanelsT:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packPanelsT(d, q*kc*panelW, j.tp, pc, kc, (jp+q)*panelW, min(panelW, ncols-q*panelW))
 		}
 	case j.kind == bRowsF32 && stream:
 		full := ncols / panelW

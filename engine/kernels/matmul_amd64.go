@@ -14,7 +14,7 @@ import (
 // ZMM/opmask (AVX-512) and YMM (AVX2) state.
 var (
 	useAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
-	useAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	useAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C // f16 panels need VCVTPH2PS
 	useF16C   = cpu.X86.HasF16C
 )
 
@@ -33,10 +33,13 @@ func bestVariant() variant {
 // bit mask of each panel (AVX-512) or the number of 16-column groups to
 // compute (AVX2, fp32 B only), and flags are the tile flags.
 //
-// k512{f32,bf16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
-// k512{f32,bf16}m{mr}p: mr rows × 64 columns, prefetching B edge bytes
+// k512{f32,bf16,f16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
+// k512{f32,bf16,f16}m{mr}p: mr rows × 64 columns, prefetching B edge bytes
 // ahead; only for contiguous panels (tileArgs.prefetch).
-// k256{f32,bf16}m{mr}: mr rows × 64 columns per panel.
+// k512{bf16,f16}m8: 8 rows × 64 columns of contiguous full panels, in
+// one pass over B (edge unused; scratch: 8×64 floats for the running sums).
+// Each row gets the same bits as from the 1- to 6-row kernels.
+// k256{f32,bf16,f16}m{mr}: mr rows × 64 columns per panel.
 
 //go:noescape
 func k512f32m1n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
@@ -218,6 +221,102 @@ func k256bf16m5(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int
 //go:noescape
 func k256bf16m6(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
 
+//go:noescape
+func k512f16m1n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m1n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m1n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m1p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m2n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m2n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m2n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m2p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m3n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m3n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m3n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m3p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m4n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m4n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m4n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m4p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m5n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m5n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m5n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m5p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m6n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m6n2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m6n4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512f16m6p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32)
+
+//go:noescape
+func k512bf16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, scratch *float32)
+
+//go:noescape
+func k512f16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, scratch *float32)
+
+//go:noescape
+func k256f16m1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
+//go:noescape
+func k256f16m2(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
+//go:noescape
+func k256f16m3(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
+//go:noescape
+func k256f16m4(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
+//go:noescape
+func k256f16m5(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
+//go:noescape
+func k256f16m6(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32)
+
 // Packing loops (matmul_amd64.s): rows k-rows of 64 columns each.
 
 //go:noescape
@@ -234,6 +333,9 @@ func packRowsF16_512(dst *float32, src *uint16, lds uintptr, rows int)
 
 //go:noescape
 func packColsF32_512(dst *float32, ldd uintptr, src *float32, lds uintptr, rows int, mask uint64)
+
+//go:noescape
+func packColsU16_512(dst *float32, src *uint16, stride uintptr, rows int, mask uint64, f16 int)
 
 //go:noescape
 func widenPanel256(dst *float32, src *uint16, rows int)
@@ -271,6 +373,17 @@ var (
 		{k512bf16m5n1, k512bf16m5n2, k512bf16m5n4, k512bf16m5p},
 		{k512bf16m6n1, k512bf16m6n2, k512bf16m6n4, k512bf16m6p},
 	}
+	k512f16 = [6][4]kbf16{
+		{k512f16m1n1, k512f16m1n2, k512f16m1n4, k512f16m1p},
+		{k512f16m2n1, k512f16m2n2, k512f16m2n4, k512f16m2p},
+		{k512f16m3n1, k512f16m3n2, k512f16m3n4, k512f16m3p},
+		{k512f16m4n1, k512f16m4n2, k512f16m4n4, k512f16m4p},
+		{k512f16m5n1, k512f16m5n2, k512f16m5n4, k512f16m5p},
+		{k512f16m6n1, k512f16m6n2, k512f16m6n4, k512f16m6p},
+	}
+	k256f16 = [6]func(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32){
+		k256f16m1, k256f16m2, k256f16m3, k256f16m4, k256f16m5, k256f16m6,
+	}
 )
 
 // pf and ph turn a slice and an element offset into a pointer for the
@@ -286,9 +399,32 @@ func ph(s []uint16, off int) *uint16 {
 
 // tile512 runs t on the AVX-512 kernels: the full panels in one call, a
 // partial last panel with a column mask and the narrowest kernel covering it.
+// Eight rows run the 8-row kernel on the full panels and a partial last
+// panel as 6 + 2 rows.
 func tile512(t *tileArgs) {
 	full := t.ncols / panelW
 	rem := t.ncols - full*panelW
+	if t.mr == 8 {
+		if full > 0 {
+			t8 := *t
+			t8.ncols = full * panelW
+			m8call(&t8)
+		}
+		if rem > 0 {
+			u := *t
+			u.np, u.ncols = 1, rem
+			u.boff += full * t.pstride
+			u.coff += full * panelW
+			u.biasoff += full * panelW
+			u.mr = 6
+			tile512(&u)
+			u.mr = 2
+			u.aoff += 6 * t.lda
+			u.coff += 6 * t.ldc
+			tile512(&u)
+		}
+		return
+	}
 	var bias *float32
 	if t.flags&flagBias != 0 {
 		bias = pf(t.bias, t.biasoff)
@@ -301,10 +437,14 @@ func tile512(t *tileArgs) {
 		if bi != nil {
 			bi = pf(t.bias, t.biasoff+p*panelW)
 		}
-		if t.bh != nil {
+		switch {
+		case t.bh != nil && t.f16:
+			k512f16[t.mr-1][g](a, lda, ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2,
+				np, c, ldc, t.k, mask, t.flags, bi)
+		case t.bh != nil:
 			k512bf16[t.mr-1][g](a, lda, ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2,
 				np, c, ldc, t.k, mask, t.flags, bi)
-		} else {
+		default:
 			k512f32[t.mr-1][g](a, lda, pf(t.bf, t.boff+p*t.pstride), uintptr(t.ldb)*4, uintptr(t.pstride)*4,
 				np, c, ldc, t.k, mask, t.flags, bi)
 		}
@@ -327,9 +467,36 @@ func tile512(t *tileArgs) {
 	}
 }
 
+// m8call runs the 8-row kernel over t's 16-bit panels, all full and
+// contiguous.
+func m8call(t *tileArgs) {
+	// The kernel's running sums, 64-byte aligned (a stack array is only
+	// 8-byte aligned; unaligned zmm loads and stores split cache lines).
+	var sbuf [8*panelW + 16]float32
+	sp := unsafe.Pointer(&sbuf[0])
+	scratch := (*float32)(unsafe.Add(sp, (64-uintptr(sp)%64)%64))
+	var bias *float32
+	if t.flags&flagBias != 0 {
+		bias = pf(t.bias, t.biasoff)
+	}
+	a, lda := pf(t.a, t.aoff), uintptr(t.lda)*4
+	c, ldc := pf(t.c, t.coff), uintptr(t.ldc)*4
+	np := t.ncols / panelW
+	if t.f16 {
+		k512f16m8(a, lda, ph(t.bh, t.boff), uintptr(t.ldb)*2, uintptr(t.pstride)*2, np, c, ldc, t.k, 0, t.flags, bias, scratch)
+	} else {
+		k512bf16m8(a, lda, ph(t.bh, t.boff), uintptr(t.ldb)*2, uintptr(t.pstride)*2, np, c, ldc, t.k, 0, t.flags, bias, scratch)
+	}
+}
+
 // call256 runs one AVX2 kernel call.
 func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, bias *float32) {
 	a, lda := pf(t.a, t.aoff), uintptr(t.lda)*4
+	if t.bh != nil && t.f16 {
+		b, ldb, ps := ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2
+		k256f16[t.mr-1](a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		return
+	}
 	if t.bh != nil {
 		b, ldb, ps := ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2
 		switch t.mr {
@@ -448,5 +615,24 @@ func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows
 		mask = 1<<ncols - 1
 	}
 	packColsF32_512(pf(dst, doff), uintptr(ldd)*4, pf(src, soff), uintptr(lds)*4, rows, mask)
+	return true
+}
+
+// packPanelsTAsm is packPanelsT's run of rows k-rows of B (rows weight rows
+// of one panel whose words are stride elements apart, from src[soff:]) on
+// the AVX-512 gathers.
+func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) bool {
+	if active != varAVX512 {
+		return false
+	}
+	mask := ^uint64(0)
+	if ncols < 64 {
+		mask = 1<<ncols - 1
+	}
+	f16 := 0
+	if dt == F16 {
+		f16 = 1
+	}
+	packColsU16_512(pf(dst, doff), ph(src, soff), uintptr(stride)*2, rows, mask, f16)
 	return true
 }

@@ -23,3 +23,7 @@ func packRowsU16Asm(dst []float32, doff int, src []uint16, soff, lds, rows int, 
 func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows, ncols int) bool {
 	return false
 }
+
+func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) bool {
+	return false
+}

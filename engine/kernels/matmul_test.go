@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -159,6 +160,10 @@ func linearShapes() []mnk {
 		mnk{3, 1500, 700},  // streaming, several calls per thread
 		mnk{13, 700, 900},  // streaming with row chunks and L2 groups
 		mnk{9, 130, 4100},  // streaming with K split to fit L2
+		mnk{8, 320, 301},   // 8-row kernel, full panels, K tail
+		mnk{8, 192, 4100},  // 8-row kernel with K split (accumulating blocks)
+		mnk{16, 128, 70},   // two 8-row chunks
+		mnk{24, 650, 130},  // three 8-row chunks, partial last panel
 	)
 }
 
@@ -192,7 +197,7 @@ func TestLinearThreads(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(3, 4))
 		for _, sh := range []mnk{{1, 1000, 300}, {8, 450, 200}, {60, 260, 300}, {130, 64, 200}, {40, 130, 300}} {
-			for _, dt := range []DType{F32, BF16} {
+			for _, dt := range []DType{F32, BF16, F16} {
 				w := randMat(r, sh.N, sh.K, dt)
 				inp := randSlice(r, sh.M*sh.K)
 				bias := randSlice(r, sh.N)
@@ -506,4 +511,134 @@ func TestLinearNonFinite(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMatReadback checks that packing a BF16 or F16 weight releases U16 and
+// that Row, At and Uint16s read the same bits back from the panels (the
+// oracles of the other tests read weights through Row and At).
+func TestMatReadback(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, sh := range [][2]int{{1, 1}, {5, 3}, {64, 7}, {65, 33}, {130, 64}, {200, 129}} {
+		for _, dt := range []DType{BF16, F16} {
+			N, K := sh[0], sh[1]
+			w := randMat(r, N, K, dt)
+			orig := append([]uint16(nil), w.U16...)
+			w.Prepack()
+			if w.U16 != nil {
+				t.Fatalf("%v %dx%d: U16 kept after packing", dt, N, K)
+			}
+			if got := w.Uint16s(); !slices.Equal(got, orig) {
+				t.Fatalf("%v %dx%d: Uint16s differs from the stored bits", dt, N, K)
+			}
+			widen := BF16ToF32
+			if dt == F16 {
+				widen = F16ToF32
+			}
+			row := make([]float32, K)
+			for n := range N {
+				w.Row(row, n)
+				for k := range K {
+					want := widen(orig[n*K+k])
+					if row[k] != want || w.At(n, k) != want {
+						t.Fatalf("%v %dx%d: (%d,%d) Row %v At %v; want %v", dt, N, K, n, k, row[k], w.At(n, k), want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLinearMulti checks LinearMulti against separate Linear calls (the
+// same kernels, so the same bits) on mixes of large and tiny products.
+func TestLinearMulti(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(2, runtime.GOMAXPROCS(0))))
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(13, 14))
+		for _, M := range []int{1, 3, 8, 20, 150} {
+			for _, dt := range []DType{F32, BF16, F16} {
+				K := 130
+				var ops []LinearOp
+				var want [][]float32
+				inp := randSlice(r, M*K)
+				for i, N := range []int{700, 64, 5, 300, 0} {
+					w := randMat(r, N, K, dt)
+					var bias []float32
+					if i%2 == 0 {
+						bias = randSlice(r, N)
+					}
+					out := randSlice(r, M*N)
+					ref := make([]float32, M*N)
+					Linear(ref, inp, w, bias, M)
+					ops = append(ops, LinearOp{Out: out, W: w, Bias: bias})
+					want = append(want, ref)
+				}
+				LinearMulti(inp, M, ops...)
+				for i, op := range ops {
+					if !slices.Equal(op.Out, want[i]) {
+						t.Fatalf("M=%d %v op %d: LinearMulti differs from Linear", M, dt, i)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestLinearBatchInvariant checks that a row of a decoding group (up to 8
+// rows) gets exactly the bits it gets alone (M = 1), with the 8-row kernel
+// or without, so batched and unbatched generation agree to the bit.
+func TestLinearBatchInvariant(t *testing.T) {
+	defer func(v bool) { useM8 = v }(useM8)
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(15, 16))
+		for _, m8 := range []bool{false, true} {
+			useM8 = m8
+			for _, sh := range []mnk{{8, 640, 301}, {7, 650, 4100}, {8, 650, 4100}, {8, 130, 64}} {
+				for _, dt := range []DType{F32, BF16, F16} {
+					w := randMat(r, sh.N, sh.K, dt)
+					bias := randSlice(r, sh.N)
+					inp := randSlice(r, sh.M*sh.K)
+					out := make([]float32, sh.M*sh.N)
+					Linear(out, inp, w, bias, sh.M)
+					one := make([]float32, sh.N)
+					for m := range sh.M {
+						Linear(one, inp[m*sh.K:(m+1)*sh.K], w, bias, 1)
+						if !slices.Equal(one, out[m*sh.N:(m+1)*sh.N]) {
+							t.Fatalf("m8=%v %v %v: row %d differs between M=%d and M=1", m8, sh, dt, m, sh.M)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestLinearM8 runs the Linear shapes with the 8-row kernel enabled (it is
+// off by default; see useM8).
+func TestLinearM8(t *testing.T) {
+	if bestVariant() != varAVX512 {
+		t.Skip("no AVX-512")
+	}
+	defer func(v bool) { useM8 = v }(useM8)
+	useM8 = true
+	saved, savedDebug := active, debugChecks
+	defer func() { active, debugChecks = saved, savedDebug }()
+	active, debugChecks = varAVX512, true
+	r := rand.New(rand.NewPCG(17, 18))
+	for i, sh := range linearShapes() {
+		if sh.M < 8 || thin(i) {
+			continue
+		}
+		for _, dt := range []DType{BF16, F16} {
+			w := randMat(r, sh.N, sh.K, dt)
+			inp := randSlice(r, sh.M*sh.K)
+			var bias []float32
+			if i%2 == 0 {
+				bias = randSlice(r, sh.N)
+			}
+			out := randSlice(r, sh.M*sh.N)
+			Linear(out, inp, w, bias, sh.M)
+			want, scale := linear64(inp, w, bias, sh.M)
+			closeTo(t, fmt.Sprintf("M=%d N=%d K=%d %v bias=%v", sh.M, sh.N, sh.K, dt, bias != nil), out, want, scale)
+		}
+	}
 }

@@ -117,3 +117,50 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 		transpose64(dst, r, ldd, src, r*lds, lds, cols, min(panelW, rows-r))
 	}
 }
+
+// packPanelsT packs the B block of LinearBackwardInput (B = w, k-row n is
+// weight row n) from w's 16-bit Linear panels p: dst[doff + i*64 + j] =
+// w[pc+i][col0+j] for i < kc and j < ncols (≤ 64), zero for j ≥ ncols.
+// w[n][k] sits at k-row k, word p.word(n) of panel n/64, so each run of
+// k-rows inside one source panel is a transpose of an L1-sized tile.
+func packPanelsT(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
+	src, dt := p.u16()
+	var tab *[1 << 16]float32
+	if dt == F16 {
+		tab = f16Table()
+	}
+	K := p.k
+	for i := 0; i < kc; {
+		// A run of rows whose words in the panel are evenly spaced: 16
+		// (bf16, stride 2 words) or the rest of the panel (f16, stride 1).
+		n := pc + i
+		run, stride := min(kc-i, panelW-n%panelW), 1
+		if dt == BF16 {
+			run, stride = min(kc-i, 16-n%16), 2
+		}
+		soff := (n/panelW)*K*panelW + col0*panelW + p.word(n)
+		if !packPanelsTAsm(dst, doff+i*panelW, src, soff, stride, run, ncols, dt) {
+			break
+		}
+		i += run
+		if i == kc {
+			return
+		}
+	}
+	for i := range kc {
+		n := pc + i
+		base := (n/panelW)*K*panelW + col0*panelW + p.word(n)
+		d := dst[doff+i*panelW:][:panelW]
+		s := src[base:]
+		if dt == BF16 {
+			for j := range ncols {
+				d[j] = BF16ToF32(s[j*panelW])
+			}
+		} else {
+			for j := range ncols {
+				d[j] = tab[s[j*panelW]]
+			}
+		}
+		clear(d[ncols:])
+	}
+}

@@ -3,7 +3,12 @@ package kernels
 import (
 	"runtime"
 	"sync"
+	"unsafe"
 )
+
+// useHugePages enables adviseHugePages (a variable so benchmarks can
+// compare).
+var useHugePages = true
 
 // panelW is the width of a B panel: the 64 output columns (4 zmm) that the
 // microkernels compute at once.
@@ -14,24 +19,31 @@ const panelW = 64
 // holds columns 64p..64p+63 as K rows of 64 values, contiguous
 // (p*K*64 + k*64 + j); columns past N are zero.
 //
-// F32 and F16 weights are kept as fp32 panels. BF16 weights stay bf16 (the
-// same bytes as the checkpoint) in an interleaved order: in each 32-column
-// half of a k-row, word 2i is column i and word 2i+1 is column 16+i, so the
-// kernels widen 32 weights with one shift and one AND (see bf16Word).
+// F32 weights are kept as fp32 panels, F16 weights as f16 panels in natural
+// column order (the kernels widen 16 columns with one VCVTPH2PS). BF16
+// weights stay bf16 in an interleaved order: in each 32-column half of a
+// k-row, word 2i is column i and word 2i+1 is column 16+i, so the kernels
+// widen 32 weights with one shift and one AND (see bf16Word). So the panels
+// cost exactly as much memory as the weight, and decoding (which streams
+// every weight once per token) reads 16-bit weights as 16-bit bytes.
 //
-// Memory: fp32 panels cost 4·K·64·ceil(N/64) bytes (as much as an F32
-// weight, twice an F16 one); bf16 panels cost as much as the BF16 weight.
-// The Mat keeps its own data, so the engine holds both copies. Large-M
-// calls on bf16 panels widen a KC×NC block per call into a pooled buffer
-// (about 2 % of the run time) instead of keeping a second fp32 copy.
+// For BF16 and F16 the panels are the only copy: building them releases
+// Mat.U16 (see Mat.Uint16s for reading the weight back). Large-M calls on
+// 16-bit panels widen a KC×NC block per call into a pooled buffer (about
+// 2 % of the run time).
 type panels struct {
 	k, n, np int
-	f32      []float32 // F32 and F16 weights
+	f32      []float32 // F32 weights
 	bf16     []uint16  // BF16 weights, interleaved
+	f16      []uint16  // F16 weights, natural order
 }
 
 // bytes reports the memory held by the panels.
-func (p *panels) bytes() int { return 4*len(p.f32) + 2*len(p.bf16) }
+func (p *panels) bytes() int { return 4*len(p.f32) + 2*len(p.bf16) + 2*len(p.f16) }
+
+// panelPad is the number of zero elements after the last panel, so that
+// 32-bit loads of the last 16-bit element stay inside the allocation.
+const panelPad = 32
 
 // bf16Word is the position, within a 64-column k-row of a bf16 panel, of
 // column j.
@@ -54,9 +66,61 @@ func bf16Col(w int) int {
 
 // panels returns the panel copy of m, building it on first use.
 // It is safe for concurrent use.
+// For BF16 and F16 weights it then releases m.U16: the panels hold the same
+// bits, and every reader (Row, At, Uint16s, LinearBackwardInput) goes
+// through panels(), whose sync.Once orders the release before them.
 func (m *Mat) panels() *panels {
-	m.packOnce.Do(func() { m.pk.Store(buildPanels(m)) })
+	m.packOnce.Do(func() {
+		m.pk.Store(buildPanels(m))
+		if m.DType != F32 {
+			m.U16 = nil
+		}
+	})
 	return m.pk.Load()
+}
+
+// u16 returns the 16-bit panel data and its dtype (nil for fp32 panels).
+func (p *panels) u16() ([]uint16, DType) {
+	if p.bf16 != nil {
+		return p.bf16, BF16
+	}
+	if p.f16 != nil {
+		return p.f16, F16
+	}
+	return nil, F32
+}
+
+// word is the position of weight row n (column n of B) within a k-row of
+// its panel.
+func (p *panels) word(n int) int {
+	if p.bf16 != nil {
+		return bf16Word(n % panelW)
+	}
+	return n % panelW
+}
+
+// rowBits copies the raw 16-bit values of weight row n to dst (len ≥ K).
+func (p *panels) rowBits(dst []uint16, n int) {
+	src, _ := p.u16()
+	base := (n/panelW)*p.k*panelW + p.word(n)
+	for k := range p.k {
+		dst[k] = src[base+k*panelW]
+	}
+}
+
+// Uint16s returns the raw bf16/f16 bits of a BF16 or F16 weight, row-major
+// [Rows×Cols]: a new copy read back from the panels (building them if
+// needed, which releases Mat.U16). For export and one-off conversions.
+func (m *Mat) Uint16s() []uint16 {
+	if m.DType == F32 {
+		panic("kernels: Uint16s of an F32 matrix")
+	}
+	p := m.panels()
+	out := make([]uint16, m.Rows*m.Cols)
+	for n := range m.Rows {
+		p.rowBits(out[n*m.Cols:(n+1)*m.Cols], n)
+	}
+	return out
 }
 
 // Prepack builds the packed copy that Linear uses, so the cost (a transpose
@@ -78,10 +142,15 @@ func buildPanels(m *Mat) *panels {
 	p := &panels{k: K, n: N, np: (N + panelW - 1) / panelW}
 	size := p.np * K * panelW
 	switch m.DType {
-	case F32, F16:
+	case F32:
 		p.f32 = make([]float32, size)
+		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f32)), 4*size)
 	case BF16:
-		p.bf16 = make([]uint16, size)
+		p.bf16 = make([]uint16, size, size+panelPad)
+		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.bf16)), 2*size)
+	case F16:
+		p.f16 = make([]uint16, size, size+panelPad)
+		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f16)), 2*size)
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
 	}
@@ -130,9 +199,9 @@ func (p *panels) fill(m *Mat, q int) {
 			}
 		case F16:
 			src := m.U16[n*K : (n+1)*K]
-			dst := p.f32[base+j:]
+			dst := p.f16[base+j:]
 			for k, v := range src {
-				dst[k*panelW] = F16ToF32(v)
+				dst[k*panelW] = v
 			}
 		case BF16:
 			src := m.U16[n*K : (n+1)*K]

@@ -47,7 +47,9 @@ const (
 )
 
 // tileArgs describes one microkernel call: C[mr × ncols] (+)= A[mr × k] ·
-// B[k × ncols], where B is np consecutive 64-column panels.
+// B[k × ncols], where B is np consecutive 64-column panels. mr is at most 6,
+// or 8 for contiguous pre-packed 16-bit panels (prefetch > 0), which the
+// AVX-512 variant runs in one pass over B and the others as 6 + 2 rows.
 //
 // All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
 // B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
@@ -60,6 +62,7 @@ type tileArgs struct {
 	aoff, lda          int
 	bf                 []float32
 	bh                 []uint16
+	f16                bool // bh holds f16 in natural column order (else interleaved bf16)
 	boff, ldb, pstride int
 	np, ncols          int
 	c                  []float32
@@ -79,6 +82,17 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
+	if t.mr > 6 && active != varAVX512 {
+		// Six rows, then the rest.
+		u := *t
+		u.mr = 6
+		tile(&u)
+		u.mr = t.mr - 6
+		u.aoff += 6 * t.lda
+		u.coff += 6 * t.ldc
+		tile(&u)
+		return
+	}
 	switch active {
 	case varAVX512:
 		tile512(t)
@@ -94,7 +108,7 @@ func (t *tileArgs) check() {
 		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
 			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
 	}
-	if t.mr < 1 || t.mr > 6 || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW {
+	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW {
 		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d", t.mr, t.np, t.ncols))
 	}
 	if t.k > 0 {
@@ -132,7 +146,12 @@ func tileGo(t *tileArgs) {
 		bbase := t.boff + p*t.pstride
 		for i := 0; i < t.k; i++ {
 			o := bbase + i*t.ldb
-			if t.bh != nil {
+			if t.bh != nil && t.f16 {
+				tab := f16Table()
+				for w, v := range t.bh[o : o+panelW] {
+					brow[w] = tab[v]
+				}
+			} else if t.bh != nil {
 				src := t.bh[o : o+panelW]
 				for w, v := range src {
 					brow[bf16Col(w)] = BF16ToF32(v)

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
@@ -196,6 +197,20 @@ func (a *Adapter) lookup(l int, mod model.Module) *pair {
 	return a.pairs[l][mod]
 }
 
+// scratch holds the (n, r) intermediate of AddDelta and BackwardDelta.
+// Pooled rather than kept in the Adapter, because AddDelta may run
+// concurrently; in steady state the calls allocate nothing.
+var scratch sync.Pool
+
+func getScratch(n int) *[]float32 {
+	if b, ok := scratch.Get().(*[]float32); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]float32, n)
+	return &b
+}
+
 // AddDelta adds scale·(inp·Aᵀ)·Bᵀ to out (n, out).
 func (a *Adapter) AddDelta(out, inp []float32, n, l int, mod model.Module) {
 	p := a.lookup(l, mod)
@@ -203,11 +218,11 @@ func (a *Adapter) AddDelta(out, inp []float32, n, l int, mod model.Module) {
 		return
 	}
 	r := a.Config.Rank
-	u := make([]float32, n*r)
+	buf := getScratch(n * r)
+	defer scratch.Put(buf)
+	u := *buf
 	kernels.Gemm(false, true, n, r, p.in, inp, p.in, p.A, p.in, 0, u, r)
-	for i := range u {
-		u[i] *= a.scale
-	}
+	kernels.Scale(a.scale, u)
 	kernels.Gemm(false, true, n, p.out, r, u, r, p.B, r, 1, out, p.out)
 }
 
@@ -219,17 +234,15 @@ func (a *Adapter) BackwardDelta(dinp, dout, inp []float32, n, l int, mod model.M
 		return
 	}
 	r := a.Config.Rank
-	su := make([]float32, n*r) // scale·inp·Aᵀ
+	buf := getScratch(n * r)
+	defer scratch.Put(buf)
+	su := *buf // scale·inp·Aᵀ
 	kernels.Gemm(false, true, n, r, p.in, inp, p.in, p.A, p.in, 0, su, r)
-	for i := range su {
-		su[i] *= a.scale
-	}
+	kernels.Scale(a.scale, su)
 	kernels.Gemm(true, false, p.out, r, n, dout, p.out, su, r, 1, p.dB, r) // dB += doutᵀ·su
 	du := su                                                               // reuse: du = scale·dout·B
 	kernels.Gemm(false, false, n, r, p.out, dout, p.out, p.B, r, 0, du, r)
-	for i := range du {
-		du[i] *= a.scale
-	}
+	kernels.Scale(a.scale, du)
 	kernels.Gemm(true, false, r, p.in, n, du, r, inp, p.in, 1, p.dA, p.in)  // dA += duᵀ·inp
 	kernels.Gemm(false, false, n, p.in, r, du, r, p.A, p.in, 1, dinp, p.in) // dinp += du·A
 }

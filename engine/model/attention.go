@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"sync"
 
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/internal/parallel"
@@ -17,21 +18,68 @@ import (
 // the causal mask and softmax row by row, and multiplies by V with a second
 // GEMM, so the inner loops run in the matmul kernels.
 func attentionForward(out, q, kc, vc []float32, start, n, NH, KVH, HD int) {
-	Q, KV := NH*HD, KVH*HD
-	group := NH / KVH
-	tk := start + n
-	scale := float32(1 / math.Sqrt(float64(HD)))
 	parallel.For(NH, 1, func(lo, hi int) {
-		p := make([]float32, n*tk)
+		sp := getScores(n * (start + n))
+		defer scorePool.Put(sp)
 		for h := lo; h < hi; h++ {
-			kvh := h / group
-			kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
-			for i := 0; i < n; i++ {
-				softmaxCausal(p[i*tk:(i+1)*tk], start+i+1, scale)
-			}
-			kernels.Gemm(false, false, n, HD, tk, p, tk, vc[kvh*HD:], KV, 0, out[h*HD:], Q)
+			attentionHead(out, q, kc, vc, start, n, h, NH, KVH, HD, *sp)
 		}
 	})
+}
+
+// attentionHead is attentionForward for query head h, with p (≥ n·(start+n)
+// values) as scratch for the scores.
+func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []float32) {
+	Q, KV := NH*HD, KVH*HD
+	kvh := h / (NH / KVH)
+	tk := start + n
+	p = p[:n*tk]
+	scale := float32(1 / math.Sqrt(float64(HD)))
+	kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
+	for i := 0; i < n; i++ {
+		softmaxCausalVec(p[i*tk:(i+1)*tk], start+i+1, scale)
+	}
+	kernels.Gemm(false, false, n, HD, tk, p, tk, vc[kvh*HD:], KV, 0, out[h*HD:], Q)
+}
+
+// attentionSegments runs attentionForward at layer l for every segment of
+// a batch (whose q rows and outputs start at row offs[i] of q and out), with
+// all (segment, head) pairs in one parallel loop: decoding n sequences then
+// costs one fork-join per layer instead of n.
+func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH, HD int) {
+	Q := NH * HD
+	parallel.For(len(segs)*NH, 1, func(lo, hi int) {
+		var sp *[]float32
+		for it := lo; it < hi; it++ {
+			s, h := segs[it/NH], it%NH
+			t0 := offs[it/NH]
+			need := s.N * (s.Cache.Len + s.N)
+			if sp == nil || cap(*sp) < need {
+				if sp != nil {
+					scorePool.Put(sp)
+				}
+				sp = getScores(need)
+			}
+			attentionHead(out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, h, NH, KVH, HD, (*sp)[:need])
+		}
+		if sp != nil {
+			scorePool.Put(sp)
+		}
+	})
+}
+
+// scorePool recycles the attention score scratch between calls.
+var scorePool sync.Pool
+
+func getScores(n int) *[]float32 {
+	if p, ok := scorePool.Get().(*[]float32); ok {
+		if cap(*p) >= n {
+			*p = (*p)[:n]
+			return p
+		}
+	}
+	s := make([]float32, n)
+	return &s
 }
 
 // softmaxCausal turns row (scores of one query) into probabilities over its

@@ -26,6 +26,7 @@ type Workspace struct {
 	k, v       []float32 // (T, KV)
 	gate, up   []float32 // (T, F)
 	pos        []int     // (T)
+	offs       []int     // first row of each segment
 	hidden     []float32 // (T, C) final-normed output
 }
 
@@ -64,44 +65,47 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 	q, att, k, v := ws.q[:T*Q], ws.att[:T*Q], ws.k[:T*KV], ws.v[:T*KV]
 	gate, up := ws.gate[:T*F], ws.up[:T*F]
 	pos := ws.pos[:T]
+	offs := ws.offs[:0]
 	t0 := 0
 	for _, s := range segs {
+		offs = append(offs, t0)
 		for i := 0; i < s.N; i++ {
 			pos[t0+i] = s.Cache.Len + i
 		}
 		t0 += s.N
 	}
+	ws.offs = offs
 
 	embeddingForward(x, tokens, m.W.Embed)
 	for l := range m.W.Layers {
 		w := &m.W.Layers[l]
 		rmsNormForward(xn, nil, x, w.AttnNorm, T, C, cfg.RMSNormEps)
-		kernels.Linear(q, xn, w.Q, w.QBias, T)
-		kernels.Linear(k, xn, w.K, w.KBias, T)
-		kernels.Linear(v, xn, w.V, w.VBias, T)
+		kernels.LinearMulti(xn, T,
+			kernels.LinearOp{Out: q, W: w.Q, Bias: w.QBias},
+			kernels.LinearOp{Out: k, W: w.K, Bias: w.KBias},
+			kernels.LinearOp{Out: v, W: w.V, Bias: w.VBias})
 		addDeltas(segs, q, xn, l, ModQ, Q, C)
 		addDeltas(segs, k, xn, l, ModK, KV, C)
 		addDeltas(segs, v, xn, l, ModV, KV, C)
 		ropeForward(q, pos, m.freqs, T, NH, HD)
 		ropeForward(k, pos, m.freqs, T, KVH, HD)
-		t0 := 0
-		for _, s := range segs {
-			start := s.Cache.Len
+		for i, s := range segs {
+			start, t0 := s.Cache.Len, offs[i]
 			copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
 			copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
-			attentionForward(att[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], start, s.N, NH, KVH, HD)
-			t0 += s.N
 		}
+		attentionSegments(att, q, segs, offs, l, NH, KVH, HD)
 		kernels.Linear(tmp, att, w.O, w.OBias, T)
 		addDeltas(segs, tmp, att, l, ModO, C, Q)
 		addInPlace(x, tmp)
 
 		rmsNormForward(xn, nil, x, w.MLPNorm, T, C, cfg.RMSNormEps)
-		kernels.Linear(gate, xn, w.Gate, w.GateBias, T)
-		kernels.Linear(up, xn, w.Up, w.UpBias, T)
+		kernels.LinearMulti(xn, T,
+			kernels.LinearOp{Out: gate, W: w.Gate, Bias: w.GateBias},
+			kernels.LinearOp{Out: up, W: w.Up, Bias: w.UpBias})
 		addDeltas(segs, gate, xn, l, ModGate, F, C)
 		addDeltas(segs, up, xn, l, ModUp, F, C)
-		swigluForward(gate, gate, up, T*F)
+		swigluForwardPar(gate, gate, up, T, F)
 		kernels.Linear(tmp, gate, w.Down, w.DownBias, T)
 		addDeltas(segs, tmp, gate, l, ModDown, C, F)
 		addInPlace(x, tmp)

@@ -169,10 +169,10 @@ func (m *Model) Save(dir string) error {
 		switch mat := *r.mat; mat.DType {
 		case kernels.F32:
 			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, mat.F32))
-		case kernels.BF16:
-			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.U16))
+		case kernels.BF16: // U16 is released once packed: read the bits back
+			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.Uint16s()))
 		case kernels.F16:
-			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.U16))
+			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.Uint16s()))
 		}
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {

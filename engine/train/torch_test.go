@@ -54,8 +54,9 @@ var loraParityCases = []loraParityCase{
 		// ART's defaults: ε = 1, ε_high = 4 (the IS weight lies in [0, 5]).
 		name: "qwen2-tiny-gqa-qkvbias-f32-tied", arch: "qwen2", shape: "tiny", dtype: kernels.F32, tied: true,
 		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
-		// 40 tokens → 34 scored rows: the LM head's 32-row chunking is crossed.
-		lens: []int{40, 23}, advs: []float64{1.3, -0.7}, weights: []float64{0.8, 1.35},
+		// 270 tokens: five 64-key attention blocks (the last partial) and
+		// more scored rows than one 256-row LM-head chunk.
+		lens: []int{270, 23}, advs: []float64{1.3, -0.7}, weights: []float64{0.8, 1.35},
 	},
 	{
 		// Narrow clip so both bounds of the IS weight are hit; RSLoRA scale.

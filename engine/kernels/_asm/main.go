@@ -54,17 +54,20 @@ func main() {
 	flag.Parse()
 	var mm gen
 	mm.raw(header)
-	for _, bf := range []bool{false, true} {
+	for _, dt := range []string{"f32", "bf16", "f16"} {
 		for mr := 1; mr <= 6; mr++ {
 			for _, ncg := range []int{1, 2, 4} {
-				kernel512(&mm, bf, mr, ncg, false)
+				kernel512(&mm, dt, mr, ncg, false)
 			}
-			kernel512(&mm, bf, mr, 4, true)
+			kernel512(&mm, dt, mr, 4, true)
+		}
+		if dt != "f32" {
+			kernel512m8(&mm, dt)
 		}
 	}
-	for _, bf := range []bool{false, true} {
+	for _, dt := range []string{"f32", "bf16", "f16"} {
 		for mr := 1; mr <= 6; mr++ {
-			kernel256(&mm, bf, mr)
+			kernel256(&mm, dt, mr)
 		}
 	}
 	packs512(&mm)
@@ -163,11 +166,10 @@ func bRow(u, d int) string {
 // panels (ldb = 256 bytes fp32, 128 bf16, panels back to back): with 6 rows
 // the loop has too few loads in flight to reach DRAM bandwidth on its own,
 // and a pass over B that is already in L2 can fetch the next block.
-func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
-	dt := "f32"
+func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
+	bf16, f16 := dt == "bf16", dt == "f16"
 	rowBytes := 256
-	if bf16 {
-		dt = "bf16"
+	if bf16 || f16 {
 		rowBytes = 128
 	}
 	name := fmt.Sprintf("k512%sm%dn%d", dt, mr, ncg)
@@ -254,6 +256,10 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 				g.p("VMOVDQU32 %s, Z27", bRow(u, 64))
 				g.p("VPSLLD $16, Z27, Z26")
 				g.p("VPANDD Z31, Z27, Z27")
+			}
+		} else if f16 {
+			for j := 0; j < ncg; j++ {
+				g.p("VCVTPH2PS %s, Z%d", bRow(u, 32*j), 24+j)
 			}
 		} else {
 			for j := 0; j < ncg; j++ {
@@ -351,11 +357,8 @@ func kernel512(g *gen, bf16 bool, mr, ncg int, pf bool) {
 // k-row). For the interleaved bf16 layout, group s reads the 32 bytes at
 // 64(s/2)+32(s%2); its even words are columns 32(s/2)+8(s%2)+0..7 and its odd
 // words the same plus 16.
-func kernel256(g *gen, bf16 bool, mr int) {
-	dt := "f32"
-	if bf16 {
-		dt = "bf16"
-	}
+func kernel256(g *gen, dt string, mr int) {
+	bf16, f16 := dt == "bf16", dt == "f16"
 	name := fmt.Sprintf("k256%sm%d", dt, mr)
 	g.text(name, kernelArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA).", name, mr, dt))
 	g.p("MOVQ a+0(FP), R10")
@@ -378,6 +381,10 @@ func kernel256(g *gen, bf16 bool, mr int) {
 			boff = 64*(s/2) + 32*(s%2)
 			c0 = 4 * (32*(s/2) + 8*(s%2))
 			c1 = c0 + 64
+		} else if f16 {
+			boff = 32 * s
+			c0 = 64 * s
+			c1 = c0 + 32
 		} else {
 			boff = 64 * s
 			c0 = 64 * s
@@ -403,6 +410,9 @@ func kernel256(g *gen, bf16 bool, mr int) {
 				g.p("VMOVDQU %s, Y13", bRow(u, 0))
 				g.p("VPSLLD $16, Y13, Y12")
 				g.p("VPAND Y15, Y13, Y13")
+			} else if f16 {
+				g.p("VCVTPH2PS %s, Y12", bRow(u, 0))
+				g.p("VCVTPH2PS %s, Y13", bRow(u, 16))
 			} else {
 				g.p("VMOVUPS %s, Y12", bRow(u, 0))
 				g.p("VMOVUPS %s, Y13", bRow(u, 32))
@@ -575,6 +585,63 @@ GLOBL iota16<>(SB), RODATA|NOPTR, $64
 		g.p("ADDQ $4, %s", base)
 	}
 	g.p("ADDQ BX, DI")
+	g.p("DECQ CX")
+	g.p("JNE loop")
+	g.label("done")
+	g.ret()
+
+	// packColsU16_512(dst *float32, src *uint16, stride uintptr, rows int,
+	// mask uint64, f16 int): the transposing pack of 16-bit panels, dst[i*64
+	// + j] = widen(src[j*64 + i*stride/2]) for the 64 columns j (0 where mask
+	// bit j is clear; not read) and i < rows; bf16 (f16 = 0) or f16. Each
+	// 16-lane dword gather reads the wanted word in the low half of each
+	// lane (the high half is the next word: the panels keep padding after
+	// the last one).
+	g.text("packColsU16_512", 48, "packColsU16_512: transpose 16-bit panel columns into fp32 rows of 64 (AVX-512 gathers).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), SI")
+	g.p("MOVQ stride+16(FP), DX")
+	g.p("MOVQ rows+24(FP), CX")
+	g.p("MOVQ mask+32(FP), R11")
+	g.p("MOVQ f16+40(FP), R12")
+	g.p("MOVL $128, AX")
+	g.p("VPBROADCASTD AX, Z5")
+	g.p("VMOVDQU32 iota16<>(SB), Z4")
+	g.p("VPMULLD Z5, Z4, Z4")
+	g.p("LEAQ 2048(SI), R8")
+	g.p("LEAQ 4096(SI), R9")
+	g.p("LEAQ 6144(SI), R10")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.label("loop")
+	g.p("MOVQ R11, AX")
+	for i, base := range []string{"SI", "R8", "R9", "R10"} {
+		g.p("KMOVW AX, K%d", i+1)
+		if i < 3 {
+			g.p("SHRQ $16, AX")
+		}
+		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
+		g.p("VPGATHERDD (%s)(Z4*1), K%d, Z%d", base, i+1, i)
+	}
+	g.p("TESTQ R12, R12")
+	g.p("JNE half")
+	for i := 0; i < 4; i++ {
+		g.p("VPSLLD $16, Z%d, Z%d", i, i)
+	}
+	g.p("JMP store")
+	g.label("half")
+	for i := 0; i < 4; i++ {
+		g.p("VPMOVDW Z%d, Y%d", i, i)
+		g.p("VCVTPH2PS Y%d, Z%d", i, i)
+	}
+	g.label("store")
+	for i := 0; i < 4; i++ {
+		g.p("VMOVUPS Z%d, %d(DI)", i, 64*i)
+	}
+	for _, base := range []string{"SI", "R8", "R9", "R10"} {
+		g.p("ADDQ DX, %s", base)
+	}
+	g.p("ADDQ $256, DI")
 	g.p("DECQ CX")
 	g.p("JNE loop")
 	g.label("done")
@@ -970,5 +1037,227 @@ func vec256(g *gen) {
 	g.p("SUBQ $8, CX")
 	g.p("JNE loop8")
 	g.label("done")
+	g.ret()
+}
+
+// m8Chunk is the number of k-rows kernel512m8 runs per half-panel pass, and
+// m8PrefetchChunks how many chunks ahead its passes prefetch B.
+const (
+	m8Chunk          = 64
+	m8PrefetchChunks = 2
+)
+
+// kernel512m8 emits k512{dt}m8: C[8×64] (+)= A·B over np contiguous full
+// panels (ldb = one k-row, panels back to back), for decoding 8 sequences
+// with one pass over the weights. Its frame is the kernels' plus scratch
+// (+96): 8×64 floats of the caller's, rows 256 bytes apart.
+//
+// Eight rows × 64 columns need 32 accumulators, so each panel is done in
+// chunks of m8Chunk k-rows, each chunk in two passes of 8 rows × 32 columns
+// (Z0..Z15, row r half-column j in Z(2r+j)) whose sums live in scratch
+// between passes: each pass reads its half of the chunk's k-rows (found in
+// L1) and prefetches the same half m8PrefetchChunks chunks ahead, so the
+// weights stream from memory during both passes. Per k-row of a pass: one 64-byte B load widened to
+// two zmm (Z16, Z17), eight A broadcasts (Z20..Z27 in rotation) and 16 FMAs.
+// The sums start at zero and C (flags bit 0), then the bias (bit 1), are
+// added at the end, as in the other kernels, so a row gets the same bits
+// whichever kernel computes it. The edge argument is unused.
+//
+// Registers: AX scratch, BX B in the pass, CX pass counter, DX C of the
+// panel, SI/DI/R13 A rows 0-2/3-5/6-7, R8 ldc, R9 panels left, R10 A at
+// the chunk, R11 lda, R12 B at the chunk, R14 B of the panel, R15 k-rows
+// left in the panel.
+func kernel512m8(g *gen, dt string) {
+	rowBytes := 256
+	if dt != "f32" {
+		rowBytes = 128
+	}
+	half := rowBytes / 2
+	name := fmt.Sprintf("k512%sm8", dt)
+	g.text(name, kernelArgs+8, fmt.Sprintf("%s: C[8×64] (+)= A·B over np contiguous full panels, B %s, in 8×32 passes (AVX-512).", name, dt))
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ np+40(FP), R9")
+	g.p("MOVQ c+48(FP), DX")
+	g.p("MOVQ ldc+56(FP), R8")
+	g.p("MOVQ scratch+96(FP), AX")
+	if dt == "bf16" {
+		g.p("MOVL $0xffff0000, CX")
+		g.p("VPBROADCASTD CX, Z31")
+	}
+	sc := func(r, d int) string { return fmt.Sprintf("%d(AX)", 256*r+d) }
+	g.label("panel")
+	for j := 0; j < 4; j++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", j, j, j)
+	}
+	for r := 0; r < 8; r++ {
+		for j := 0; j < 4; j++ {
+			g.p("VMOVUPS Z%d, %s", j, sc(r, 64*j))
+		}
+	}
+	g.p("MOVQ R14, R12")
+	g.p("MOVQ k+64(FP), R15")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("TESTQ R15, R15")
+	g.p("JEQ epilogue")
+	g.label("chunk")
+	for h := 0; h < 2; h++ {
+		sfx := fmt.Sprint(h)
+		for r := 0; r < 8; r++ {
+			for j := 0; j < 2; j++ {
+				g.p("VMOVUPS %s, Z%d", sc(r, 128*h+64*j), 2*r+j)
+			}
+		}
+		g.p("MOVQ R10, SI")
+		g.p("LEAQ (SI)(R11*2), DI")
+		g.p("ADDQ R11, DI")
+		g.p("LEAQ (DI)(R11*2), R13")
+		g.p("ADDQ R11, R13")
+		g.p("MOVQ R12, BX")
+		g.p("MOVQ R15, CX")
+		g.p("CMPQ CX, $%d", m8Chunk)
+		g.p("JLE len" + sfx)
+		g.p("MOVQ $%d, CX", m8Chunk)
+		g.label("len" + sfx)
+		bc := 0
+		body := func(u int) {
+			// Each pass prefetches its half of the k-row two chunks
+			// ahead, so prefetches go out during both passes.
+			for i := 0; i < half; i += 64 {
+				g.p("PREFETCHT0 %d(BX)", m8PrefetchChunks*m8Chunk*rowBytes+u*rowBytes+h*half+i)
+			}
+			off := u*rowBytes + h*half
+			switch dt {
+			case "bf16":
+				g.p("VMOVDQU32 %d(BX), Z17", off)
+				g.p("VPSLLD $16, Z17, Z16")
+				g.p("VPANDD Z31, Z17, Z17")
+			case "f16":
+				g.p("VCVTPH2PS %d(BX), Z16", off)
+				g.p("VCVTPH2PS %d(BX), Z17", off+32)
+			default:
+				g.p("VMOVUPS %d(BX), Z16", off)
+				g.p("VMOVUPS %d(BX), Z17", off+64)
+			}
+			for r := 0; r < 8; r++ {
+				z := fmt.Sprintf("Z%d", 20+bc%8)
+				bc++
+				var a string
+				switch {
+				case r < 6:
+					a = aRow(r, 4*u)
+				case r == 6:
+					a = fmt.Sprintf("%d(R13)", 4*u)
+				default:
+					a = fmt.Sprintf("%d(R13)(R11*1)", 4*u)
+				}
+				g.p("VBROADCASTSS %s, %s", a, z)
+				g.p("VFMADD231PS Z16, %s, Z%d", z, 2*r)
+				g.p("VFMADD231PS Z17, %s, Z%d", z, 2*r+1)
+			}
+		}
+		advance := func(n int) {
+			g.p("ADDQ $%d, SI", 4*n)
+			g.p("ADDQ $%d, DI", 4*n)
+			g.p("ADDQ $%d, R13", 4*n)
+			g.p("ADDQ $%d, BX", n*rowBytes)
+		}
+		g.p("CMPQ CX, $4")
+		g.p("JLT tail" + sfx)
+		g.label("loop4" + sfx)
+		for u := 0; u < 4; u++ {
+			body(u)
+		}
+		advance(4)
+		g.p("SUBQ $4, CX")
+		g.p("CMPQ CX, $4")
+		g.p("JGE loop4" + sfx)
+		g.label("tail" + sfx)
+		g.p("TESTQ CX, CX")
+		g.p("JEQ store" + sfx)
+		g.label("loop1" + sfx)
+		body(0)
+		advance(1)
+		g.p("DECQ CX")
+		g.p("JNE loop1" + sfx)
+		g.label("store" + sfx)
+		for r := 0; r < 8; r++ {
+			for j := 0; j < 2; j++ {
+				g.p("VMOVUPS Z%d, %s", 2*r+j, sc(r, 128*h+64*j))
+			}
+		}
+	}
+	// Advance to the next chunk: BX and SI stopped right after it.
+	g.p("MOVQ BX, R12")
+	g.p("MOVQ SI, R10")
+	g.p("SUBQ $%d, R15", m8Chunk)
+	g.p("JGT chunk")
+	// C = sums (+ C) (+ bias), row by row: Z16..Z19 the bias of the panel
+	// (BX), CX the C row base of rows 3.. (R8 = ldc).
+	g.label("epilogue")
+	g.p("MOVQ flags+80(FP), SI")
+	g.p("TESTQ $2, SI")
+	g.p("JEQ nobias")
+	g.p("MOVQ np+40(FP), BX")
+	g.p("SUBQ R9, BX")
+	g.p("SHLQ $8, BX")
+	g.p("ADDQ bias+88(FP), BX")
+	for j := 0; j < 4; j++ {
+		g.p("VMOVUPS %d(BX), Z%d", 64*j, 16+j)
+	}
+	g.label("nobias")
+	for r := 0; r < 8; r++ {
+		var c string
+		switch {
+		case r < 3:
+			c = cRow(r, 0)
+		default:
+			if r == 3 || r == 6 {
+				base := "DX"
+				if r == 6 {
+					base = "CX"
+				}
+				g.p("LEAQ (%s)(R8*2), CX", base)
+				g.p("ADDQ R8, CX")
+			}
+			switch (r - 3) % 3 {
+			case 0:
+				c = "0(CX)"
+			case 1:
+				c = "0(CX)(R8*1)"
+			default:
+				c = "0(CX)(R8*2)"
+			}
+		}
+		cd := func(d int) string {
+			// c with displacement d added
+			var disp int
+			var rest string
+			fmt.Sscanf(c, "%d%s", &disp, &rest)
+			return fmt.Sprintf("%d%s", disp+d, rest)
+		}
+		for j := 0; j < 4; j++ {
+			g.p("VMOVUPS %s, Z%d", sc(r, 64*j), j)
+		}
+		g.p("TESTQ $1, SI")
+		g.p("JEQ nocadd%d", r)
+		for j := 0; j < 4; j++ {
+			g.p("VADDPS %s, Z%d, Z%d", cd(64*j), j, j)
+		}
+		g.label(fmt.Sprintf("nocadd%d", r))
+		g.p("TESTQ $2, SI")
+		g.p("JEQ cstore%d", r)
+		for j := 0; j < 4; j++ {
+			g.p("VADDPS Z%d, Z%d, Z%d", 16+j, j, j)
+		}
+		g.label(fmt.Sprintf("cstore%d", r))
+		for j := 0; j < 4; j++ {
+			g.p("VMOVUPS Z%d, %s", j, cd(64*j))
+		}
+	}
+	g.p("ADDQ $256, DX")
+	g.p("ADDQ pstride+32(FP), R14")
+	g.p("DECQ R9")
+	g.p("JNE panel")
 	g.ret()
 }

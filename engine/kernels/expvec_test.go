@@ -1,0 +1,132 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// ulps is the distance between a and b in units in the last place (0 for
+// two NaNs).
+func ulps(a, b float32) float64 {
+	if a != a && b != b {
+		return 0
+	}
+	if a == b {
+		return 0
+	}
+	if a != a || b != b || math.Signbit(float64(a)) != math.Signbit(float64(b)) {
+		return math.Inf(1)
+	}
+	x, y := int64(math.Float32bits(a)), int64(math.Float32bits(b))
+	return math.Abs(float64(x - y))
+}
+
+// expInputs returns n values in [-lim, lim] with, when special, the values
+// the assembly must hand to Go (NaN, above 88) or flush (below -87.3)
+// sprinkled in.
+func expInputs(r *rand.Rand, n int, lim float64, special bool) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32((2*r.Float64() - 1) * lim)
+	}
+	if special && n > 0 {
+		sp := []float32{float32(math.NaN()), 89, 100, -87.2, -87.4, -200, 0, float32(math.Copysign(0, -1)), 88, -87.3,
+			float32(math.Inf(1)), float32(math.Inf(-1))}
+		for k, v := range sp {
+			x[(k*37+5)%n] = v
+		}
+	}
+	return x
+}
+
+// TestExpVec checks ExpShift, SwiGLU and SwiGLUBackward against their
+// references on every variant, lengths around the block size and the
+// chunk bound, and special values.
+func TestExpVec(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(21, 22))
+		for _, n := range []int{0, 1, 15, 16, 17, 100, 1000, expChunk + 40} {
+			for _, special := range []bool{false, true} {
+				name := fmt.Sprintf("n=%d/special=%v", n, special)
+				// ExpShift
+				x := expInputs(r, n, 30, special)
+				shift := float32(3.5)
+				want := append([]float32(nil), x...)
+				ws, wd := ExpShiftRef(want, shift)
+				got := append([]float32(nil), x...)
+				gs, gd := ExpShift(got, shift)
+				for i := range got {
+					if ulps(got[i], want[i]) > 1 {
+						t.Fatalf("ExpShift %s: index %d (x = %v): %v, reference %v", name, i, x[i], got[i], want[i])
+					}
+				}
+				if !(math.Abs(gs-ws) <= 1e-12*math.Abs(ws)) && !(math.IsNaN(gs) && math.IsNaN(ws)) && !(gs == ws) {
+					t.Fatalf("ExpShift %s: sum %v, reference %v", name, gs, ws)
+				}
+				if !(math.Abs(gd-wd) <= 1e-12*math.Abs(wd)+1e-300) && !(math.IsNaN(gd) && math.IsNaN(wd)) && !(gd == wd) {
+					t.Fatalf("ExpShift %s: dot %v, reference %v", name, gd, wd)
+				}
+				if m, w := Max(x), MaxRef(x); m != w {
+					t.Fatalf("Max %s: %v, reference %v", name, m, w)
+				}
+				// SwiGLU and its backward
+				g, u, dh := expInputs(r, n, 12, special), expInputs(r, n, 2, false), expInputs(r, n, 2, false)
+				h1, h2 := make([]float32, n), make([]float32, n)
+				SwiGLURef(h1, g, u)
+				SwiGLU(h2, g, u)
+				dg1, du1, dg2, du2 := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+				SwiGLUBackwardRef(dg1, du1, dh, g, u)
+				SwiGLUBackward(dg2, du2, dh, g, u)
+				for i := range h1 {
+					if ulps(h2[i], h1[i]) > 1 || ulps(dg2[i], dg1[i]) > 1 || ulps(du2[i], du1[i]) > 1 {
+						t.Fatalf("SwiGLU %s: index %d (gate %v): h %v/%v dgate %v/%v dup %v/%v (got/reference)",
+							name, i, g[i], h2[i], h1[i], dg2[i], dg1[i], du2[i], du1[i])
+					}
+				}
+				// In place, as the inference forward calls it.
+				SwiGLU(g, g, u)
+				for i := range g {
+					if ulps(g[i], h1[i]) > 1 {
+						t.Fatalf("SwiGLU in place %s: index %d: %v, reference %v", name, i, g[i], h1[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestExpf checks Expf against math.Exp over its range.
+func TestExpf(t *testing.T) {
+	var worst float64
+	for x := float32(-87); x < 88; x += 0.01 {
+		want := math.Exp(float64(x))
+		got := float64(Expf(x))
+		worst = math.Max(worst, math.Abs(got-want)/want)
+	}
+	if worst > 3e-7 {
+		t.Errorf("Expf: max relative error %.3g", worst)
+	}
+}
+
+// BenchmarkExpShift compares the vectorised log-sum-exp pass with the
+// reference on an LM-head row.
+func BenchmarkExpShift(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x := expInputs(r, 151936, 10, false)
+	y := make([]float32, len(x))
+	for _, ref := range []bool{false, true} {
+		b.Run(fmt.Sprintf("ref=%v", ref), func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				copy(y, x)
+				if ref {
+					ExpShiftRef(y, 10)
+				} else {
+					ExpShift(y, 10)
+				}
+			}
+		})
+	}
+}

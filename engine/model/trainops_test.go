@@ -1,0 +1,173 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/artgo/art/engine/kernels"
+)
+
+// maxRelDiff returns max|a-b| / max(max|b|, 1e-6).
+func maxRelDiff(a, b []float32) float64 {
+	var d, s float64
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+		s = math.Max(s, math.Abs(float64(b[i])))
+	}
+	return d / math.Max(s, 1e-6)
+}
+
+// TestTrainAttention compares the block-causal training attention with the
+// references attentionForward and attentionBackward, on lengths around the
+// key block size, and checks its gradient by finite differences.
+func TestTrainAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	NH, KVH, HD := 4, 2, 8
+	Q, KV := NH*HD, KVH*HD
+	var w attnWork
+	for _, T := range []int{1, 5, attnBlock - 1, attnBlock, attnBlock + 1, 2*attnBlock + 17, 3 * attnBlock} {
+		t.Run(fmt.Sprint("T=", T), func(t *testing.T) {
+			q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
+			dout := randVec(rng, T*Q, 1)
+			want, got := make([]float32, T*Q), randVec(rng, T*Q, 1) // got starts dirty
+			attentionForward(want, q, k, v, 0, T, NH, KVH, HD)
+			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD)
+			if d := maxRelDiff(got, want); d > 1e-5 {
+				t.Errorf("forward: max relative difference %.3g", d)
+			}
+			// Backward accumulates: start both from the same nonzero values.
+			init := func(n int) []float32 { return randVec(rng, n, 1) }
+			dq0, dk0, dv0 := init(T*Q), init(T*KV), init(T*KV)
+			dq1, dk1, dv1 := append([]float32(nil), dq0...), append([]float32(nil), dk0...), append([]float32(nil), dv0...)
+			attentionBackward(dq0, dk0, dv0, dout, q, k, v, T, NH, KVH, HD)
+			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD)
+			for _, c := range []struct {
+				name      string
+				got, want []float32
+			}{{"dq", dq1, dq0}, {"dk", dk1, dk0}, {"dv", dv1, dv0}} {
+				if d := maxRelDiff(c.got, c.want); d > 1e-5 {
+					t.Errorf("backward %s: max relative difference %.3g", c.name, d)
+				}
+			}
+		})
+	}
+	// Finite differences on a two-block sequence (few elements checked
+	// per tensor would miss the block edges, so all are).
+	T := attnBlock + 3
+	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
+	c := randVec(rng, T*Q, 1)
+	out := make([]float32, T*Q)
+	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD); return dot64(c, out) }
+	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
+	trainAttentionBackward(&w, dq, dk, dv, c, q, k, v, T, NH, KVH, HD)
+	checkGrad(t, "dq", q, dq, loss)
+	checkGrad(t, "dk", k, dk, loss)
+	checkGrad(t, "dv", v, dv, loss)
+}
+
+// TestTrainLayersMatchReference checks the row-parallel layers against the
+// serial references (they must be bit-identical).
+func TestTrainLayersMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	T, C, nh, HD := 67, 24, 3, 8
+	x, w, dy := randVec(rng, T*C, 1), randVec(rng, C, 1), randVec(rng, T*C, 1)
+	same := func(name string, a, b []float32) {
+		t.Helper()
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("%s: index %d: %v, reference %v", name, i, a[i], b[i])
+			}
+		}
+	}
+	// The vectorised SwiGLU matches to the bit unless the Go compiler
+	// fuses multiply-adds (GOAMD64=v3): allow 1 ulp.
+	close1 := func(name string, a, b []float32) {
+		t.Helper()
+		for i := range a {
+			d := int64(math.Float32bits(a[i])) - int64(math.Float32bits(b[i]))
+			if d < -1 || d > 1 {
+				t.Fatalf("%s: index %d: %v, reference %v", name, i, a[i], b[i])
+			}
+		}
+	}
+	o1, o2, r1, r2 := make([]float32, T*C), make([]float32, T*C), make([]float32, T), make([]float32, T)
+	rmsNormForward(o1, r1, x, w, T, C, 1e-6)
+	rmsNormForwardPar(o2, r2, x, w, T, C, 1e-6)
+	same("rmsnorm out", o2, o1)
+	same("rmsnorm rstd", r2, r1)
+	d1, d2 := make([]float32, T*C), make([]float32, T*C)
+	rmsNormBackward(d1, nil, dy, x, w, r1, T, C)
+	rmsNormBackwardPar(d2, nil, dy, x, w, r1, T, C)
+	same("rmsnorm dx", d2, d1)
+
+	g, u := randVec(rng, T*C, 3), randVec(rng, T*C, 1)
+	swigluForward(o1, g, u, T*C)
+	swigluForwardPar(o2, g, u, T, C)
+	close1("swiglu", o2, o1)
+	dg1, du1, dg2, du2 := make([]float32, T*C), make([]float32, T*C), make([]float32, T*C), make([]float32, T*C)
+	swigluBackward(dg1, du1, dy, g, u, T*C)
+	swigluBackwardPar(dg2, du2, dy, g, u, T, C)
+	close1("swiglu dgate", dg2, dg1)
+	close1("swiglu dup", du2, du1)
+
+	freqs := ropeFreqs(Config{HeadDim: HD, RopeTheta: 10000})
+	pos := make([]int, T)
+	for i := range pos {
+		pos[i] = i
+	}
+	rt := newRopeTable(freqs, T+5)
+	xr := randVec(rng, T*nh*HD, 1)
+	a, b := append([]float32(nil), xr...), append([]float32(nil), xr...)
+	ropeForward(a, pos, freqs, T, nh, HD)
+	rt.rope(b, T, nh, HD, false)
+	same("rope", b, a)
+	ropeBackward(a, pos, freqs, T, nh, HD)
+	rt.rope(b, T, nh, HD, true)
+	same("rope backward", b, a)
+}
+
+// TestExpShift checks the float32 log-sum-exp pieces of LMHeadBackward
+// (kernels.Max, kernels.ExpShift) against float64 on a vocabulary-sized row.
+func TestExpShift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{1, 2, 255, 257, 151936} {
+		z := randVec(rng, n, 4)
+		want := math.Inf(-1)
+		for _, v := range z {
+			want = math.Max(want, float64(v))
+		}
+		var sum, ez float64
+		for _, v := range z {
+			e := math.Exp(float64(v) - want)
+			sum += e
+			ez += e * (float64(v) - want)
+		}
+		mx := kernels.Max(z)
+		if float64(mx) != want {
+			t.Fatalf("n=%d: max %v, want %v", n, mx, want)
+		}
+		e := append([]float32(nil), z...)
+		s, se := kernels.ExpShift(e, mx)
+		if math.Abs(s-sum) > 1e-6*sum || math.Abs(se-ez) > 1e-6*math.Max(1, math.Abs(ez)) {
+			t.Errorf("n=%d: sums %v %v, want %v %v", n, s, se, sum, ez)
+		}
+		// z - max is rounded to float32 first: ~1e-7·|z - max| relative.
+		for i, v := range z {
+			if w := math.Exp(float64(v) - want); math.Abs(float64(e[i])-w) > 5e-6*w {
+				t.Fatalf("n=%d: exp at %d: %v, want %v", n, i, e[i], w)
+			}
+		}
+	}
+}
+
+// TestExpfIsKernels ensures expf and kernels.Expf, which the vectorised
+// training layers reproduce, are the same function.
+func TestExpfIsKernels(t *testing.T) {
+	for x := float32(-100); x < 100; x += 0.0137 {
+		if a, b := expf(x), kernels.Expf(x); a != b {
+			t.Fatalf("expf(%v) = %v, kernels.Expf %v", x, a, b)
+		}
+	}
+}

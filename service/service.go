@@ -43,7 +43,10 @@ type Options struct {
 	// MaxConcurrent bounds the sequences generated at once, all decoded in
 	// shared forward passes (0: DefaultMaxConcurrent).
 	MaxConcurrent int
-	Logger        *slog.Logger
+	// RecomputeActivations trades about a third more training compute for
+	// far less activation memory (see train.Trainer.RecomputeActivations).
+	RecomputeActivations bool
+	Logger               *slog.Logger
 }
 
 // Service is one trainable model served by the native engine. Its methods
@@ -197,7 +200,8 @@ func (s *Service) resume(ctx context.Context) error {
 	}
 	s.adapters[s.latest] = a.Clone()
 	s.trainer = &train.Trainer{Model: s.model, Adapter: a, Opt: opt, Log: s.log,
-		Tokenizer: &train.Tokenizer{Tok: s.tok, Template: s.tmpl, ToolTemplate: s.toolTmpl, Render: s.renderOptions(nil)}}
+		Tokenizer:            &train.Tokenizer{Tok: s.tok, Template: s.tmpl, ToolTemplate: s.toolTmpl, Render: s.renderOptions(nil)},
+		RecomputeActivations: s.opt.RecomputeActivations}
 	return nil
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	// MaxConcurrent bounds the sequences generated at once per model (0:
 	// the service's default).
 	MaxConcurrent int
+	// RecomputeActivations trades about a third more training compute for
+	// far less activation memory (long sequences, big models).
+	RecomputeActivations bool
 	// RequestTimeout bounds each inference request (0: the server's
 	// default of 10 minutes).
 	RequestTimeout time.Duration
@@ -124,6 +127,7 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	svc, err := service.Open(ctx, service.Options{
 		BaseModel: m.BaseModel, Name: m.Name, Project: m.Project, Path: m.BasePath,
 		LoRA: loraConfig(m.LoRA), Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, Logger: b.log,
+		RecomputeActivations: b.opt.RecomputeActivations,
 	})
 	if err != nil {
 		return fmt.Errorf("local: %w", err)

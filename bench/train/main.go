@@ -63,6 +63,7 @@ func main() {
 	peerCmd := flag.String("peer", "", "PyTorch peer command (empty: engine only)")
 	dir := flag.String("dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
+	recompute := flag.Bool("recompute", false, "recompute activations in the backward pass (less memory, more compute)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -72,7 +73,7 @@ func main() {
 		}
 		profile = f
 	}
-	if err := run(*rounds, *warmup, *T, *rank, *shape, *peerCmd, *dir); err != nil {
+	if err := run(*rounds, *warmup, *T, *rank, *shape, *peerCmd, *dir, *recompute); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(1)
 	}
@@ -86,7 +87,7 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
 
-func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
+func run(rounds, warmup, T, rank int, shape, peerCmd, dir string, recompute bool) error {
 	loadBefore := idleCheck()
 
 	// 1. The model, the adapter and the sequence.
@@ -147,6 +148,9 @@ func run(rounds, warmup, T, rank int, shape, peerCmd, dir string) error {
 
 	// 3. Interleaved steps.
 	acts := m.NewActs(T)
+	if recompute {
+		acts = m.NewRecomputeActs(T)
+	}
 	if profile != nil {
 		if err := pprof.StartCPUProfile(profile); err != nil {
 			return err

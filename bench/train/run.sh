@@ -8,7 +8,8 @@
 #
 #   bench/train/run.sh [rounds]        (default 5)
 #
-# Environment: SEQ (tokens, default 512), RANK (default 8), WARMUP (default 1).
+# Environment: SEQ (tokens, default 512), RANK (default 8), WARMUP (default 1),
+# RECOMPUTE=1 (the engine recomputes activations: less memory, more compute).
 #
 # OPENBLAS_CORETYPE=Cooperlake is set on the PyTorch command alone: Debian's
 # OpenBLAS 0.3.21 misdetects this CPU (model 207) and falls back to SSE3
@@ -29,5 +30,5 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/trainbench" ./bench/train)
 
-"$work/trainbench" -rounds "$rounds" -warmup "${WARMUP:-1}" -T "${SEQ:-512}" -rank "${RANK:-8}" -dir "$work" \
+"$work/trainbench" -rounds "$rounds" -warmup "${WARMUP:-1}" -T "${SEQ:-512}" -rank "${RANK:-8}" -dir "$work" -recompute="${RECOMPUTE:-0}" \
 	-peer "env OPENBLAS_CORETYPE=Cooperlake $py $here/torch_peer.py"

@@ -117,3 +117,23 @@ func TestStep_KLReferenceAndSource(t *testing.T) {
 		t.Error(`source "sample" ignored the recorded logprobs`)
 	}
 }
+
+// Ensure a trainer recomputing activations takes exactly the same step.
+func TestStep_RecomputeActivations(t *testing.T) {
+	c := newColorTask(t)
+	start := perturbed(c.tr.Adapter, 9)
+	groups := optionGroups(c, math.NaN())
+	cfg := DefaultConfig()
+	cfg.LearningRate = 1e-3
+	var params [2][]float32
+	for i, recompute := range []bool{false, true} {
+		tr := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z, RecomputeActivations: recompute}
+		if res, err := tr.Step(context.Background(), groups, cfg, 0, nil); err != nil || !res.Trained {
+			t.Fatalf("step: %+v, %v", res, err)
+		}
+		params[i] = tr.Adapter.Params()
+	}
+	if !slices.Equal(params[0], params[1]) {
+		t.Error("recomputing activations changed the update")
+	}
+}

@@ -82,9 +82,7 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 	for _, s := range seqs {
 		maxT = max(maxT, len(s.Tokens))
 	}
-	if tr.acts == nil || tr.acts.Cap() < maxT {
-		tr.acts = tr.Model.NewActs(maxT)
-	}
+	tr.ensureActs(maxT)
 	var grads [][]float32
 	var adapter model.Adapter
 	if tr.Adapter != nil {

@@ -1,10 +1,16 @@
-// Command learning measures how much an agent learns: for each seed it runs
-// `art demo` end to end from nothing (the base model built by SFT, then
-// GRPO through the SDK) and prints a markdown table of the mean held-out
-// reward before and after training, with the wall time of each phase, for
-// BENCHMARKS.md.
+// Command learning measures how much an agent learns: for each example and
+// seed it trains from nothing and prints a markdown table of the mean
+// held-out reward before and after training, with the wall time of each
+// phase, for BENCHMARKS.md.
 //
-//	go run ./bench/learning [-seeds 1,2,3] [-steps N]
+//	go run ./bench/learning [-seeds 1,2,3] [-steps N] [-examples tictactoe,2048,calculator,emailsearch]
+//
+// tictactoe runs `art demo` end to end (the base model built by SFT, then
+// GRPO through the SDK). The other examples are built once with `go build`
+// and run as a user runs them, in their benchmark configuration (see
+// exampleBenches): a random tiny model from engine/initmodel, an SFT
+// warm-up on teacher transcripts, GRPO, and a held-out evaluation before
+// and after, read back from the example's --report.
 //
 // Each run uses a fresh directory, so the base model is always rebuilt and
 // the times include it.
@@ -30,15 +36,16 @@ func main() {
 	seeds := flag.String("seeds", "1,2,3", "comma-separated seeds, one full demo run each")
 	steps := flag.Int("steps", 0, "GRPO steps (0: the demo's default)")
 	verbose := flag.Bool("v", false, "print each run's progress")
+	examples := flag.String("examples", "tictactoe", "comma-separated examples to run: tictactoe (the demo), 2048, calculator, emailsearch")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *seeds, *steps, *verbose); err != nil {
+	if err := run(ctx, *examples, *seeds, *steps, *verbose); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, seedList string, steps int, verbose bool) error {
+func run(ctx context.Context, exampleList, seedList string, steps int, verbose bool) error {
 	var seeds []uint64
 	for _, s := range strings.Split(seedList, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -47,11 +54,71 @@ func run(ctx context.Context, seedList string, steps int, verbose bool) error {
 		}
 		seeds = append(seeds, v)
 	}
+	var names []string
+	for _, n := range strings.Split(exampleList, ",") {
+		n = strings.TrimSpace(n)
+		if _, ok := exampleBenches[n]; !ok && n != "tictactoe" {
+			return fmt.Errorf("-examples: unknown example %q (want tictactoe, 2048, calculator or emailsearch)", n)
+		}
+		names = append(names, n)
+	}
+	var rows []string
+	for _, name := range names {
+		var r []string
+		var err error
+		if name == "tictactoe" {
+			r, err = runDemo(ctx, seeds, steps, verbose)
+		} else {
+			r, err = runExamples(ctx, exampleBenches[name], seeds, steps, verbose)
+		}
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+	fmt.Printf("GOMAXPROCS=%d, %s\n\n", runtime.GOMAXPROCS(0), time.Now().UTC().Format("2006-01-02"))
+	fmt.Println("| example | seed | SFT | GRPO steps | held-out reward before → after | details | base build / SFT | GRPO + evals | total |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Println(r)
+	}
+	return nil
+}
+
+// runExamples builds the example once and runs its benchmark
+// configuration for each seed; steps > 0 overrides its GRPO steps.
+func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int, verbose bool) ([]string, error) {
+	dir, err := os.MkdirTemp("", "art-learning-bin-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := buildExample(ctx, eb.name, dir)
+	if err != nil {
+		return nil, err
+	}
+	if steps > 0 { // the SFT warm-up is step 1, so GRPO runs to step 1+steps
+		eb.flags = append(eb.flags[:len(eb.flags):len(eb.flags)], "--steps", strconv.Itoa(1+steps))
+	}
+	var rows []string
+	for _, seed := range seeds {
+		row, err := runExample(ctx, eb, bin, seed, verbose)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(os.Stderr, row)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// runDemo runs `art demo` for each seed.
+func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) ([]string, error) {
 	var rows []string
 	for _, seed := range seeds {
 		dir, err := os.MkdirTemp("", "art-learning-*")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		opt := demo.DefaultOptions()
 		opt.Path, opt.Seed, opt.Quiet = dir, seed, true
@@ -66,21 +133,15 @@ func run(ctx context.Context, seedList string, steps int, verbose bool) error {
 		start := time.Now()
 		rep, err := demo.Run(ctx, opt)
 		if err != nil {
-			return fmt.Errorf("seed %d: %w", seed, err)
+			return nil, fmt.Errorf("seed %d: %w", seed, err)
 		}
 		total := time.Since(start)
 		os.RemoveAll(dir)
-		row := fmt.Sprintf("| tic-tac-toe (`art demo`) | %d | %d | %d | %.3f → **%.3f** (%+.3f) | %.0f%% → %.0f%% | %.3f → %.3f | %.0f s | %.0f s | **%.1f min** |",
+		row := fmt.Sprintf("| tic-tac-toe (`art demo`) | %d | %d steps | %d | %.3f → **%.3f** (%+.3f) | invalid moves %.0f%% → %.0f%%; exact expected reward %.3f → %.3f | %.0f s | %.0f s | **%.1f min** |",
 			seed, rep.SFTSteps, rep.Steps, rep.Before, rep.After, rep.After-rep.Before, 100*rep.InvalidBefore, 100*rep.InvalidAfter,
 			rep.ExpectedBefore, rep.ExpectedAfter, rep.BuildBase.Seconds(), rep.RL.Seconds(), total.Minutes())
 		fmt.Fprintln(os.Stderr, row)
 		rows = append(rows, row)
 	}
-	fmt.Printf("GOMAXPROCS=%d, %s\n\n", runtime.GOMAXPROCS(0), time.Now().UTC().Format("2006-01-02"))
-	fmt.Println("| example | seed | SFT steps | GRPO steps | held-out reward before → after | invalid moves | exact expected reward | base build | GRPO + evals | total |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		fmt.Println(r)
-	}
-	return nil
+	return rows, nil
 }

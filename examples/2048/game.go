@@ -250,6 +250,10 @@ func Reward(b Board, target int) float64 {
 type Rules struct {
 	Target   int // the tile that wins, a power of two >= 4
 	MaxMoves int // the game stops after this many moves (no-ops included)
+	// Prompt writes what the agent is asked before each move; nil means
+	// Prompt. BoardPrompt (the board alone) suits a small model taught the
+	// format by SFT.
+	Prompt func(b Board, target int) string
 }
 
 // Validate checks the rules.
@@ -286,6 +290,19 @@ func Prompt(b Board, target int) string {
 		"Reply with one word: up, down, left or right.", target, b)
 }
 
+// BoardPrompt is the compact prompt: the board alone, no instructions. It
+// is for a model that learned the format from examples (see --sft-warmup);
+// a pretrained model needs Prompt's instructions.
+func BoardPrompt(b Board, _ int) string { return b.String() }
+
+// prompt returns the rules' prompt for board b.
+func (r Rules) prompt(b Board) string {
+	if r.Prompt != nil {
+		return r.Prompt(b, r.Target)
+	}
+	return Prompt(b, r.Target)
+}
+
 // Play plays one game from seed: the agent is asked for a move until the
 // target tile appears, no move is left, MaxMoves moves are played, or it
 // gives a reply that is not a move (which ends the game with reward 0). An
@@ -305,7 +322,7 @@ func Play(ctx context.Context, agent Agent, seed uint64, rules Rules) (Outcome, 
 			out.Stuck = true
 			break
 		}
-		reply, err := agent(ctx, Prompt(g.Board, rules.Target))
+		reply, err := agent(ctx, rules.prompt(g.Board))
 		if err != nil {
 			return Outcome{}, err
 		}

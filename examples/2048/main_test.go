@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -105,9 +106,97 @@ func TestParseFlags(t *testing.T) {
 		{"--base-model", "m", "--groups", "0"},   // no groups
 		{"--base-model", "m", "--call-timeout", "0"}, // unbounded calls
 		{"--base-model", "m", "extra"},
+		{"--base-model", "m", "--prompt", "short"},
+		{"--base-model", "m", "--sft-warmup", "-1"},
+		{"--base-model", "m", "--sft-batch", "0"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
 	}
+}
+
+// Ensure the benchmark flags work together on a tiny model: an SFT warm-up
+// on teacher moves becomes checkpoint 1, the held-out games are played
+// before and after GRPO and logged as the val split, and the report is
+// written.
+func TestTrain_WarmupEvalReport(t *testing.T) {
+	base, root := tinyModel(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report := filepath.Join(root, "report.json")
+	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--prompt", "board", "--system", "2048",
+		"--groups", "2", "--group-size", "2", "--max-moves", "4", "--target", "16", "--steps", "2",
+		"--sft-warmup", "8", "--sft-batch", "4", "--eval", "3", "--grad-accum", "4", "--report", report, "--quiet"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"sft warm-up: 8 teacher moves", "val step 1:", "step 2:", "val step 2:", "held-out reward"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	dir := filepath.Join(root, "examples", "models", "2048-example")
+	for _, p := range []string{"checkpoints/0001", "checkpoints/0002", "trajectories/val/0001.parquet", "trajectories/val/0002.parquet"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("missing %s: %v", p, err)
+		}
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Example != "2048" || rep.Steps != 1 || rep.StartStep != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 8 ||
+		rep.EvalScenarios != 3 || rep.TotalSeconds <= 0 || rep.AfterMetrics == nil {
+		t.Errorf("report: %+v", rep)
+	}
+}
+
+// Ensure the teacher plays only moves that change the board, in the
+// rollout's message shape.
+func TestTeacherTranscripts(t *testing.T) {
+	rules := Rules{Target: 64, MaxMoves: 30, Prompt: BoardPrompt}
+	ts := TeacherTranscripts(1, 50, rules, "2048")
+	if len(ts) != 50 {
+		t.Fatalf("%d transcripts; want 50", len(ts))
+	}
+	for _, tr := range ts {
+		ms := tr.Messages()
+		if len(ms) != 3 || ms[0].Role != "system" || ms[1].Role != "user" || ms[2].Role != "assistant" {
+			t.Fatalf("transcript shape: %+v", ms)
+		}
+		d, err := ParseMove(ms[2].Content.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b Board
+		for r, line := range strings.Split(ms[1].Content.String(), "\n") {
+			for c, f := range strings.Fields(line) {
+				if f != "." {
+					b[r][c] = atoi(t, f)
+				}
+			}
+		}
+		if _, _, changed := b.Move(d); !changed {
+			t.Fatalf("teacher played the no-op %v on\n%v", d, b)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	var v int
+	if _, err := fmt.Sscan(s, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

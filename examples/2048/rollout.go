@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -21,27 +22,42 @@ type RolloutOptions struct {
 	Rules       Rules
 	MaxTokens   int           // completion tokens per move
 	CallTimeout time.Duration // bound on each chat completion, retries included
+	// System, if not empty, is a system message sent before each move's
+	// prompt. Without one, a Qwen-style chat template adds its default
+	// system prompt.
+	System string
+	// SampleSeed, if set, makes sampling reproducible: the k-th move's
+	// request carries the seed *SampleSeed+k (for held-out evaluations).
+	SampleSeed *uint64
 }
 
 // Rollout plays one game through an OpenAI-compatible chat endpoint and
 // returns it as a trajectory. Each move is its own chat of one user message
-// (the board is the whole state; see Prompt) sampled at temperature 1, so
+// (the board is the whole state; see Prompt), after the optional system message, sampled at temperature 1, so
 // the first move is the main history and later moves are additional
 // histories; all share the game's reward (see Reward). Metrics: max_tile,
 // board_sum, num_moves, noop_moves, invalid_move, won.
 func Rollout(ctx context.Context, client openai.Client, modelName string, sc Scenario, opt RolloutOptions) (art.Trajectory, error) {
 	var traj art.Trajectory
 	calls := 0
+	var system []openai.ChatCompletionMessageParamUnion
+	if opt.System != "" {
+		system = []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(opt.System)}
+	}
 	agent := func(ctx context.Context, prompt string) (string, error) {
 		calls++
 		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
 		defer cancel()
-		resp, err := client.Chat.Completions.New(cctx, openai.ChatCompletionNewParams{
+		params := openai.ChatCompletionNewParams{
 			Model:       modelName,
-			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+			Messages:    append(system, openai.UserMessage(prompt)),
 			MaxTokens:   openai.Int(int64(opt.MaxTokens)),
 			Temperature: openai.Float(1),
-		})
+		}
+		if opt.SampleSeed != nil {
+			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(calls)) & math.MaxInt64))
+		}
+		resp, err := client.Chat.Completions.New(cctx, params)
 		if err != nil {
 			return "", fmt.Errorf("2048: move %d: chat: %w", calls, err)
 		}
@@ -52,8 +68,12 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, sc Sce
 		if err != nil {
 			return "", err
 		}
-		user := art.UserMsg(prompt)
-		h := art.History{MessagesAndChoices: []art.MessageOrChoice{{Message: &user}, {Choice: &choice}}}
+		var h art.History
+		if opt.System != "" {
+			h.AddMessage(art.SystemMsg(opt.System))
+		}
+		h.AddMessage(art.UserMsg(prompt))
+		h.AddChoice(choice)
 		if traj.MessagesAndChoices == nil {
 			traj.StartTime = time.Now()
 			traj.MessagesAndChoices = h.MessagesAndChoices

@@ -109,3 +109,89 @@ func TestTrain_Smoke(t *testing.T) {
 		t.Errorf("resumed run printed %q; want only step 3", out.String())
 	}
 }
+
+// Ensure the benchmark flags work together on a tiny model: an SFT warm-up
+// on teacher transcripts (tool calls included) becomes checkpoint 1, the
+// held-out problems run before and after GRPO, and the report is written.
+func TestTrain_WarmupEvalReport(t *testing.T) {
+	base, root := tinyModel(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report := filepath.Join(root, "report.json")
+	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--problems", "products", "--system", "Use the calculator.",
+		"--compact-tool", "--groups", "2", "--group-size", "2", "--max-turns", "2", "--max-tokens", "16", "--train-size", "20",
+		"--steps", "2", "--sft-warmup", "8", "--sft-noise", "0.5", "--sft-batch", "4", "--eval", "3", "--eval-every", "0",
+		"--report", report, "--quiet"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"sft warm-up: 8 teacher transcripts", "val step 1:", "step 2:", "val step 2:", "held-out reward"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Example != "calculator" || rep.Steps != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 8 || rep.EvalScenarios != 3 ||
+		rep.AfterMetrics == nil {
+		t.Errorf("report: %+v", rep)
+	}
+}
+
+// Ensure the teacher's transcripts are episodes Rollout could have
+// recorded: the right tool call and its result as the answer, or (noise)
+// a wrong number without the tool.
+func TestTeacherTranscripts(t *testing.T) {
+	problems := ProductProblems(1, 40)
+	ts := TeacherTranscripts(problems, 60, 0.5, 1, SystemPrompt, artCalculatorTool(true))
+	if len(ts) != 60 {
+		t.Fatalf("%d transcripts", len(ts))
+	}
+	byQ := map[string]Problem{}
+	for _, p := range problems {
+		byQ[p.Question] = p
+	}
+	var tool, noise int
+	for _, tr := range ts {
+		ms := tr.Messages()
+		p, ok := byQ[ms[1].Content.String()]
+		if !ok || ms[0].Role != "system" || len(tr.Tools) != 1 {
+			t.Fatalf("transcript: %+v", ms)
+		}
+		final := ms[len(ms)-1].Content.String()
+		reward, correct, _ := Grade(final, p.Answer)
+		switch len(ms) {
+		case 5:
+			tool++
+			if !correct || ms[2].ToolCalls[0].ID != ms[3].ToolCallID {
+				t.Errorf("tool transcript for %q: %+v", p.Question, ms)
+			}
+		case 3:
+			noise++
+			if reward != 0.1 {
+				t.Errorf("noisy answer %q to %q scores %v; want 0.1", final, p.Question, reward)
+			}
+		default:
+			t.Fatalf("transcript of %d messages", len(ms))
+		}
+	}
+	if tool < 15 || noise < 15 {
+		t.Errorf("%d tool and %d noisy transcripts at noise 0.5", tool, noise)
+	}
+	for _, p := range ProductProblems(2, 100) {
+		if len(p.Question) != len("Compute 32 * 99.") || p.Answer < 1000 || p.Answer > 9999 {
+			t.Errorf("problem %+v is not fixed-width", p)
+		}
+	}
+}

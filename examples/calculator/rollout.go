@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"strings"
@@ -34,20 +35,40 @@ const (
 	calculatorDesc = "Evaluate an arithmetic expression exactly and return its value."
 )
 
-// CalculatorTool is the tool as the chat request carries it.
-func CalculatorTool() openai.ChatCompletionToolUnionParam {
-	return openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-		Name: calculatorName, Description: openai.String(calculatorDesc), Parameters: calculatorParams,
-	})
+// compactCalculatorParams is the schema of the compact tool: the same
+// arguments without descriptions, for a small model with a short context.
+var compactCalculatorParams = map[string]any{
+	"type":       "object",
+	"properties": map[string]any{"expression": map[string]any{"type": "string"}},
+}
+
+// calculatorSpec returns the tool's description and schema, compact or not.
+func calculatorSpec(compact bool) (string, map[string]any) {
+	if compact {
+		return "", compactCalculatorParams
+	}
+	return calculatorDesc, calculatorParams
+}
+
+// CalculatorTool is the tool as the chat request carries it; compact drops
+// the descriptions (--compact-tool).
+func CalculatorTool(compact bool) openai.ChatCompletionToolUnionParam {
+	desc, params := calculatorSpec(compact)
+	def := openai.FunctionDefinitionParam{Name: calculatorName, Parameters: params}
+	if desc != "" {
+		def.Description = openai.String(desc)
+	}
+	return openai.ChatCompletionFunctionTool(def)
 }
 
 // artCalculatorTool is the same tool as the trajectory records it.
-func artCalculatorTool() art.Tool {
-	params, err := json.Marshal(calculatorParams) // sorted keys, as the request encodes the map
+func artCalculatorTool(compact bool) art.Tool {
+	desc, params := calculatorSpec(compact)
+	b, err := json.Marshal(params) // sorted keys, as the request encodes the map
 	if err != nil {
 		panic(err) // a constant map always encodes
 	}
-	return art.FunctionTool(calculatorName, calculatorDesc, params)
+	return art.FunctionTool(calculatorName, desc, b)
 }
 
 // CallTool runs one tool call of the model and returns the tool message's
@@ -108,6 +129,20 @@ type RolloutOptions struct {
 	MaxTurns    int           // model calls per episode; the last one must answer
 	MaxTokens   int           // completion tokens per model call
 	CallTimeout time.Duration // bound on each chat completion, retries included
+	// System is the system message; "" means SystemPrompt.
+	System string
+	// CompactTool sends the tool without descriptions.
+	CompactTool bool
+	// SampleSeed, if set, makes sampling reproducible: the k-th call's
+	// request carries the seed *SampleSeed+k (for held-out evaluations).
+	SampleSeed *uint64
+}
+
+func (o RolloutOptions) system() string {
+	if o.System == "" {
+		return SystemPrompt
+	}
+	return o.System
 }
 
 // Rollout solves one problem through an OpenAI-compatible chat endpoint
@@ -122,20 +157,25 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, p Prob
 	if opt.MaxTurns < 1 {
 		return art.Trajectory{}, errors.New("calculator: MaxTurns must be >= 1")
 	}
-	traj := art.Trajectory{Tools: []art.Tool{artCalculatorTool()}, Metadata: map[string]any{"problem_id": p.ID}}
-	traj.AddMessage(art.SystemMsg(SystemPrompt))
+	system := opt.system()
+	traj := art.Trajectory{Tools: []art.Tool{artCalculatorTool(opt.CompactTool)}, Metadata: map[string]any{"problem_id": p.ID}}
+	traj.AddMessage(art.SystemMsg(system))
 	traj.AddMessage(art.UserMsg(p.Question))
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(SystemPrompt), openai.UserMessage(p.Question)}
-	tools := []openai.ChatCompletionToolUnionParam{CalculatorTool()}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(p.Question)}
+	tools := []openai.ChatCompletionToolUnionParam{CalculatorTool(opt.CompactTool)}
 	var turns, calls, bad int
 	final, answered := "", false
 	for turns < opt.MaxTurns && !answered {
 		turns++
 		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
-		resp, err := client.Chat.Completions.New(cctx, openai.ChatCompletionNewParams{
+		params := openai.ChatCompletionNewParams{
 			Model: modelName, Messages: msgs, Tools: tools,
 			MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1),
-		})
+		}
+		if opt.SampleSeed != nil {
+			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(turns)) & math.MaxInt64))
+		}
+		resp, err := client.Chat.Completions.New(cctx, params)
 		cancel()
 		if err != nil {
 			return art.Trajectory{}, fmt.Errorf("calculator: problem %s turn %d: chat: %w", p.ID, turns, err)

@@ -15,6 +15,12 @@
 // read off their headers (see GenerateQuestions) and graded exactly (see
 // CheckAnswer); the reward follows ART•E (see Rubric.Reward). Checkpoints
 // and logs go to <path>/<project>/models/<name>/.
+//
+// --sft-warmup N first trains by SFT (one TrainSFT call, checkpoint 1) on N
+// scripted episodes of training questions: search_inbox with words of the
+// subject, read_email of the mail, return_final_answer. --eval N runs N
+// held-out questions before and after training with seeded sampling and
+// prints the mean reward; --report FILE writes a JSON summary.
 package main
 
 import (
@@ -43,6 +49,12 @@ type config struct {
 	seed                      uint64
 	valSize, evalEvery        int
 	maxTurns, maxTokens       int
+	system                    string
+	gradAccum                 int
+	sftWarmup, sftBatch       int
+	sftLR                     float64
+	eval                      int
+	report                    string
 	concurrency               int
 	callTimeout               time.Duration
 	maxExceptions             float64
@@ -68,6 +80,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.evalEvery, "eval-every", 10, "evaluate the held-out set every this many steps (0: never)")
 	fs.IntVar(&c.maxTurns, "max-turns", 10, "model calls per episode")
 	fs.IntVar(&c.maxTokens, "max-tokens", 256, "completion tokens per model call")
+	fs.StringVar(&c.system, "system", "", "system message (default: the task instructions)")
+	fs.IntVar(&c.gradAccum, "grad-accum", 0, "episodes per optimizer step (0: one per episode, ART's default)")
+	fs.IntVar(&c.sftWarmup, "sft-warmup", 0, "at step 0, first train by SFT on this many scripted episodes (search, read, answer)")
+	fs.IntVar(&c.sftBatch, "sft-batch", 8, "episodes per SFT optimizer step")
+	fs.Float64Var(&c.sftLR, "sft-lr", 6e-3, "SFT learning rate")
+	fs.IntVar(&c.eval, "eval", 0, "held-out questions run before and after training, with seeded sampling (0: none; the held-out set grows to at least this size)")
+	fs.StringVar(&c.report, "report", "", "write a JSON summary of the run to this file")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "episodes run at once")
 	fs.DurationVar(&c.callTimeout, "call-timeout", 3*time.Minute, "bound on each chat completion")
 	fs.Float64Var(&c.maxExceptions, "max-exceptions", 0.1, "failed rollouts (errors, timeouts) a gather tolerates: a fraction in (0, 1) or a count")
@@ -89,6 +108,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case c.maxExceptions < 0:
 		return c, errors.New("--max-exceptions must be >= 0")
 	}
+	if c.gradAccum < 0 || c.sftWarmup < 0 || c.sftBatch < 1 || !(c.sftLR > 0) || c.eval < 0 {
+		return c, errors.New("--grad-accum, --sft-warmup and --eval must be >= 0, --sft-batch >= 1 and --sft-lr > 0")
+	}
+	c.valSize = max(c.valSize, c.eval)
 	if c.index == "" {
 		c.index = filepath.Join(c.path, "cache", "emailsearch-index.db")
 	}
@@ -110,6 +133,11 @@ func main() {
 }
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
+	t0 := time.Now()
+	rep := Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
+		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
+		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch}}
 	if _, err := os.Stat(cfg.corpus); err != nil {
 		return fmt.Errorf("emailsearch: no corpus at %s (run scripts/fetch-assets.sh spam_assassin, or pass --corpus): %w", cfg.corpus, err)
 	}
@@ -131,7 +159,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d mails, %d training and %d held-out questions\n", len(headers), len(trainSet), len(valSet))
 
-	backend := local.New(local.Options{Quiet: cfg.quiet})
+	backend := local.New(local.Options{Quiet: cfg.quiet, Seed: cfg.seed})
 	defer backend.Close()
 	model := &art.TrainableModel{
 		Model:     art.Model{Name: cfg.name, Project: cfg.project, BasePath: cfg.path},
@@ -144,26 +172,43 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.callTimeout}
-	gather := func(ctx context.Context, step int, qs []Question, size int, desc string) ([]art.TrajectoryGroup, error) {
+	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.callTimeout, System: cfg.system}
+	gather := func(ctx context.Context, step int, qs []Question, size int, desc string, seeded bool) ([]art.TrajectoryGroup, error) {
 		name := model.InferenceName(step)
 		return art.GatherGroups(ctx, qs, size, func(ctx context.Context, q Question) (art.Trajectory, error) {
-			return Rollout(ctx, client, name, inbox, q, opt)
+			o := opt
+			if seeded { // the same samples for the same checkpoint: a fair before/after
+				ss := hash64(cfg.seed, q.ID) >> 8
+				o.SampleSeed = &ss
+			}
+			return Rollout(ctx, client, name, inbox, q, o)
 		}, art.GatherOptions{Concurrency: cfg.concurrency, MaxExceptions: cfg.maxExceptions, Quiet: cfg.quiet, Description: desc})
 	}
-	evaluate := func(step int) error {
-		if cfg.evalEvery == 0 || len(valSet) == 0 || step%cfg.evalEvery != 0 {
-			return nil
+	lastEval := -1
+	// evaluate runs the held-out set at step when forced (the first and
+	// last step of an --eval run) or every --eval-every steps.
+	evaluate := func(step int, force bool) (mean, stderr float64, metrics map[string]float64, err error) {
+		if step == lastEval || len(valSet) == 0 || !force && (cfg.evalEvery == 0 || step%cfg.evalEvery != 0) {
+			return 0, 0, nil, nil
 		}
-		groups, err := gather(ctx, step, valSet, 1, fmt.Sprintf("val step %d", step))
+		lastEval = step
+		t := time.Now()
+		defer func() { rep.EvalSeconds += time.Since(t).Seconds() }()
+		set := valSet
+		if cfg.eval > 0 {
+			set = valSet[:cfg.eval]
+		}
+		groups, err := gather(ctx, step, set, 1, fmt.Sprintf("val step %d", step), cfg.eval > 0)
 		if err != nil {
-			return err
+			return 0, 0, nil, err
 		}
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
-			return err
+			return 0, 0, nil, err
 		}
-		fmt.Fprintf(stdout, "val step %d: reward %.3f correct %.3f\n", step, mean(groups, "reward"), mean(groups, "correct"))
-		return nil
+		mean, stderr, metrics = summarize(groups)
+		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f format_error %.3f searches %.2f\n", step, mean, stderr,
+			metrics["correct"], metrics["format_error"], metrics["searches"])
+		return mean, stderr, metrics, nil
 	}
 
 	start, err := model.Step(ctx) // resume where the last run stopped
@@ -173,11 +218,32 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if start >= cfg.steps {
 		return nil
 	}
-	if start == 0 {
-		if err := evaluate(0); err != nil { // the base model's score
+	if start == 0 && cfg.sftWarmup > 0 {
+		t := time.Now()
+		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, cfg.maxTurns, cfg.system, cfg.seed)
+		if err != nil {
+			return err
+		}
+		if len(trajs) == 0 {
+			return errors.New("emailsearch: the teacher found no training question's mail")
+		}
+		res, err := model.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRate: cfg.sftLR, BatchSize: cfg.sftBatch})
+		if err != nil {
+			return err
+		}
+		start = res.Step
+		rep.SFTTrajectories, rep.SFTSeconds = len(trajs), time.Since(t).Seconds()
+		fmt.Fprintf(stdout, "sft warm-up: %d scripted episodes, %.0f tokens, loss %.4f, %.1fs\n", len(trajs),
+			res.Metrics["data/step_trainer_tokens"], res.Metrics["loss/train"], rep.SFTSeconds)
+	}
+	rep.StartStep, rep.FinalStep = start, start
+	if start == 0 || cfg.eval > 0 { // the score before training
+		if rep.Before, rep.BeforeStderr, rep.BeforeMetrics, err = evaluate(start, cfg.eval > 0); err != nil {
 			return err
 		}
 	}
+	tRL := time.Now()
+	evalBefore := rep.EvalSeconds
 	// Enough epochs to reach cfg.steps; IterateDataset resumes at start.
 	epochs := int(math.Ceil(float64(cfg.steps) / float64(art.DatasetSteps(len(trainSet), cfg.groups, 1))))
 	batches, err := art.IterateDataset(trainSet, cfg.groups, epochs, start, int64(cfg.seed))
@@ -189,23 +255,39 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if step >= cfg.steps {
 			break
 		}
-		groups, err := gather(ctx, step, batch.Items, cfg.groupSize, fmt.Sprintf("train step %d", step))
+		groups, err := gather(ctx, step, batch.Items, cfg.groupSize, fmt.Sprintf("train step %d", step), false)
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, groups, art.TrainConfig{LearningRate: cfg.lr})
+		res, err := backend.Train(ctx, model, groups, art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
 		if err != nil {
 			return err
 		}
 		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
+		rep.Steps++
+		rep.FinalStep = res.Step
 		fmt.Fprintf(stdout, "step %d: reward %.3f correct %.3f searches %.2f loss %.4f skipped=%v %s\n", res.Step,
 			mean(groups, "reward"), mean(groups, "correct"), mean(groups, "searches"),
 			res.Metrics["loss/train"], res.Skipped, res.SkipReason)
-		if err := evaluate(res.Step); err != nil {
+		if res.Step < cfg.steps || cfg.eval == 0 {
+			if _, _, _, err := evaluate(res.Step, false); err != nil {
+				return err
+			}
+		}
+	}
+	rep.RLSeconds = time.Since(tRL).Seconds() - (rep.EvalSeconds - evalBefore)
+	if cfg.eval > 0 && rep.Steps > 0 {
+		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep, true); err != nil {
 			return err
 		}
+		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f, %d questions) after %d steps\n", rep.Before, rep.After,
+			math.Hypot(rep.BeforeStderr, rep.AfterStderr), cfg.eval, rep.Steps)
+	}
+	rep.TotalSeconds = time.Since(t0).Seconds()
+	if cfg.report != "" {
+		return writeReport(cfg.report, rep)
 	}
 	return nil
 }

@@ -125,3 +125,42 @@ func TestTrain_NoCorpus(t *testing.T) {
 		t.Fatalf("train without a corpus: %v", err)
 	}
 }
+
+// Ensure the benchmark flags work together on the real inbox: an SFT
+// warm-up on scripted episodes becomes checkpoint 1, the held-out questions
+// run before and after GRPO, and the report is written.
+func TestTrain_WarmupEvalReport(t *testing.T) {
+	_, corpus, index := realInbox(t)
+	base, root := tinyModel(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report := filepath.Join(root, "report.json")
+	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
+		"--system", "Answer from the inbox.", "--groups", "2", "--group-size", "2", "--max-tokens", "16", "--max-turns", "2",
+		"--steps", "2", "--sft-warmup", "2", "--sft-batch", "2", "--eval", "2", "--eval-every", "0", "--report", report,
+		"--call-timeout", "1m", "--quiet"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"sft warm-up: 2 scripted episodes", "val step 1:", "step 2:", "val step 2:", "held-out reward"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Example != "emailsearch" || rep.Steps != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 2 || rep.EvalScenarios != 2 {
+		t.Errorf("report: %+v", rep)
+	}
+}

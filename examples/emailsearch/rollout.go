@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -230,6 +231,12 @@ type RolloutOptions struct {
 	MaxTurns    int           // model calls per episode
 	MaxTokens   int           // completion tokens per model call
 	CallTimeout time.Duration // bound on each chat completion, retries included
+	// System is the system message; "" means the task instructions
+	// (systemPrompt with the turn budget).
+	System string
+	// SampleSeed, if set, makes sampling reproducible: the k-th call's
+	// request carries the seed *SampleSeed+k (for held-out evaluations).
+	SampleSeed *uint64
 }
 
 // Rollout answers one question through an OpenAI-compatible chat endpoint
@@ -242,7 +249,10 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 	if opt.MaxTurns < 1 {
 		return art.Trajectory{}, errors.New("emailsearch: MaxTurns must be >= 1")
 	}
-	system := fmt.Sprintf(systemPrompt, opt.MaxTurns)
+	system := opt.System
+	if system == "" {
+		system = fmt.Sprintf(systemPrompt, opt.MaxTurns)
+	}
 	traj := art.Trajectory{Tools: trajectoryTools(),
 		Metadata: map[string]any{"question_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
 	traj.AddMessage(art.SystemMsg(system))
@@ -258,10 +268,14 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 		}
 		r.Turns++
 		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
-		resp, err := client.Chat.Completions.New(cctx, openai.ChatCompletionNewParams{
+		params := openai.ChatCompletionNewParams{
 			Model: modelName, Messages: msgs, Tools: reqTools,
 			MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1),
-		})
+		}
+		if opt.SampleSeed != nil {
+			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(r.Turns)) & math.MaxInt64))
+		}
+		resp, err := client.Chat.Completions.New(cctx, params)
 		cancel()
 		if err != nil {
 			return art.Trajectory{}, fmt.Errorf("emailsearch: question %s turn %d: chat: %w", q.ID, r.Turns, err)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/artgo/art"
+)
+
+// Report is the JSON summary written by --report.
+type Report struct {
+	Example string `json:"example"`
+	Seed    uint64 `json:"seed"`
+	// Before and After are the mean held-out rewards at the first and last
+	// step of the run, with their standard errors over the games.
+	Before       float64 `json:"before"`
+	After        float64 `json:"after"`
+	BeforeStderr float64 `json:"before_stderr"`
+	AfterStderr  float64 `json:"after_stderr"`
+	// BeforeMetrics and AfterMetrics are the held-out means of the
+	// trajectory metrics (invalid_move, max_tile, ...).
+	BeforeMetrics   map[string]float64 `json:"before_metrics,omitempty"`
+	AfterMetrics    map[string]float64 `json:"after_metrics,omitempty"`
+	StartStep       int                `json:"start_step"`
+	FinalStep       int                `json:"final_step"`
+	Steps           int                `json:"steps"` // GRPO steps run
+	SFTTrajectories int                `json:"sft_trajectories"`
+	EvalScenarios   int                `json:"eval_scenarios"`
+	SFTSeconds      float64            `json:"sft_seconds"`
+	RLSeconds       float64            `json:"rl_seconds"`
+	EvalSeconds     float64            `json:"eval_seconds"`
+	TotalSeconds    float64            `json:"total_seconds"`
+	Config          map[string]any     `json:"config,omitempty"`
+}
+
+// summarize returns the mean reward of the trajectories of groups, its
+// standard error, and the mean of each metric.
+func summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[string]float64) {
+	var rs []float64
+	metrics = map[string]float64{}
+	for _, g := range groups {
+		for _, t := range g.Trajectories {
+			rs = append(rs, t.Reward)
+			for k, v := range t.Metrics {
+				metrics[k] += v
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, metrics
+	}
+	n := float64(len(rs))
+	for k := range metrics {
+		metrics[k] /= n
+	}
+	for _, r := range rs {
+		mean += r
+	}
+	mean /= n
+	if len(rs) > 1 {
+		var ss float64
+		for _, r := range rs {
+			ss += (r - mean) * (r - mean)
+		}
+		stderr = math.Sqrt(ss / (n - 1) / n)
+	}
+	return mean, stderr, metrics
+}
+
+// penalizeInvalid returns the groups with the training reward of every
+// game lost to an invalid reply lowered by penalty. The games are logged
+// with their real reward; only the trainer sees the penalty, which tells
+// GRPO that breaking the format is worse than a poor game.
+func penalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
+	if penalty == 0 {
+		return groups
+	}
+	out := make([]art.TrajectoryGroup, len(groups))
+	for i, g := range groups {
+		out[i] = g
+		out[i].Trajectories = append([]art.Trajectory(nil), g.Trajectories...)
+		for j := range out[i].Trajectories {
+			if t := &out[i].Trajectories[j]; t.Metrics["invalid_move"] == 1 {
+				t.Reward -= penalty
+			}
+		}
+	}
+	return out
+}
+
+// writeReport writes rep as JSON to path atomically: a reader sees the old
+// file or the whole new one.
+func writeReport(path string, rep Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename there is nothing to remove
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -17,6 +17,12 @@
 # warns if not), then interleaves our engine and llama.cpp in rounds. See
 # README.md for what each number means.
 set -euo pipefail
+# One benchmark at a time on this machine: two runs started in the same idle
+# window would measure each other.
+if command -v flock >/dev/null; then
+	exec 9>"${TMPDIR:-/tmp}/art-bench.lock"
+	flock 9
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -18,6 +18,12 @@
 # and OPENBLAS_CORETYPE=Cooperlake is set on its command alone (Debian's
 # OpenBLAS 0.3.21 misdetects this CPU otherwise). The Go build has no cgo.
 set -euo pipefail
+# One benchmark at a time on this machine: two runs started in the same idle
+# window would measure each other.
+if command -v flock >/dev/null; then
+	exec 9>"${TMPDIR:-/tmp}/art-bench.lock"
+	flock 9
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -15,6 +15,12 @@
 # OpenBLAS 0.3.21 misdetects this CPU (model 207) and falls back to SSE3
 # kernels otherwise. Never set it in tests or CI.
 set -euo pipefail
+# One benchmark at a time on this machine: two runs started in the same idle
+# window would measure each other.
+if command -v flock >/dev/null; then
+	exec 9>"${TMPDIR:-/tmp}/art-bench.lock"
+	flock 9
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/examples/internal/benchmark"
 )
 
 // config is the command line.
@@ -158,7 +159,7 @@ func evalScenarios(n int) []Scenario {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := Report{Example: "2048", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := benchmark.Report{Example: "2048", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"invalid_penalty": cfg.invalidPenalty, "target": cfg.target, "max_moves": cfg.maxMoves, "prompt": cfg.prompt, "system": cfg.system,
 		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch}}
@@ -209,7 +210,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
 			return 0, 0, nil, err
 		}
-		mean, stderr, metrics = summarize(groups)
+		mean, stderr, metrics = benchmark.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f max_tile %.1f invalid %.3f noop_moves %.1f\n", step, mean, stderr,
 			metrics["max_tile"], metrics["invalid_move"], metrics["noop_moves"])
 		return mean, stderr, metrics, nil
@@ -230,7 +231,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, penalizeInvalid(groups, cfg.invalidPenalty),
+		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
 			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
 		if err != nil {
 			return err
@@ -256,7 +257,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return writeReport(cfg.report, rep)
+		return benchmark.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/examples/internal/benchmark"
 )
 
 // config is the command line.
@@ -155,7 +156,7 @@ func splitProblems(cfg config) (train, val []Problem) {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := Report{Example: "calculator", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := benchmark.Report{Example: "calculator", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"problems": cfg.problems, "max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
 		"compact_tool": cfg.compactTool, "lora_rank": cfg.loraRank, "sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "sft_noise": cfg.sftNoise}}
@@ -208,7 +209,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
 			return 0, 0, nil, err
 		}
-		mean, stderr, metrics = summarize(groups)
+		mean, stderr, metrics = benchmark.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f tool_calls %.2f\n", step, mean, stderr,
 			metrics["correct"], metrics["tool_calls"])
 		return mean, stderr, metrics, nil
@@ -283,7 +284,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return writeReport(cfg.report, rep)
+		return benchmark.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/examples/internal/benchmark"
 )
 
 // config is the command line.
@@ -134,7 +135,7 @@ func main() {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := benchmark.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
 		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch}}
@@ -205,7 +206,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
 			return 0, 0, nil, err
 		}
-		mean, stderr, metrics = summarize(groups)
+		mean, stderr, metrics = benchmark.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f format_error %.3f searches %.2f\n", step, mean, stderr,
 			metrics["correct"], metrics["format_error"], metrics["searches"])
 		return mean, stderr, metrics, nil
@@ -287,7 +288,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return writeReport(cfg.report, rep)
+		return benchmark.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

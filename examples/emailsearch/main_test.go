@@ -14,6 +14,7 @@ import (
 
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/examples/internal/benchmark"
 )
 
 // tinyModel writes a random-weight Qwen2-shaped model with the byte
@@ -156,7 +157,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
+	var rep benchmark.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

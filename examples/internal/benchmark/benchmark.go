@@ -1,12 +1,14 @@
-package main
+// Package benchmark holds what the examples share for their benchmark
+// configurations (--eval, --report, training-only reward shaping); the
+// examples themselves use only the public SDK.
+package benchmark
 
 import (
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/atomicfile"
 )
 
 // Report is the JSON summary written by --report.
@@ -35,9 +37,9 @@ type Report struct {
 	Config          map[string]any     `json:"config,omitempty"`
 }
 
-// summarize returns the mean reward of the trajectories of groups, its
+// Summarize returns the mean reward of the trajectories of groups, its
 // standard error, and the mean of each metric.
-func summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[string]float64) {
+func Summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[string]float64) {
 	var rs []float64
 	metrics = map[string]float64{}
 	for _, g := range groups {
@@ -69,11 +71,22 @@ func summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[
 	return mean, stderr, metrics
 }
 
-// penalizeInvalid returns the groups with the training reward of every
-// game lost to an invalid reply lowered by penalty. The games are logged
-// with their real reward; only the trainer sees the penalty, which tells
-// GRPO that breaking the format is worse than a poor game.
-func penalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
+// WriteReport writes rep as JSON to path atomically: a reader sees the old
+// file or the whole new one.
+func WriteReport(path string, rep Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// PenalizeInvalid returns copies of groups in which every trajectory whose
+// invalid_move metric is 1 has penalty subtracted from its reward, for
+// training only (log the original groups, whose rewards keep their scale):
+// it tells GRPO that breaking the format is worse than a poor result. A
+// penalty of 0 returns groups as they are.
+func PenalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
 	if penalty == 0 {
 		return groups
 	}
@@ -88,26 +101,4 @@ func penalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.Trajec
 		}
 	}
 	return out
-}
-
-// writeReport writes rep as JSON to path atomically: a reader sees the old
-// file or the whole new one.
-func writeReport(path string, rep Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".report-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename there is nothing to remove
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -1,0 +1,40 @@
+package benchmark
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/artgo/art"
+)
+
+func TestSummarize(t *testing.T) {
+	groups := []art.TrajectoryGroup{
+		{Trajectories: []art.Trajectory{{Reward: 1, Metrics: map[string]float64{"m": 2}}, {Reward: 0, Metrics: map[string]float64{"m": 0}}}},
+		{Trajectories: []art.Trajectory{{Reward: 0.5, Metrics: map[string]float64{"m": 1}}, {Reward: 0.5}}},
+	}
+	mean, se, metrics := Summarize(groups)
+	// rewards 1, 0, .5, .5: mean .5, sample variance 1/6, se sqrt(1/6/4)
+	if mean != 0.5 || math.Abs(se-math.Sqrt(1.0/24)) > 1e-12 || metrics["m"] != 0.75 {
+		t.Errorf("Summarize = %v, %v, %v", mean, se, metrics)
+	}
+}
+
+func TestWriteReportAndPenalize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := WriteReport(path, Report{Example: "x", Before: 0.25, After: 0.75}); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	b, _ := os.ReadFile(path)
+	if err := json.Unmarshal(b, &got); err != nil || got.Example != "x" || got.After != 0.75 {
+		t.Errorf("report %+v, %v", got, err)
+	}
+	in := []art.TrajectoryGroup{{Trajectories: []art.Trajectory{{Reward: 0, Metrics: map[string]float64{"invalid_move": 1}}, {Reward: 0.3}}}}
+	out := PenalizeInvalid(in, 2)
+	if out[0].Trajectories[0].Reward != -2 || out[0].Trajectories[1].Reward != 0.3 || in[0].Trajectories[0].Reward != 0 {
+		t.Errorf("penalized %+v (input %+v)", out, in)
+	}
+}

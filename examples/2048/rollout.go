@@ -93,7 +93,7 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, sc Sce
 	traj.SetMetric("noop_moves", float64(out.NoOps))
 	traj.SetMetric("invalid_move", b2f(out.Invalid))
 	traj.SetMetric("won", b2f(out.Won))
-	traj.Metadata = map[string]any{"seed": fmt.Sprint(sc.Seed)}
+	traj.Metadata = map[string]any{"scenario_id": fmt.Sprint(sc.Seed)} // ART's key: data/cum/num_unique_scenarios counts it
 	traj.Logf("final board (%d moves):\n%s", out.Moves, out.Board)
 	traj.Finish()
 	return traj, nil

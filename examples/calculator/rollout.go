@@ -158,7 +158,7 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, p Prob
 		return art.Trajectory{}, errors.New("calculator: MaxTurns must be >= 1")
 	}
 	system := opt.system()
-	traj := art.Trajectory{Tools: []art.Tool{artCalculatorTool(opt.CompactTool)}, Metadata: map[string]any{"problem_id": p.ID}}
+	traj := art.Trajectory{Tools: []art.Tool{artCalculatorTool(opt.CompactTool)}, Metadata: map[string]any{"scenario_id": p.ID}}
 	traj.AddMessage(art.SystemMsg(system))
 	traj.AddMessage(art.UserMsg(p.Question))
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(p.Question)}

@@ -254,7 +254,7 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 		system = fmt.Sprintf(systemPrompt, opt.MaxTurns)
 	}
 	traj := art.Trajectory{Tools: trajectoryTools(),
-		Metadata: map[string]any{"question_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
+		Metadata: map[string]any{"scenario_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
 	traj.AddMessage(art.SystemMsg(system))
 	traj.AddMessage(art.UserMsg(q.Text))
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(q.Text)}

@@ -44,7 +44,7 @@ func TeacherTranscript(ctx context.Context, inbox *Inbox, q Question, maxTurns i
 	if system == "" {
 		system = fmt.Sprintf(systemPrompt, maxTurns)
 	}
-	t = art.Trajectory{Tools: trajectoryTools(), Metadata: map[string]any{"question_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
+	t = art.Trajectory{Tools: trajectoryTools(), Metadata: map[string]any{"scenario_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
 	t.AddMessage(art.SystemMsg(system))
 	t.AddMessage(art.UserMsg(q.Text))
 	var r Rubric

@@ -94,6 +94,9 @@ func Open(ctx context.Context, opt Options) (*Service, error) {
 	if s.model, err = model.Load(opt.BaseModel); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
+	// Pack the weights now, layer by layer, so the stored copies are gone
+	// before KV caches and training activations are allocated.
+	s.model.W.Prepack()
 	if s.tok, err = tokenizer.LoadDir(opt.BaseModel); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}

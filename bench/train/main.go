@@ -23,7 +23,7 @@
 // than 0.1 core busy during both steps.
 //
 //	train [-rounds 5] [-warmup 1] [-T 512] [-rank 8] [-shape qwen2.5-0.5b]
-//	      [-peer 'CMD ARGS...'] [-dir DIR] [-cpuprofile FILE]
+//	      [-peer 'CMD ARGS...'] [-dir DIR] [-cpuprofile FILE] [-memprofile FILE] [-recompute]
 //
 // run.sh builds it and passes the peer command (with OPENBLAS_CORETYPE set
 // on that command alone). The report is a markdown table on stdout;
@@ -63,6 +63,7 @@ func main() {
 	peerCmd := flag.String("peer", "", "PyTorch peer command (empty: engine only)")
 	dir := flag.String("dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile (alloc_space) of the run to this file")
 	recompute := flag.Bool("recompute", false, "recompute activations in the backward pass (less memory, more compute)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -76,6 +77,18 @@ func main() {
 	if err := run(*rounds, *warmup, *T, *rank, *shape, *peerCmd, *dir, *recompute); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(1)
+	}
+	if *memprofile != "" {
+		runtime.GC() // the profile shows allocations up to the last completed GC
+		f, err := os.Create(*memprofile)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "train: memprofile:", err)
+			os.Exit(1)
+		}
 	}
 }
 
@@ -147,6 +160,7 @@ func run(rounds, warmup, T, rank int, shape, peerCmd, dir string, recompute bool
 	}
 
 	// 3. Interleaved steps.
+	m.W.Prepack()
 	acts := m.NewActs(T)
 	if recompute {
 		acts = m.NewRecomputeActs(T)

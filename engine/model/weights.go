@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/artgo/art/engine/kernels"
 )
@@ -93,4 +94,24 @@ func tensorTable(cfg Config, w *Weights) []tensorRef {
 func ignorableTensor(name string) bool {
 	const suffix = "rotary_emb.inv_freq"
 	return len(name) >= len(suffix) && name[len(name)-len(suffix):] == suffix
+}
+
+// Prepack builds the packed copies of every weight matrix now instead of at
+// first use, then returns the memory the stored 16-bit copies held (packing
+// releases them) to the operating system, layer by layer. Call it once after loading, before
+// allocating activations or KV caches: otherwise the stored copies, the
+// packed ones and the first step's buffers are all live at once, which sets
+// the process's peak memory.
+func (w *Weights) Prepack() {
+	for l := range w.Layers {
+		for _, m := range []*kernels.Mat{w.Layers[l].Q, w.Layers[l].K, w.Layers[l].V, w.Layers[l].O,
+			w.Layers[l].Gate, w.Layers[l].Up, w.Layers[l].Down} {
+			m.Prepack()
+		}
+		// Give each layer's stored copies back as we go, so the peak is
+		// the packed weights plus one layer, not both copies of all.
+		debug.FreeOSMemory()
+	}
+	w.LMHead.Prepack()
+	debug.FreeOSMemory()
 }

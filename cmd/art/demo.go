@@ -18,8 +18,9 @@ under <path>/demo/base-tictactoe) a small base model by supervised fine-tuning
 on random legal tic-tac-toe moves, then trains a LoRA adapter with GRPO through
 the public SDK: a TrainableModel on the in-process backend, rollouts calling
 the OpenAI-compatible endpoint it serves. It prints the mean reward on
-held-out games before and after, and leaves checkpoints, history.jsonl and
-trajectory logs under <path>/demo/models/tictactoe.`,
+held-out games every 25 steps, before and after, and leaves checkpoints,
+history.jsonl, trajectory logs and a reward curve (reward.png) under
+<path>/demo/models/tictactoe. About 1.5–3 minutes on 2 cores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Out = cmd.ErrOrStderr()

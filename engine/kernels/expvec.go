@@ -13,7 +13,7 @@ import "math"
 // Expf is exp for float32 arguments, accurate to ~2 ulp: x = k·ln2 + r with
 // |r| ≤ ln2/2, exp(r) by a degree-6 polynomial, then scaled by 2^k through
 // the exponent bits. Below -87.3 it returns 0; above 88 it defers to
-// math.Exp. (engine/model's expf is the same function.)
+// math.Exp.
 func Expf(x float32) float32 {
 	switch {
 	case x > 88: // 2^k would overflow the exponent field near the top

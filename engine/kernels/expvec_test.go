@@ -108,6 +108,9 @@ func TestExpf(t *testing.T) {
 	if worst > 3e-7 {
 		t.Errorf("Expf: max relative error %.3g", worst)
 	}
+	if Expf(-100) != 0 || !math.IsInf(float64(Expf(100)), 1) || Expf(0) != 1 {
+		t.Error("Expf: edge cases")
+	}
 }
 
 // BenchmarkExpShift compares the vectorised log-sum-exp pass with the

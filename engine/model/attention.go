@@ -92,7 +92,7 @@ func softmaxCausal(row []float32, visible int, scale float32) {
 	}
 	var sum float32
 	for j := 0; j < visible; j++ {
-		e := expf(row[j] - maxv)
+		e := kernels.Expf(row[j] - maxv)
 		row[j] = e
 		sum += e
 	}

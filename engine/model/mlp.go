@@ -1,10 +1,12 @@
 package model
 
+import "github.com/artgo/art/engine/kernels"
+
 // swigluForward computes h = silu(gate) * up elementwise over n values.
 func swigluForward(h, gate, up []float32, n int) {
 	for i := 0; i < n; i++ {
 		g := gate[i]
-		h[i] = g / (1 + expf(-g)) * up[i]
+		h[i] = g / (1 + kernels.Expf(-g)) * up[i]
 	}
 }
 
@@ -14,7 +16,7 @@ func swigluForward(h, gate, up []float32, n int) {
 func swigluBackward(dgate, dup, dh, gate, up []float32, n int) {
 	for i := 0; i < n; i++ {
 		g := gate[i]
-		sig := 1 / (1 + expf(-g))
+		sig := 1 / (1 + kernels.Expf(-g))
 		silu := g * sig
 		dsilu := sig * (1 + g*(1-sig))
 		d := dh[i]

@@ -161,13 +161,3 @@ func TestExpShift(t *testing.T) {
 		}
 	}
 }
-
-// TestExpfIsKernels ensures expf and kernels.Expf, which the vectorised
-// training layers reproduce, are the same function.
-func TestExpfIsKernels(t *testing.T) {
-	for x := float32(-100); x < 100; x += 0.0137 {
-		if a, b := expf(x), kernels.Expf(x); a != b {
-			t.Fatalf("expf(%v) = %v, kernels.Expf %v", x, a, b)
-		}
-	}
-}

@@ -246,7 +246,7 @@ func cumulate(d *store.ModelDir, groups []TrajectoryGroup, metrics map[string]fl
 			if id, ok := t.Metadata["scenario_id"]; ok && id != nil {
 				ids[fmt.Sprint(id)] = true
 			}
-			for _, h := range append([]History{t.History()}, t.AdditionalHistories...) {
+			for _, h := range t.Histories() {
 				for _, mc := range h.MessagesAndChoices {
 					if mc.Choice != nil {
 						actorTokens += len(mc.Choice.Logprobs)

@@ -620,6 +620,11 @@ func TestTrajectory_Helpers(t *testing.T) {
 	h := tr.History()
 	h.AddMessage(UserMsg("u"))
 	h.AddChoice(Choice{Message: AssistantMsg("a")})
+	extra := History{MessagesAndChoices: []MessageOrChoice{{Message: ptrTo(UserMsg("x"))}}}
+	with := Trajectory{MessagesAndChoices: tr.MessagesAndChoices, AdditionalHistories: []History{extra}}
+	if hs := with.Histories(); len(hs) != 2 || len(hs[0].MessagesAndChoices) != 2 || !reflect.DeepEqual(hs[1], extra) {
+		t.Fatalf("Histories() = %+v; want the main history, then the additional one", hs)
+	}
 	if got := h.Messages(); len(got) != 4 || got[3].Content.String() != "a" {
 		t.Fatalf("History.Messages() = %+v", got)
 	}
@@ -738,3 +743,5 @@ func TestLog_CumulativeDataMetrics(t *testing.T) {
 		t.Error("a val log counted towards the training totals")
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -79,6 +79,12 @@ func (t *Trajectory) History() History {
 	return History{MessagesAndChoices: t.MessagesAndChoices, Tools: t.Tools}
 }
 
+// Histories returns every history of t: the main one, then the additional
+// ones. Each is trained as its own sequence.
+func (t *Trajectory) Histories() []History {
+	return append([]History{t.History()}, t.AdditionalHistories...)
+}
+
 // Messages returns the main history as chat messages (see History.Messages).
 func (t *Trajectory) Messages() []Message { return messagesOf(t.MessagesAndChoices) }
 

@@ -79,7 +79,7 @@ func (s *Service) TrainSFT(ctx context.Context, trajectories []art.Trajectory, c
 	cfg = cfg.WithDefaults()
 	examples := make([][]train.History, len(trajectories))
 	for ti, t := range trajectories {
-		for hi, h := range append([]art.History{t.History()}, t.AdditionalHistories...) {
+		for hi, h := range t.Histories() {
 			eh, err := convertHistory(h, true)
 			if err != nil {
 				return art.TrainResult{}, fmt.Errorf("service: train sft: trajectory %d history %d: %w", ti, hi, err)
@@ -197,8 +197,7 @@ func convertGroups(groups []art.TrajectoryGroup, allowWithoutLogprobs bool) ([]t
 		for ti, t := range g.Trajectories {
 			name := "group " + strconv.Itoa(gi) + " trajectory " + strconv.Itoa(ti)
 			tt := train.Trajectory{Reward: t.Reward, Name: name}
-			hs := append([]art.History{t.History()}, t.AdditionalHistories...)
-			for hi, h := range hs {
+			for hi, h := range t.Histories() {
 				eh, err := convertHistory(h, allowWithoutLogprobs)
 				if err != nil {
 					return nil, fmt.Errorf("service: %s history %d: %w", name, hi, err)

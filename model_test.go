@@ -620,7 +620,7 @@ func TestTrajectory_Helpers(t *testing.T) {
 	h := tr.History()
 	h.AddMessage(UserMsg("u"))
 	h.AddChoice(Choice{Message: AssistantMsg("a")})
-	extra := History{MessagesAndChoices: []MessageOrChoice{{Message: ptrTo(UserMsg("x"))}}}
+	extra := History{MessagesAndChoices: []MessageOrChoice{{Message: ptr(UserMsg("x"))}}}
 	with := Trajectory{MessagesAndChoices: tr.MessagesAndChoices, AdditionalHistories: []History{extra}}
 	if hs := with.Histories(); len(hs) != 2 || len(hs[0].MessagesAndChoices) != 2 || !reflect.DeepEqual(hs[1], extra) {
 		t.Fatalf("Histories() = %+v; want the main history, then the additional one", hs)
@@ -743,5 +743,3 @@ func TestLog_CumulativeDataMetrics(t *testing.T) {
 		t.Error("a val log counted towards the training totals")
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

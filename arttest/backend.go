@@ -16,6 +16,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/store"
 )
 
 // Env is where a backend under test keeps its model.
@@ -52,6 +53,21 @@ func TinyModel(tb testing.TB) string {
 		tb.Fatalf("arttest: write tiny model: %v", err)
 	}
 	return dir
+}
+
+// ReadHistory returns the rows of modelDir/history.jsonl, failing the test
+// if the file cannot be read or has a corrupted line.
+func ReadHistory(tb testing.TB, modelDir string) []map[string]any {
+	tb.Helper()
+	d, err := store.Open(modelDir)
+	if err != nil {
+		tb.Fatalf("arttest: %v", err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil {
+		tb.Fatalf("arttest: %v", err)
+	}
+	return rows
 }
 
 // NewBackend returns a backend under test that keeps env's model. The suite

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,50 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/artgo/art/engine/initmodel"
-	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/examples/internal/benchmark"
 )
-
-// tinyModel writes a random-weight Qwen2-shaped model with the byte
-// tokenizer. It plays nonsense, which is all a smoke test needs.
-func tinyModel(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "tiny")
-	_, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
-		DType: kernels.F32, Seed: 1, Std: 0.2})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
-// historyRows reads history.jsonl.
-func historyRows(tb testing.TB, path string) []map[string]any {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var rows []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			tb.Fatalf("history.jsonl: %v", err)
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
 
 // Ensure the program trains for two steps on a tiny random model (whose
 // replies are never moves), logs and checkpoints every step, and a second
 // run resumes at the stored step.
 func TestTrain_Smoke(t *testing.T) {
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := []string{"--base-model", base, "--path", root, "--groups", "2", "--group-size", "2", "--max-tokens", "4",
@@ -77,7 +41,7 @@ func TestTrain_Smoke(t *testing.T) {
 			t.Errorf("missing %s: %v", p, err)
 		}
 	}
-	rows := historyRows(t, filepath.Join(dir, "history.jsonl"))
+	rows := arttest.ReadHistory(t, dir)
 	if len(rows) != 2 {
 		t.Fatalf("history.jsonl has %d rows; want 2", len(rows))
 	}
@@ -122,7 +86,7 @@ func TestParseFlags(t *testing.T) {
 // before and after GRPO and logged as the val split, and the report is
 // written.
 func TestTrain_WarmupEvalReport(t *testing.T) {
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report := filepath.Join(root, "report.json")

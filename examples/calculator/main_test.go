@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,44 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/artgo/art/engine/initmodel"
-	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/examples/internal/benchmark"
 )
-
-// tinyModel writes a random-weight Qwen2-shaped model with the byte
-// tokenizer. It answers nonsense, which is all a smoke test needs.
-func tinyModel(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "tiny")
-	_, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
-		DType: kernels.F32, Seed: 1, Std: 0.2})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
-// historyRows reads history.jsonl.
-func historyRows(tb testing.TB, path string) []map[string]any {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var rows []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			tb.Fatalf("history.jsonl: %v", err)
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
 
 // Ensure the program trains for two steps on a tiny random model, logs the
 // train and held-out splits and checkpoints every step, and a second run
@@ -57,7 +21,7 @@ func historyRows(tb testing.TB, path string) []map[string]any {
 // its replies hold a digit often enough that groups differ (reward 0 or
 // 0.1), so the steps train for real.
 func TestTrain_Smoke(t *testing.T) {
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := []string{"--base-model", base, "--path", root, "--groups", "2", "--group-size", "4", "--max-tokens", "24",
@@ -79,7 +43,7 @@ func TestTrain_Smoke(t *testing.T) {
 			t.Errorf("missing %s: %v", p, err)
 		}
 	}
-	rows := historyRows(t, filepath.Join(dir, "history.jsonl"))
+	rows := arttest.ReadHistory(t, dir)
 	var trainRows, valRows int
 	for _, r := range rows {
 		if _, ok := r["train/reward"]; ok {
@@ -115,7 +79,7 @@ func TestTrain_Smoke(t *testing.T) {
 // on teacher transcripts (tool calls included) becomes checkpoint 1, the
 // held-out problems run before and after GRPO, and the report is written.
 func TestTrain_WarmupEvalReport(t *testing.T) {
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report := filepath.Join(root, "report.json")

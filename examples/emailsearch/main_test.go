@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,44 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/artgo/art/engine/initmodel"
-	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/examples/internal/benchmark"
 )
-
-// tinyModel writes a random-weight Qwen2-shaped model with the byte
-// tokenizer. It never calls a tool, which is all a smoke test needs.
-func tinyModel(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "tiny")
-	_, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
-		DType: kernels.F32, Seed: 1, Std: 0.2})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
-// historyRows reads history.jsonl.
-func historyRows(tb testing.TB, path string) []map[string]any {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var rows []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var r map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			tb.Fatalf("history.jsonl: %v", err)
-		}
-		rows = append(rows, r)
-	}
-	return rows
-}
 
 // Ensure the program runs two training steps on the real inbox with a tiny
 // random model, logs the train and held-out splits and checkpoints every
@@ -58,7 +22,7 @@ func historyRows(tb testing.TB, path string) []map[string]any {
 // with the same reward and the steps carry the checkpoint over, saying so.
 func TestTrain_Smoke(t *testing.T) {
 	_, corpus, index := realInbox(t)
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := []string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
@@ -85,7 +49,7 @@ func TestTrain_Smoke(t *testing.T) {
 		}
 	}
 	var trainRows, valRows int
-	for _, r := range historyRows(t, filepath.Join(dir, "history.jsonl")) {
+	for _, r := range arttest.ReadHistory(t, dir) {
 		if _, ok := r["train/reward"]; ok {
 			trainRows++
 			for _, k := range []string{"train/correct", "train/format_error", "train/turns", "train/found_right_email"} {
@@ -132,7 +96,7 @@ func TestTrain_NoCorpus(t *testing.T) {
 // run before and after GRPO, and the report is written.
 func TestTrain_WarmupEvalReport(t *testing.T) {
 	_, corpus, index := realInbox(t)
-	base, root := tinyModel(t), t.TempDir()
+	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report := filepath.Join(root, "report.json")

@@ -16,7 +16,6 @@ import (
 	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/store"
 )
 
 // Options configure Run. Zero fields take the defaults of DefaultOptions.
@@ -261,7 +260,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			rep.ExpectedBefore, rep.ExpectedAfter, 100*rep.ExpectedInvalidBefore, 100*rep.ExpectedInvalidAfter)
 	}
 	rep.Chart = filepath.Join(rep.ModelDir, "reward.png")
-	if err := drawChart(rep.ModelDir, rep.Chart); err != nil {
+	if err := drawChart(model, rep.Chart); err != nil {
 		return rep, err
 	}
 	logf(opt.Out, start, "reward curve: %s", rep.Chart)
@@ -269,9 +268,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	return rep, nil
 }
 
-// drawChart draws the run's reward curve from its history.jsonl.
-func drawChart(modelDir, png string) error {
-	d, err := store.Open(modelDir)
+// drawChart draws the model's reward curve from its history.jsonl.
+func drawChart(model *art.TrainableModel, png string) error {
+	d, err := model.Dir()
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -151,7 +151,11 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		BaseModel: rep.BaseModel,
 		LoRA:      art.LoRAConfig{Rank: 8, Alpha: 16},
 	}
-	rep.ModelDir = filepath.Join(opt.Path, "demo", "models", "tictactoe")
+	dir, err := model.Dir()
+	if err != nil {
+		return rep, err
+	}
+	rep.ModelDir = dir.Path()
 	if err := os.RemoveAll(rep.ModelDir); err != nil { // each demo run starts fresh
 		return rep, fmt.Errorf("demo: %w", err)
 	}

@@ -1066,7 +1066,7 @@ func prepack(m *model.Model) (weights, packed int) {
 func runProfile(args []string, log func(string, ...any)) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
 	dir := fs.String("model", "", "model folder")
-	kind := fs.String("kind", "single", "single (1-sequence decode steps), group (n sequences' decode steps) or prefill (prompt forward passes)")
+	kind := fs.String("kind", "single", "single (1-sequence decode steps), group (n sequences' decode steps), batcher (the Batcher generating n samples: sampling included) or prefill (prompt forward passes)")
 	tokens := fs.Int("tokens", 64, "decode steps")
 	promptLen := fs.Int("prompt", 512, "prompt tokens")
 	n := fs.Int("n", 8, "group size")
@@ -1084,6 +1084,23 @@ func runProfile(args []string, log func(string, ...any)) error {
 		return err
 	}
 	var ws model.Workspace
+	if *kind == "batcher" {
+		f, err := os.Create(*outPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		b := generate.NewBatcher(m, generate.BatcherOptions{})
+		pprof.StartCPUProfile(f)
+		r, err := oursGroup(b, prompt, *n, *tokens, 1, 0)
+		pprof.StopCPUProfile()
+		if err != nil {
+			return err
+		}
+		log("batcher: %d × %d tokens: %.2f tok/s aggregate, decode phase %.2f tok/s", *n, *tokens,
+			float64(r.Tokens)/r.TotalMs*1e3, float64(r.Decoded)/r.DecodeMs*1e3)
+		return nil
+	}
 	if *kind == "prefill" {
 		f, err := os.Create(*outPath)
 		if err != nil {

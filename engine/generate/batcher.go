@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/parallel"
 )
 
 // BatcherOptions size a Batcher's forward passes.
@@ -160,6 +161,7 @@ func (b *Batcher) loop() {
 	var ws model.Workspace
 	V, C := b.m.Config.VocabSize, b.m.Config.HiddenSize
 	var logits []float32
+	var draws []draw
 	fail := func(j *job, err error) {
 		if j.left >= 0 {
 			j.left = -1
@@ -262,6 +264,7 @@ func (b *Batcher) loop() {
 		logits = slices.Grow(logits[:0], len(rows)*V)[:len(rows)*V]
 		b.m.Logits(logits, in, len(rows))
 		var forked []*seq
+		draws = draws[:0]
 		for k, s := range rows {
 			row := logits[k*V : (k+1)*V]
 			if s.sample < 0 {
@@ -276,26 +279,46 @@ func (b *Batcher) loop() {
 					smp, _ := NewSampler(j.req.Sampling, j.req.Seed+uint64(i))
 					ns := &seq{j: j, sample: i, cache: c, sampler: smp}
 					forked = append(forked, ns)
-					ns.take(row)
+					draws = append(draws, draw{s: ns, row: row})
 				}
 				s.j = &job{left: -1} // retire the prefill sequence
 				continue
 			}
-			s.take(row)
+			if s.j.left >= 0 {
+				draws = append(draws, draw{s: s, row: row})
+			}
+		}
+		// Each sequence has its own sampler and the rows are only read, so
+		// the rows are sampled in parallel (a full-vocabulary softmax each);
+		// recording stays in order.
+		parallel.For(len(draws), 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				p := &draws[i]
+				p.smp = p.s.sampler.Next(p.row, p.s.j.req.VocabLimit)
+			}
+		})
+		for _, p := range draws {
+			p.s.record(p.smp)
 		}
 		active = append(active, forked...)
 		active = slices.DeleteFunc(active, func(s *seq) bool { return s.j.left < 0 || (s.sample >= 0 && s.next == nil) })
 	}
 }
 
-// take samples the sequence's next token from row and records it; when the
-// sequence finishes, it leaves next nil and may end its job.
-func (s *seq) take(row []float32) {
+// draw is one sequence's next token, sampled from its row of logits.
+type draw struct {
+	s   *seq
+	row []float32
+	smp Sample
+}
+
+// record appends the sequence's sampled token; when the sequence finishes,
+// it leaves next nil and may end its job.
+func (s *seq) record(smp Sample) {
 	j := s.j
 	if j.left < 0 {
 		return
 	}
-	smp := s.sampler.Next(row, j.req.VocabLimit)
 	r := &j.res[s.sample]
 	r.Tokens = append(r.Tokens, smp)
 	j.events <- event{i: s.sample, s: smp}

@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/artgo/art/engine/kernels"
 )
 
 // SamplingParams control how the next token is chosen.
@@ -56,6 +58,7 @@ type Sampler struct {
 	rng  *rand.Rand
 	idx  []int
 	prob []float64
+	buf  []float32
 }
 
 // NewSampler returns a sampler whose choices are fully determined by seed.
@@ -68,24 +71,22 @@ func NewSampler(p SamplingParams, seed uint64) (*Sampler, error) {
 
 // Next chooses a token from one row of vocabulary logits, never an id >=
 // limit when limit > 0 (padding rows). The logprobs are computed over the
-// whole row.
+// whole row. logits is only read.
 func (s *Sampler) Next(logits []float32, limit int) Sample {
-	maxv := math.Inf(-1)
-	argmax := 0
 	pick := logits
 	if limit > 0 && limit < len(logits) {
 		pick = logits[:limit]
 	}
-	for i, v := range pick {
-		if float64(v) > maxv {
-			maxv, argmax = float64(v), i
-		}
+	maxv := kernels.Max(pick) // NaNs are skipped, as by a > comparison
+	argmax := max(0, slices.Index(pick, maxv))
+	shift := maxv
+	if len(pick) < len(logits) {
+		shift = max(shift, kernels.Max(logits[len(pick):]))
 	}
-	var sum float64
-	for _, v := range logits {
-		sum += math.Exp(float64(v) - maxv)
-	}
-	logZ := maxv + math.Log(sum)
+	s.buf = slices.Grow(s.buf[:0], len(logits))[:len(logits)]
+	copy(s.buf, logits)
+	sum, _ := kernels.ExpShift(s.buf, shift)
+	logZ := float64(shift) + math.Log(sum)
 	id := argmax
 	if s.p.Temperature > 0 {
 		id = s.sample(pick, maxv)
@@ -100,7 +101,7 @@ func (s *Sampler) Next(logits []float32, limit int) Sample {
 }
 
 // sample draws from softmax(logits/T) restricted by top-k and top-p.
-func (s *Sampler) sample(logits []float32, maxv float64) int {
+func (s *Sampler) sample(logits []float32, maxv float32) int {
 	V := len(logits)
 	invT := 1 / s.p.Temperature
 	k := s.p.TopK
@@ -108,28 +109,24 @@ func (s *Sampler) sample(logits []float32, maxv float64) int {
 	if k <= 0 || k > V {
 		k = V
 	}
-	var idx []int
-	if k < V || nucleus {
-		if k < V {
-			idx = topIndices(logits, k)
-		} else {
-			idx = s.sortedIndices(logits)
-		}
-	}
-	if idx == nil { // plain temperature sampling over the whole vocabulary
-		s.prob = slices.Grow(s.prob[:0], V)[:V]
-		var total float64
+	if k == V && !nucleus { // plain temperature sampling over the whole vocabulary
+		w := s.buf[:V]
 		for i, v := range logits {
-			e := math.Exp((float64(v) - maxv) * invT)
-			s.prob[i] = e
-			total += e
+			w[i] = v * float32(invT)
 		}
-		return pick(s.prob, total*s.rng.Float64(), nil)
+		total, _ := kernels.ExpShift(w, maxv*float32(invT))
+		return pick(w, total*s.rng.Float64(), nil)
+	}
+	var idx []int
+	if k < V {
+		idx = topIndices(logits, k)
+	} else {
+		idx = s.sortedIndices(logits)
 	}
 	s.prob = slices.Grow(s.prob[:0], len(idx))[:len(idx)]
 	var total float64
 	for i, j := range idx {
-		e := math.Exp((float64(logits[j]) - maxv) * invT)
+		e := math.Exp((float64(logits[j]) - float64(maxv)) * invT)
 		s.prob[i] = e
 		total += e
 	}
@@ -150,10 +147,10 @@ func (s *Sampler) sample(logits []float32, maxv float64) int {
 
 // pick returns the index (mapped through idx when non-nil) where the running
 // sum of w first exceeds u.
-func pick(w []float64, u float64, idx []int) int {
+func pick[F float32 | float64](w []F, u float64, idx []int) int {
 	last := len(w) - 1
 	for i, v := range w {
-		u -= v
+		u -= float64(v)
 		if u < 0 {
 			last = i
 			break

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/artgo/art/internal/parallel"
 )
 
 // Blocking of the large-M path (kernels.md §5): a KC×NC block of B (1 MiB of
@@ -208,16 +210,7 @@ func runJobs(t int, js []job) {
 			js[i].do(&plans[i], u-first)
 		}
 	}
-	var wg sync.WaitGroup
-	for range t - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	parallel.Run(t, work)
 }
 
 // Pooled scratch buffers: per-goroutine B blocks and transposed A blocks.

@@ -3,12 +3,13 @@ package parallel
 
 import (
 	"runtime"
-	"sync"
+	"sync/atomic"
 )
 
 // For runs fn over [0, n) split into at most GOMAXPROCS contiguous ranges,
-// each on its own goroutine, and waits for all of them. Loops cheaper than
-// minWork iterations per extra goroutine run inline.
+// one call per range, and waits for all of them. Loops cheaper than minWork
+// iterations per extra range run inline. The ranges are handed out through
+// Run, so a core that is busy elsewhere leaves its range to the others.
 func For(n, minWork int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -24,15 +25,16 @@ func For(n, minWork int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
 	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	wg.Wait()
+	ranges := (n + chunk - 1) / chunk
+	var next atomic.Int64
+	Run(ranges, func() {
+		for {
+			r := int(next.Add(1) - 1)
+			if r >= ranges {
+				return
+			}
+			fn(r*chunk, min((r+1)*chunk, n))
+		}
+	})
 }

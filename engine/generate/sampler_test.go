@@ -1,7 +1,10 @@
 package generate
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -125,5 +128,56 @@ func TestSampler_VocabLimit(t *testing.T) {
 	}
 	if want := 1 - math.Log(z); math.Abs(got.Logprob-want) > 1e-6 {
 		t.Fatalf("logprob %v; want %v (normalised over the full row)", got.Logprob, want)
+	}
+}
+
+// Ensure top-p sampling over a large vocabulary draws exactly from the
+// nucleus a full sort gives: every sample inside it, and each of its
+// tokens drawn.
+func TestSampler_NucleusMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		topP, temp float64
+		spread     float32
+	}{{0.9, 1, 3}, {0.5, 0.7, 1}, {0.99, 1.3, 8}, {0.3, 1, 0.01}} {
+		logits := make([]float32, 20000)
+		for i := range logits {
+			logits[i] = tc.spread * float32(rng.NormFloat64())
+		}
+		logits[17] = logits[5] // a tie
+		idx := make([]int, len(logits))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+		maxv := float64(logits[idx[0]])
+		var total float64
+		for _, v := range logits {
+			total += math.Exp((float64(v) - maxv) / tc.temp)
+		}
+		nucleus := map[int]bool{}
+		var cum float64
+		for _, j := range idx {
+			nucleus[j] = true
+			cum += math.Exp((float64(logits[j]) - maxv) / tc.temp)
+			if cum >= tc.topP*total {
+				break
+			}
+		}
+		s, err := NewSampler(SamplingParams{Temperature: tc.temp, TopP: tc.topP}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for range 400 {
+			id := s.Next(logits, 0).ID
+			if !nucleus[id] {
+				t.Fatalf("top_p %v T %v: sampled %d outside the %d-token nucleus", tc.topP, tc.temp, id, len(nucleus))
+			}
+			seen[id] = true
+		}
+		if len(nucleus) <= 5 && len(seen) != len(nucleus) {
+			t.Errorf("top_p %v T %v: drew %d of the %d nucleus tokens", tc.topP, tc.temp, len(seen), len(nucleus))
+		}
 	}
 }

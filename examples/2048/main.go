@@ -40,6 +40,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/openai/openai-go/v3"
 )
 
 // config is the command line.
@@ -137,6 +138,24 @@ func main() {
 	}
 }
 
+// trainingGroups returns a step's groups: groupSize games of each scenario,
+// each sampled with its own seed, so that a run is reproducible whatever
+// order the server batches the requests in.
+func trainingGroups(client openai.Client, model string, scs []Scenario, groupSize int, opt RolloutOptions) []art.GroupSpec {
+	specs := make([]art.GroupSpec, len(scs))
+	for i, sc := range scs {
+		for k := range groupSize {
+			o := opt
+			ss := (sc.Seed*uint64(groupSize) + uint64(k)) << 12 // room for 4096 moves per game
+			o.SampleSeed = &ss
+			specs[i].Rollouts = append(specs[i].Rollouts, func(ctx context.Context) (art.Trajectory, error) {
+				return Rollout(ctx, client, model, sc, o)
+			})
+		}
+	}
+	return specs
+}
+
 // scenarios returns the games of a step: their seeds depend only on the
 // run's seed and the step, so a resumed run plays the same games.
 func scenarios(seed uint64, step, groups int) []Scenario {
@@ -223,10 +242,8 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	tRL := time.Now()
 	for step := start; step < cfg.steps; step++ {
 		name := model.InferenceName(step)
-		groups, err := art.GatherGroups(ctx, scenarios(cfg.seed, step, cfg.groups), cfg.groupSize,
-			func(ctx context.Context, sc Scenario) (art.Trajectory, error) {
-				return Rollout(ctx, client, name, sc, opt)
-			}, art.GatherOptions{Concurrency: cfg.concurrency, MaxExceptions: cfg.maxExceptions, Quiet: cfg.quiet,
+		groups, err := art.GatherTrajectoryGroups(ctx, trainingGroups(client, name, scenarios(cfg.seed, step, cfg.groups), cfg.groupSize, opt),
+			art.GatherOptions{Concurrency: cfg.concurrency, MaxExceptions: cfg.maxExceptions, Quiet: cfg.quiet,
 				Description: fmt.Sprintf("2048 step %d", step)})
 		if err != nil {
 			return err

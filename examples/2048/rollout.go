@@ -27,7 +27,7 @@ type RolloutOptions struct {
 	// system prompt.
 	System string
 	// SampleSeed, if set, makes sampling reproducible: the k-th move's
-	// request carries the seed *SampleSeed+k (for held-out evaluations).
+	// request carries the seed *SampleSeed+k.
 	SampleSeed *uint64
 }
 

@@ -30,7 +30,7 @@ func Run(n int, work func()) {
 // before it sleeps. Between the matrix products of one decoding step the
 // caller is busy for a few to tens of microseconds; between steps
 // (sampling, the server) usually longer.
-const spinFor = 50 * time.Microsecond
+const spinFor = 200 * time.Microsecond
 
 // shared is the process's helper pool: like the Go runtime's own worker
 // threads, it is a resource of the process, not state a caller sees. Its
@@ -51,16 +51,43 @@ type pool struct {
 type batch struct {
 	work  func()
 	slots atomic.Int32 // helpers that may still join
-	done  sync.WaitGroup
+	// left counts the slots neither closed nor finished: the call is over
+	// when it reaches 0, and whoever brings it there closes done.
+	left atomic.Int32
+	done chan struct{}
+}
+
+// finish accounts for n slots (finished or closed).
+func (b *batch) finish(n int32) {
+	if n != 0 && b.left.Add(-n) == 0 {
+		close(b.done)
+	}
+}
+
+// wait returns when every claimed slot has finished. It polls first: a
+// helper finishing its last piece is microseconds away, and a caller
+// parked on a channel would be woken onto the helper's core, where it
+// waits for that core instead of running on its own.
+func (b *batch) wait() {
+	start := time.Now()
+	for i := 1; b.left.Load() != 0; i++ {
+		if i%64 == 0 {
+			if time.Since(start) > spinFor {
+				<-b.done
+				return
+			}
+			runtime.Gosched()
+		}
+	}
 }
 
 func newPool() *pool { return &pool{wake: make(chan struct{}, 1024)} }
 
 func (p *pool) run(n int, work func()) {
 	p.start(n - 1)
-	b := &batch{work: work}
+	b := &batch{work: work, done: make(chan struct{})}
 	b.slots.Store(int32(n - 1))
-	b.done.Add(n - 1)
+	b.left.Store(int32(n - 1))
 	p.cur.Store(b)
 	p.gen.Add(1)
 	// Sleepers: wake as many as can join. A token that finds no sleeper
@@ -75,8 +102,8 @@ func (p *pool) run(n int, work func()) {
 	work()
 	// Slots nobody claimed are closed: the work is done, so no helper
 	// joining now could help.
-	b.done.Add(-int(b.slots.Swap(0)))
-	b.done.Wait()
+	b.finish(b.slots.Swap(0))
+	b.wait()
 	p.cur.CompareAndSwap(b, nil)
 }
 
@@ -95,7 +122,7 @@ func (p *pool) helper() {
 		b := p.next(&seen)
 		if b.claim() {
 			b.work()
-			b.done.Done()
+			b.finish(1)
 		}
 	}
 }

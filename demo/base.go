@@ -144,7 +144,10 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 	if err != nil {
 		return err
 	}
-	tr := newSFT(m)
+	tr, err := newSFT(m)
+	if err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x736674)) // "sft"
 	info := opt.info()
 	info.Reward, info.Invalid = math.NaN(), math.NaN()
@@ -253,24 +256,18 @@ func (e *sftExample) add(row, target int, w float64, move bool) {
 	e.rows, e.targets, e.weights, e.move = append(e.rows, row), append(e.targets, target), append(e.weights, w), append(e.move, move)
 }
 
-// sft trains every weight of a small model (embedding and LM head, norms,
-// projections) with AdamW (β 0.9/0.99, no weight decay, gradient norm
-// clipped to 1), using the engine's training passes.
+// sft trains every weight of a small model with the engine's full
+// fine-tuning (train.FullSFT); only its soft-target loss is the demo's own.
 type sft struct {
-	m     *model.Model
-	acts  *model.Acts
-	grads *model.BaseGrads
-	opts  []*train.AdamW
+	full *train.FullSFT
 }
 
-func newSFT(m *model.Model) *sft {
-	s := &sft{m: m, grads: m.NewBaseGrads()}
-	for _, g := range s.grads.Slices() {
-		o := train.NewAdamW(len(g))
-		o.WeightDecay = 0
-		s.opts = append(s.opts, o)
+func newSFT(m *model.Model) (*sft, error) {
+	full, err := train.NewFullSFT(m)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
 	}
-	return s
+	return &sft{full: full}, nil
 }
 
 // step takes one optimizer step on the batch's soft cross-entropy and
@@ -280,55 +277,31 @@ func (s *sft) step(batch []sftExample, lr float64) (float64, error) {
 	for _, e := range batch {
 		maxT = max(maxT, len(e.tokens))
 	}
-	if s.acts == nil || s.acts.Cap() < maxT {
-		s.acts = s.m.NewActs(maxT)
-	}
-	for _, g := range s.grads.Slices() {
-		clear(g)
-	}
-	s.acts.Base = s.grads
-	defer func() { s.acts.Base = nil }()
+	m := s.full.Model
 	var loss float64
 	n := float64(len(batch))
-	for _, e := range batch {
-		if _, err := s.m.TrainForward(s.acts, e.tokens, nil); err != nil {
-			return 0, err
-		}
-		_, dh := s.m.LMHeadBackward(s.acts, e.rows, e.targets, func(i int, lp, _ float64) float64 {
-			if e.move[i] {
-				loss -= e.weights[i] * lp
+	_, err := s.full.Step(lr, maxT, func(acts *model.Acts) error {
+		for _, e := range batch {
+			if _, err := m.TrainForward(acts, e.tokens, nil); err != nil {
+				return err
 			}
-			return -e.weights[i] / n
-		})
-		s.m.TrainBackward(s.acts, dh, nil)
-	}
-	var ss float64
-	for _, g := range s.grads.Slices() {
-		for _, v := range g {
-			ss += float64(v) * float64(v)
+			_, dh := m.LMHeadBackward(acts, e.rows, e.targets, func(i int, lp, _ float64) float64 {
+				if e.move[i] {
+					loss -= e.weights[i] * lp
+				}
+				return -e.weights[i] / n
+			})
+			m.TrainBackward(acts, dh, nil)
 		}
-	}
-	if norm := math.Sqrt(ss); norm > 1 {
-		k := float32(1 / norm)
-		for _, g := range s.grads.Slices() {
-			for i := range g {
-				g[i] *= k
-			}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return fmt.Errorf("loss is %v", loss)
 		}
-	}
-	params, err := s.m.BaseParams()
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	for i, g := range s.grads.Slices() {
-		s.opts[i].Step(params[i], g, lr)
-	}
-	s.m.RefreshBase()
-	loss /= n
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return 0, fmt.Errorf("loss is %v", loss)
-	}
-	return loss, nil
+	return loss / n, nil
 }
 
 // logf writes a timestamped progress line.

@@ -79,12 +79,9 @@ func (s *Service) TrainSFT(ctx context.Context, trajectories []art.Trajectory, c
 	cfg = cfg.WithDefaults()
 	examples := make([][]train.History, len(trajectories))
 	for ti, t := range trajectories {
-		for hi, h := range t.Histories() {
-			eh, err := convertHistory(h, true)
-			if err != nil {
-				return art.TrainResult{}, fmt.Errorf("service: train sft: trajectory %d history %d: %w", ti, hi, err)
-			}
-			examples[ti] = append(examples[ti], eh)
+		var err error
+		if examples[ti], err = SFTHistories(t); err != nil {
+			return art.TrainResult{}, fmt.Errorf("service: train sft: trajectory %d %w", ti, err)
 		}
 	}
 	batches := cfg.Batches(len(trajectories))
@@ -118,6 +115,22 @@ func (s *Service) TrainSFT(ctx context.Context, trajectories []art.Trajectory, c
 		s.log.Info("service: sft trained", "batches", batches, "loss", sum["loss/train"])
 		return sum, nil
 	})
+}
+
+// SFTHistories converts a trajectory into the engine's histories for
+// supervised learning, as TrainSFT trains it: one per history, each
+// assistant turn learned from its text (or its sampled ids, when it is a
+// choice that has them).
+func SFTHistories(t art.Trajectory) ([]train.History, error) {
+	var out []train.History
+	for hi, h := range t.Histories() {
+		eh, err := convertHistory(h, true)
+		if err != nil {
+			return nil, fmt.Errorf("history %d: %w", hi, err)
+		}
+		out = append(out, eh)
+	}
+	return out, nil
 }
 
 // trainAndSave runs one training step under the training lock: step

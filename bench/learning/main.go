@@ -9,8 +9,11 @@
 // GRPO through the SDK). The other examples are built once with `go build`
 // and run as a user runs them, in their benchmark configuration (see
 // exampleBenches): a random tiny model from engine/initmodel, an SFT
-// warm-up on teacher transcripts, GRPO, and a held-out evaluation before
-// and after, read back from the example's --report.
+// warm-up on teacher transcripts (a LoRA one through the SDK, or, for the
+// calculator, `art pretrain`'s full-parameter SFT of the whole model on
+// transcripts the example writes with --write-teacher), GRPO, and a
+// held-out evaluation before and after, read back from the example's
+// --report.
 //
 // Each run uses a fresh directory, so the base model is always rebuilt and
 // the times include it.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,7 +14,7 @@ import (
 
 func newInitModelCmd() *cobra.Command {
 	var opt initmodel.Options
-	var dtype, out string
+	var dtype, out, templateFile string
 	cmd := &cobra.Command{
 		Use:   "init-model",
 		Short: "Write a Hugging Face model folder with random weights in a real architecture",
@@ -46,6 +47,13 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 			default:
 				return fmt.Errorf("--dtype %q: want f32, bf16 or f16", dtype)
 			}
+			if templateFile != "" {
+				b, err := os.ReadFile(templateFile)
+				if err != nil {
+					return fmt.Errorf("--chat-template: %w", err)
+				}
+				opt.ChatTemplate = string(b)
+			}
 			m, err := initmodel.Write(out, opt)
 			if err != nil {
 				return err
@@ -62,6 +70,8 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 	f.StringVar(&dtype, "dtype", "f32", "weight storage: f32, bf16 or f16")
 	f.Uint64Var(&opt.Seed, "seed", 1, "random seed")
 	f.Float64Var(&opt.Std, "std", 0, "weight init standard deviation (0: 0.02)")
+	f.StringVar(&templateFile, "chat-template", "", "file holding a Jinja chat template to use instead of the official Qwen2.5/Llama 3.1 one")
+	f.Float64Var(&opt.RopeTheta, "rope-theta", 0, "RoPE base (0: the shape's)")
 	f.StringVar(&out, "out", "", "output folder (must not exist or be empty)")
 	return cmd
 }

@@ -75,3 +75,42 @@ func TestInitModelThenLogprobs(t *testing.T) {
 		}
 	}
 }
+
+// Ensure --chat-template puts the file's template into the folder, and a
+// missing file is an error that writes nothing.
+func TestInitModel_ChatTemplate(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "t.jinja")
+	const src = `{%- for message in messages %}{{ message.content }}<|im_end|>{%- endfor %}`
+	if err := os.WriteFile(tmpl, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "m")
+	if code, _, errOut := runArgs(t, "init-model", "--tokenizer", "bytes", "--chat-template", tmpl, "--rope-theta", "10000", "--out", out); code != 0 {
+		t.Fatalf("init-model: %s", errOut)
+	}
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil || cfg.ChatTemplate != src {
+		t.Fatalf("chat_template %q (%v); want %q", cfg.ChatTemplate, err, src)
+	}
+	m, err := model.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config.RopeTheta != 10000 {
+		t.Fatalf("rope_theta %v; want 10000", m.Config.RopeTheta)
+	}
+	missing := filepath.Join(dir, "m2")
+	if code, _, errOut := runArgs(t, "init-model", "--tokenizer", "bytes", "--chat-template", filepath.Join(dir, "nope"), "--out", missing); code == 0 || !strings.Contains(errOut, "--chat-template") {
+		t.Fatalf("missing template: exit %d %q", code, errOut)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("a folder was written")
+	}
+}

@@ -57,11 +57,7 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 	var seqs []Sequence
 	total := 0
 	for i, h := range batch {
-		sh, err := tr.Tokenizer.SFTHistory(h)
-		if err != nil {
-			return nil, fmt.Errorf("train: sft example %d: %w", i, err)
-		}
-		seq, ok, err := tr.Tokenizer.Tokenize(sh)
+		seq, ok, err := tr.Tokenizer.SFTSequence(h)
 		if err != nil {
 			return nil, fmt.Errorf("train: sft example %d: %w", i, err)
 		}

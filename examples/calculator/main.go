@@ -16,10 +16,23 @@
 // improve. --eval N runs N held-out problems before and after training and
 // prints the mean reward; --report FILE writes a JSON summary.
 // --problems products, --system and --compact-tool make the episodes
-// short enough for a tiny model (see bench/learning). Even so, a random
-// 0.1M-parameter model taught by SFT learns the tool-call format but not to
-// copy numbers, so none of its answers is correct and GRPO has nothing to
-// reinforce; the example needs a pretrained model to learn.
+// short enough for a tiny model. A LoRA warm-up (--sft-warmup) of a random
+// 0.1M-parameter model teaches it the tool-call format but not to copy
+// numbers, so none of its answers is correct and GRPO has nothing to
+// reinforce. Without a pretrained model, build the base by full-parameter
+// SFT instead: --write-teacher FILE --teacher N writes N teacher
+// transcripts as JSONL (one art.Trajectory per line) and exits, and `art
+// pretrain` trains every weight of a random model on them, which does learn
+// to copy. With --sft-noise 0.5 the base calls the tool in about half of its
+// episodes, and GRPO teaches it to call it every time:
+//
+//	art init-model --shape tiny --tokenizer bytes --chat-template compact.jinja --rope-theta 1000 --out random
+//	calculator --write-teacher teacher.jsonl --teacher 4000 --problems products --sft-noise 0.5 --compact-tool --system "Use the calculator."
+//	art pretrain --model random --data teacher.jsonl --epochs 10 --hold-out 200 --eval-every 50 --stop-loss 0.06 --out base
+//	calculator --base-model base --problems products --compact-tool --system "Use the calculator." --eval 200
+//
+// bench/learning runs this pipeline (with its compact tool template and
+// GRPO settings); see BENCHMARKS.md.
 //
 // The problems are generated from --seed with exact integer answers (see
 // GenerateProblems); the calculator is a small exact evaluator (see Eval);
@@ -64,6 +77,8 @@ type config struct {
 	sftLR, sftNoise           float64
 	eval                      int
 	report                    string
+	writeTeacher              string
+	teacher                   int
 	quiet                     bool
 }
 
@@ -100,13 +115,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.eval, "eval", 0, "held-out problems run before and after training, with seeded sampling (0: none; the held-out set grows to at least this size)")
 	fs.StringVar(&c.report, "report", "", "write a JSON summary of the run to this file")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress bars")
+	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher teacher transcripts to this JSONL file (for art pretrain) and exit")
+	fs.IntVar(&c.teacher, "teacher", 2000, "transcripts --write-teacher writes")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.base == "":
+	case c.writeTeacher != "" && c.teacher < 1:
+		return c, errors.New("--teacher must be >= 1")
+	case c.base == "" && c.writeTeacher == "":
 		return c, errors.New("--base-model is required: a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
 	case c.steps < 0 || c.groups < 1 || c.groupSize < 1 || c.trainSize < 1 || c.valSize < 0 || c.evalEvery < 0:
 		return c, errors.New("--steps, --val-size and --eval-every must be >= 0 and --groups, --group-size, --train-size >= 1")
@@ -137,6 +156,12 @@ func main() {
 		return
 	} else if err != nil {
 		log.Fatal(err)
+	}
+	if cfg.writeTeacher != "" {
+		if err := writeTeacher(cfg, os.Stdout); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/examples/internal/benchmark"
 )
@@ -158,5 +159,45 @@ func TestTeacherTranscripts(t *testing.T) {
 		if len(p.Question) != len("Compute 32 * 99.") || p.Answer < 1000 || p.Answer > 9999 {
 			t.Errorf("problem %+v is not fixed-width", p)
 		}
+	}
+}
+
+// Ensure --write-teacher writes the teacher's transcripts as JSONL that
+// decodes back to the same trajectories, needs no model, and refuses a bad
+// count.
+func TestWriteTeacher(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "teacher.jsonl")
+	args := []string{"--write-teacher", path, "--teacher", "7", "--problems", "products", "--system", "Use the calculator.",
+		"--compact-tool", "--train-size", "30", "--seed", "3"}
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeTeacher(cfg, &out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	trainSet, _ := splitProblems(cfg)
+	want := TeacherTranscripts(trainSet, 7, 0, 3, "Use the calculator.", artCalculatorTool(true))
+	if len(lines) != 7 {
+		t.Fatalf("%d lines; want 7", len(lines))
+	}
+	for i, line := range lines {
+		var got art.Trajectory
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if g, w := got.Messages(), want[i].Messages(); len(g) != len(w) || g[1].Content.String() != w[1].Content.String() ||
+			g[len(g)-1].Content.String() != w[len(w)-1].Content.String() || len(got.Tools) != 1 {
+			t.Fatalf("line %d decodes to %+v; want %+v", i+1, g, w)
+		}
+	}
+	if _, err := parseFlags([]string{"--write-teacher", path, "--teacher", "0"}, io.Discard); err == nil {
+		t.Fatal("--teacher 0 accepted")
 	}
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 
@@ -86,4 +90,26 @@ func wrongGuess(r *rand.Rand, p Problem) string {
 		return strconv.FormatInt(p.Answer+1, 10)
 	}
 	return nums[r.IntN(len(nums))]
+}
+
+// writeTeacher writes cfg.teacher teacher transcripts of the training
+// problems as JSONL, one art.Trajectory per line, for `art pretrain`: the
+// way to build a base model from scratch that can copy numbers, which
+// --sft-warmup's LoRA alone does not teach a random model.
+func writeTeacher(cfg config, stdout io.Writer) error {
+	trainSet, _ := splitProblems(cfg)
+	opt := RolloutOptions{System: cfg.system}
+	trajs := TeacherTranscripts(trainSet, cfg.teacher, cfg.sftNoise, cfg.seed, opt.system(), artCalculatorTool(cfg.compactTool))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i := range trajs {
+		if err := enc.Encode(&trajs[i]); err != nil {
+			return fmt.Errorf("teacher transcript %d: %w", i, err)
+		}
+	}
+	if err := os.WriteFile(cfg.writeTeacher, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write teacher transcripts: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %d teacher transcripts to %s\n", len(trajs), cfg.writeTeacher)
+	return nil
 }

@@ -1,0 +1,167 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/artgo/art/engine/model"
+)
+
+// FullSFT trains every weight of a model (embedding and LM head, norms,
+// projections) with AdamW (β 0.9/0.99, no weight decay, the gradient norm
+// clipped to MaxGradNorm). It builds small base models from scratch, where
+// a LoRA adapter on a random model cannot learn enough; with a pretrained
+// model, train an adapter instead (Trainer.SFTStep). The model's matrices
+// must be F32. FullSFT is not safe for concurrent use.
+type FullSFT struct {
+	Model       *model.Model
+	MaxGradNorm float64 // clip the joint gradient norm to this (<= 0: no clipping)
+
+	acts  *model.Acts
+	grads *model.BaseGrads
+	opts  []*AdamW // one per gradient slice, in BaseGrads.Slices order
+}
+
+// NewFullSFT returns a trainer of every weight of m, clipping gradients to
+// norm 1. It fails unless m's weights are F32.
+func NewFullSFT(m *model.Model) (*FullSFT, error) {
+	if _, err := m.BaseParams(); err != nil {
+		return nil, fmt.Errorf("train: full sft: %w", err)
+	}
+	f := &FullSFT{Model: m, MaxGradNorm: 1, grads: m.NewBaseGrads()}
+	for _, g := range f.grads.Slices() {
+		o := NewAdamW(len(g))
+		o.WeightDecay = 0
+		f.opts = append(f.opts, o)
+	}
+	return f, nil
+}
+
+// ensureActs returns activations for sequences of up to maxT tokens,
+// reusing the last ones when they are big enough.
+func (f *FullSFT) ensureActs(maxT int) *model.Acts {
+	if f.acts == nil || f.acts.Cap() < maxT {
+		f.acts = f.Model.NewActs(maxT)
+	}
+	return f.acts
+}
+
+// Step takes one optimizer step with learning rate lr. accumulate runs the
+// forward and backward passes of a batch on acts (which hold up to maxT
+// tokens); the weight gradients collect in acts.Base, zeroed beforehand.
+// Step returns the gradient norm before clipping. If accumulate fails, no
+// weight changes.
+func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) error) (gradNorm float64, err error) {
+	if !(lr > 0) || math.IsInf(lr, 0) {
+		return 0, fmt.Errorf("train: full sft learning rate = %v; want > 0", lr)
+	}
+	acts := f.ensureActs(maxT)
+	grads := f.grads.Slices()
+	for _, g := range grads {
+		clear(g)
+	}
+	acts.Base = f.grads
+	err = accumulate(acts)
+	acts.Base = nil
+	if err != nil {
+		return 0, err
+	}
+	norm := clipGradNorm(f.MaxGradNorm, grads...)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return 0, fmt.Errorf("train: full sft gradient norm is %v", norm)
+	}
+	params, err := f.Model.BaseParams()
+	if err != nil {
+		return 0, fmt.Errorf("train: full sft: %w", err)
+	}
+	for i, g := range grads {
+		f.opts[i].step(params[i], g, lr, 0)
+	}
+	// The kernels keep packed copies of the matrices: rebuild them.
+	f.Model.RefreshBase()
+	return norm, nil
+}
+
+// StepSequences takes one optimizer step on the mean negative
+// log-likelihood of every sampled token of seqs (see Tokenizer.SFTSequence)
+// and returns that mean, measured before the update, and the gradient norm.
+func (f *FullSFT) StepSequences(ctx context.Context, seqs []Sequence, lr float64) (loss, gradNorm float64, err error) {
+	total, maxT := countSampled(seqs)
+	if total == 0 {
+		return 0, 0, fmt.Errorf("train: full sft batch has no assistant tokens to learn")
+	}
+	var nll float64
+	norm, err := f.Step(lr, maxT, func(acts *model.Acts) error {
+		for i := range seqs {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("train: full sft interrupted: %w", err)
+			}
+			s := &seqs[i]
+			if _, err := f.Model.TrainForward(acts, s.Tokens, nil); err != nil {
+				return fmt.Errorf("train: full sft: %w", err)
+			}
+			rows, targets, _ := sampledRows(s)
+			_, dh := f.Model.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) float64 {
+				nll -= lp
+				return -1 / float64(total)
+			})
+			f.Model.TrainBackward(acts, dh, nil)
+		}
+		if l := nll / float64(total); math.IsNaN(l) || math.IsInf(l, 0) {
+			return fmt.Errorf("train: full sft loss is %v", l)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return nll / float64(total), norm, nil
+}
+
+// Loss returns the mean negative log-likelihood of every sampled token of
+// seqs under the current weights, without changing them (a held-out loss).
+func (f *FullSFT) Loss(ctx context.Context, seqs []Sequence) (float64, error) {
+	total, maxT := countSampled(seqs)
+	if total == 0 {
+		return 0, fmt.Errorf("train: full sft loss: no assistant tokens")
+	}
+	acts := f.ensureActs(maxT)
+	var nll float64
+	for i := range seqs {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("train: full sft loss interrupted: %w", err)
+		}
+		s := &seqs[i]
+		if _, err := f.Model.TrainForward(acts, s.Tokens, nil); err != nil {
+			return 0, fmt.Errorf("train: full sft loss: %w", err)
+		}
+		rows, targets, _ := sampledRows(s)
+		st, _ := f.Model.LMHeadBackward(acts, rows, targets, nil)
+		for _, lp := range st.Logprobs {
+			nll -= lp
+		}
+	}
+	return nll / float64(total), nil
+}
+
+// countSampled returns the number of sampled tokens of seqs and the length
+// of the longest.
+func countSampled(seqs []Sequence) (total, maxT int) {
+	for i := range seqs {
+		total += seqs[i].NumSampled()
+		maxT = max(maxT, len(seqs[i].Tokens))
+	}
+	return total, maxT
+}
+
+// SFTSequence tokenises h for supervised learning: every assistant turn
+// without sampled ids is learned, tool calls and closing token included
+// (SFTHistory, then Tokenize). ok is false when h has no assistant turn.
+func (z *Tokenizer) SFTSequence(h History) (seq Sequence, ok bool, err error) {
+	sh, err := z.SFTHistory(h)
+	if err != nil {
+		return Sequence{}, false, err
+	}
+	return z.Tokenize(sh)
+}

@@ -46,9 +46,9 @@ type Acts struct {
 	rope ropeTable // cos and sin for positions 0..cap-1
 	head headWork  // LM-head chunk scratch
 
-	// Base, when set, also receives gradients for the embedding (and the
-	// tied LM head) and every RMSNorm weight: full fine-tuning of those
-	// parameters, used to build small base models from scratch.
+	// Base, when set, also receives gradients for every base weight (the
+	// embedding and LM head, the RMSNorm weights and the projections):
+	// full fine-tuning, used to build small base models from scratch.
 	Base *BaseGrads
 }
 
@@ -65,7 +65,7 @@ type BaseGrads struct {
 	Proj [][NumModules][]float32
 }
 
-// NewBaseGrads allocates zeroed gradients for m's embedding and norms.
+// NewBaseGrads allocates zeroed gradients for every base weight of m.
 func (m *Model) NewBaseGrads() *BaseGrads {
 	cfg := m.Config
 	C, V := cfg.HiddenSize, cfg.VocabSize

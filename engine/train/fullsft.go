@@ -18,24 +18,72 @@ type FullSFT struct {
 	Model       *model.Model
 	MaxGradNorm float64 // clip the joint gradient norm to this (<= 0: no clipping)
 
-	acts  *model.Acts
-	grads *model.BaseGrads
-	opts  []*AdamW // one per gradient slice, in BaseGrads.Slices order
+	acts *model.Acts
+	base *baseOptimizer
 }
 
 // NewFullSFT returns a trainer of every weight of m, clipping gradients to
 // norm 1. It fails unless m's weights are F32.
 func NewFullSFT(m *model.Model) (*FullSFT, error) {
-	if _, err := m.BaseParams(); err != nil {
+	b, err := newBaseOptimizer(m)
+	if err != nil {
 		return nil, fmt.Errorf("train: full sft: %w", err)
 	}
-	f := &FullSFT{Model: m, MaxGradNorm: 1, grads: m.NewBaseGrads()}
-	for _, g := range f.grads.Slices() {
+	return &FullSFT{Model: m, MaxGradNorm: 1, base: b}, nil
+}
+
+// baseOptimizer is the full-weight update that FullSFT and
+// Trainer.TrainBase share, so both train the base weights the same way:
+// gradients for every base weight and one AdamW (no weight decay) per
+// gradient slice. Clipping stays with the caller, which may clip these
+// gradients jointly with an adapter's.
+type baseOptimizer struct {
+	grads *model.BaseGrads
+	opts  []*AdamW // one per gradient slice, in BaseGrads.Slices order
+}
+
+// newBaseOptimizer allocates the gradients and optimizers for m's base
+// weights. It fails unless they are F32, so a caller learns that before
+// any forward pass rather than at the update.
+func newBaseOptimizer(m *model.Model) (*baseOptimizer, error) {
+	if _, err := m.BaseParams(); err != nil {
+		return nil, err
+	}
+	b := &baseOptimizer{grads: m.NewBaseGrads()}
+	for _, g := range b.grads.Slices() {
 		o := NewAdamW(len(g))
 		o.WeightDecay = 0
-		f.opts = append(f.opts, o)
+		b.opts = append(b.opts, o)
 	}
-	return f, nil
+	return b, nil
+}
+
+// zeroGrad clears the gradients and returns their slices (for clipping),
+// in BaseGrads.Slices order.
+func (b *baseOptimizer) zeroGrad() [][]float32 {
+	grads := b.grads.Slices()
+	for _, g := range grads {
+		clear(g)
+	}
+	return grads
+}
+
+// step applies one AdamW update with learning rate lr to m's base weights
+// from the gradients as they stand (already clipped), then rebuilds the
+// kernels' matrices.
+func (b *baseOptimizer) step(m *model.Model, lr float64) error {
+	// RefreshBase replaced the matrices after the last step: fetch the
+	// current slices each time.
+	params, err := m.BaseParams()
+	if err != nil {
+		return err
+	}
+	for i, g := range b.grads.Slices() {
+		b.opts[i].step(params[i], g, lr, 0)
+	}
+	// The kernels keep packed copies of the matrices: rebuild them.
+	m.RefreshBase()
+	return nil
 }
 
 // ensureActs returns activations for sequences of up to maxT tokens,
@@ -57,11 +105,8 @@ func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) e
 		return 0, fmt.Errorf("train: full sft learning rate = %v; want > 0", lr)
 	}
 	acts := f.ensureActs(maxT)
-	grads := f.grads.Slices()
-	for _, g := range grads {
-		clear(g)
-	}
-	acts.Base = f.grads
+	grads := f.base.zeroGrad()
+	acts.Base = f.base.grads
 	err = accumulate(acts)
 	acts.Base = nil
 	if err != nil {
@@ -71,15 +116,9 @@ func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) e
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return 0, fmt.Errorf("train: full sft gradient norm is %v", norm)
 	}
-	params, err := f.Model.BaseParams()
-	if err != nil {
+	if err := f.base.step(f.Model, lr); err != nil {
 		return 0, fmt.Errorf("train: full sft: %w", err)
 	}
-	for i, g := range grads {
-		f.opts[i].step(params[i], g, lr, 0)
-	}
-	// The kernels keep packed copies of the matrices: rebuild them.
-	f.Model.RefreshBase()
 	return norm, nil
 }
 

@@ -126,3 +126,46 @@ func TestNewFullSFT_NeedsF32(t *testing.T) {
 		t.Fatal("NewFullSFT accepted BF16 weights")
 	}
 }
+
+// Ensure Trainer.TrainBase without an adapter is full SFT: the same
+// losses, gradient norms and weights as FullSFT, bit for bit, since both
+// use baseOptimizer.
+func TestSFTStep_TrainBaseMatchesFullSFT(t *testing.T) {
+	z := byteTokenizer(t)
+	var batch []History
+	var seqs []Sequence
+	for _, w := range colors {
+		h := History{Turns: []Turn{{Message: msg("user", "say "+w)}, {Message: msg("assistant", w)}}}
+		seq, ok, err := z.SFTSequence(h)
+		if err != nil || !ok {
+			t.Fatalf("SFTSequence: ok=%v err=%v", ok, err)
+		}
+		batch, seqs = append(batch, h), append(seqs, seq)
+	}
+	tr := &Trainer{Model: tinyF32(t, z.Tok.VocabSize()), Tokenizer: z, TrainBase: true}
+	f, err := NewFullSFT(tinyF32(t, z.Tok.VocabSize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for step := range 3 {
+		met, err := tr.SFTStep(ctx, batch, DefaultSFTConfig(3e-3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss, norm, err := f.StepSequences(ctx, seqs, 3e-3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if met["loss/train"] != loss || met["loss/grad_norm"] != norm {
+			t.Fatalf("step %d: SFTStep loss %v norm %v; FullSFT %v %v", step, met["loss/train"], met["loss/grad_norm"], loss, norm)
+		}
+	}
+	got, _ := tr.Model.BaseParams()
+	want, _ := f.Model.BaseParams()
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("weight slice %d differs", i)
+		}
+	}
+}

@@ -91,18 +91,17 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 	tr.acts.Base = nil
 	if tr.TrainBase {
 		if tr.base == nil {
-			tr.base = tr.Model.NewBaseGrads()
-			for _, g := range tr.base.Slices() {
-				o := NewAdamW(len(g))
-				o.WeightDecay = 0
-				tr.baseOpts = append(tr.baseOpts, o)
+			b, err := newBaseOptimizer(tr.Model)
+			if err != nil {
+				return nil, fmt.Errorf("train: sft with TrainBase: %w", err)
 			}
+			tr.base = b
 		}
-		for _, g := range tr.base.Slices() {
-			clear(g)
-		}
-		tr.acts.Base = tr.base
-		grads = append(grads, tr.base.Slices()...)
+		grads = append(grads, tr.base.zeroGrad()...)
+		tr.acts.Base = tr.base.grads
+		// On every return, so that a failed step does not leave a later
+		// GRPO step filling the base gradients.
+		defer func() { tr.acts.Base = nil }()
 	}
 	var nll float64
 	tokens := 0
@@ -122,25 +121,19 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 		tr.Model.TrainBackward(tr.acts, dh, adapter)
 		tokens += len(s.Tokens)
 	}
+	loss := nll / float64(total)
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return nil, fmt.Errorf("train: sft loss is %v; no weight changed", loss)
+	}
 	norm := clipGradNorm(c.MaxGradNorm, grads...)
 	if tr.Adapter != nil {
 		tr.Opt.step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0)
 		tr.Adapter.ZeroGrad()
 	}
 	if tr.TrainBase {
-		params, err := tr.Model.BaseParams()
-		if err != nil {
+		if err := tr.base.step(tr.Model, c.LearningRate); err != nil {
 			return nil, fmt.Errorf("train: sft: %w", err)
 		}
-		for i, g := range tr.base.Slices() {
-			tr.baseOpts[i].step(params[i], g, c.LearningRate, 0)
-		}
-		tr.Model.RefreshBase()
-		tr.acts.Base = nil
-	}
-	loss := nll / float64(total)
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return nil, fmt.Errorf("train: sft loss is %v", loss)
 	}
 	return map[string]float64{
 		"loss/train":                   loss,

@@ -22,9 +22,10 @@ type Trainer struct {
 	Tokenizer *Tokenizer
 	Log       *slog.Logger // nil: slog.Default()
 
-	// TrainBase makes SFTStep also train the model's embedding and norm
-	// weights (full fine-tuning of those; the adapter covers the
-	// projections). Used to build small base models from scratch.
+	// TrainBase makes SFTStep also train every base weight (embedding and
+	// LM head, norms, projections) as FullSFT does, clipped jointly with
+	// the adapter's gradients; the adapter may then be nil. The model's
+	// matrices must be F32. This optimizer state is not checkpointed.
 	TrainBase bool
 
 	// RecomputeActivations keeps only each layer's input during the
@@ -38,9 +39,8 @@ type Trainer struct {
 	// or nil for the base model (adapter off).
 	KLReference model.Adapter
 
-	acts     *model.Acts
-	base     *model.BaseGrads
-	baseOpts []*AdamW
+	acts *model.Acts
+	base *baseOptimizer // with TrainBase, made by the first SFTStep
 }
 
 // StepResult reports one training step.

@@ -36,6 +36,7 @@ type Email struct {
 	Subject   string    // decoded (RFC 2047), whitespace collapsed
 	Date      time.Time // in UTC
 	Body      string    // the text/plain body (first text part of a multipart mail), valid UTF-8
+	Row       int64     // the mail's row in the index (set by Inbox methods, 0 for a parsed mail)
 }
 
 // From returns the sender as a mail header writes it.

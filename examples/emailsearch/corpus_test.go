@@ -330,3 +330,39 @@ func TestQuestions_SpamAssassin(t *testing.T) {
 		}
 	}
 }
+
+// Ensure compact mode's questions are generated questions, filtered: the
+// sender and date questions only, each with the ID, kind, answer and mail
+// of its full-mode question, the mail's subject in its short text, and
+// enough of them to train and hold out.
+func TestCompactQuestions_SpamAssassin(t *testing.T) {
+	ctx := context.Background()
+	inbox, _, _ := realInbox(t)
+	headers, err := inbox.headers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := map[string]Question{}
+	for _, q := range GenerateQuestions(headers) {
+		full[q.ID] = q
+	}
+	subject := map[string]string{}
+	for _, e := range headers {
+		subject[e.MessageID] = e.Subject
+	}
+	qs := CompactQuestions(headers)
+	kinds := map[string]int{}
+	for _, q := range qs {
+		kinds[q.Kind]++
+		f, ok := full[q.ID]
+		if !ok || f.Kind != q.Kind || f.Answer != q.Answer || f.MessageID != q.MessageID {
+			t.Fatalf("compact %+v; full-mode question %+v", q, f)
+		}
+		if !strings.Contains(q.Text, subject[q.MessageID]) || len(q.Text) > len(subject[q.MessageID])+30 {
+			t.Fatalf("%s: text %q for the subject %q", q.ID, q.Text, subject[q.MessageID])
+		}
+	}
+	if len(qs) < 1500 || kinds[KindSender] < 500 || kinds[KindDate] < 500 || kinds[KindSubject] != 0 {
+		t.Fatalf("%d compact questions, kinds %v; want >= 1500, sender and date only", len(qs), kinds)
+	}
+}

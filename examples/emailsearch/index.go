@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -189,6 +190,7 @@ type SearchResult struct {
 	Subject   string `json:"subject"`
 	Date      string `json:"date"`
 	Snippet   string `json:"snippet"`
+	Row       int64  `json:"-"` // the mail's row in the index: its short id in compact mode
 }
 
 // ErrBadQuery is wrapped by the errors of Search for queries the model got
@@ -246,12 +248,12 @@ func (in *Inbox) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	}
 	var query string
 	if len(terms) > 0 {
-		query = `SELECT e.message_id, e.from_addr, e.from_name, e.subject, e.sent_at,
+		query = `SELECT e.id, e.message_id, e.from_addr, e.from_name, e.subject, e.sent_at,
 			snippet(emails_fts, 1, '', '', ' ... ', 16)
 			FROM emails_fts JOIN emails e ON e.id = emails_fts.rowid
 			WHERE ` + strings.Join(where, " AND ") + ` ORDER BY bm25(emails_fts), e.id LIMIT ?`
 	} else {
-		query = `SELECT e.message_id, e.from_addr, e.from_name, e.subject, e.sent_at, substr(e.body, 1, 120)
+		query = `SELECT e.id, e.message_id, e.from_addr, e.from_name, e.subject, e.sent_at, substr(e.body, 1, 120)
 			FROM emails e WHERE ` + strings.Join(where, " AND ") + ` ORDER BY e.sent_at, e.id LIMIT ?`
 	}
 	rows, err := in.db.QueryContext(ctx, query, append(args, limit)...)
@@ -264,7 +266,7 @@ func (in *Inbox) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 		var r SearchResult
 		var e Email
 		var sent int64
-		if err := rows.Scan(&r.MessageID, &e.FromAddr, &e.FromName, &r.Subject, &sent, &r.Snippet); err != nil {
+		if err := rows.Scan(&r.Row, &r.MessageID, &e.FromAddr, &e.FromName, &r.Subject, &sent, &r.Snippet); err != nil {
 			return nil, fmt.Errorf("emailsearch: search: %w", err)
 		}
 		r.From, r.Date, r.Snippet = e.From(), formatDate(sent), cleanText(r.Snippet)
@@ -286,15 +288,27 @@ var ErrNoEmail = errors.New("emailsearch: no email with that message_id")
 // optional).
 func (in *Inbox) Read(ctx context.Context, messageID string) (Email, error) {
 	id := strings.Trim(strings.TrimSpace(messageID), "<>")
+	return in.read(ctx, "message_id = ?", id, messageID)
+}
+
+// ReadRow returns the mail in the given row of the index (Email.Row), the
+// short id compact mode shows the model.
+func (in *Inbox) ReadRow(ctx context.Context, row int64) (Email, error) {
+	return in.read(ctx, "id = ?", row, strconv.FormatInt(row, 10))
+}
+
+// read returns the one mail that matches where (with one argument); name
+// is how errors refer to it.
+func (in *Inbox) read(ctx context.Context, where string, arg any, name string) (Email, error) {
 	var e Email
 	var to string
 	var sent int64
-	err := in.db.QueryRowContext(ctx, `SELECT message_id, file, from_addr, from_name, to_addrs, subject, sent_at, body
-		FROM emails WHERE message_id = ?`, id).Scan(&e.MessageID, &e.File, &e.FromAddr, &e.FromName, &to, &e.Subject, &sent, &e.Body)
+	err := in.db.QueryRowContext(ctx, `SELECT id, message_id, file, from_addr, from_name, to_addrs, subject, sent_at, body
+		FROM emails WHERE `+where, arg).Scan(&e.Row, &e.MessageID, &e.File, &e.FromAddr, &e.FromName, &to, &e.Subject, &sent, &e.Body)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Email{}, fmt.Errorf("%w: %q", ErrNoEmail, messageID)
+		return Email{}, fmt.Errorf("%w: %q", ErrNoEmail, name)
 	} else if err != nil {
-		return Email{}, fmt.Errorf("emailsearch: read %q: %w", messageID, err)
+		return Email{}, fmt.Errorf("emailsearch: read %q: %w", name, err)
 	}
 	e.To, e.Date = strings.Fields(to), time.Unix(sent, 0).UTC()
 	return e, nil
@@ -303,7 +317,7 @@ func (in *Inbox) Read(ctx context.Context, messageID string) (Email, error) {
 // headers returns every mail's headers (no bodies), in index order, for
 // question generation.
 func (in *Inbox) headers(ctx context.Context) ([]Email, error) {
-	rows, err := in.db.QueryContext(ctx, `SELECT message_id, file, from_addr, from_name, subject, sent_at FROM emails ORDER BY id`)
+	rows, err := in.db.QueryContext(ctx, `SELECT id, message_id, file, from_addr, from_name, subject, sent_at FROM emails ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("emailsearch: list emails: %w", err)
 	}
@@ -312,7 +326,7 @@ func (in *Inbox) headers(ctx context.Context) ([]Email, error) {
 	for rows.Next() {
 		var e Email
 		var sent int64
-		if err := rows.Scan(&e.MessageID, &e.File, &e.FromAddr, &e.FromName, &e.Subject, &sent); err != nil {
+		if err := rows.Scan(&e.Row, &e.MessageID, &e.File, &e.FromAddr, &e.FromName, &e.Subject, &sent); err != nil {
 			return nil, fmt.Errorf("emailsearch: list emails: %w", err)
 		}
 		e.Date = time.Unix(sent, 0).UTC()

@@ -21,10 +21,27 @@
 // subject, read_email of the mail, return_final_answer. --eval N runs N
 // held-out questions before and after training with seeded sampling and
 // prints the mean reward; --report FILE writes a JSON summary.
+//
+// --compact is the benchmark configuration for tiny models trained from
+// scratch: the same inbox, tools and reward, but search_inbox shows three
+// results (a short id, the mail's row in the index, and the start of the
+// subject), read_email shows only the sender's address and the day, and
+// only the sender and date questions are asked, in a few words (see
+// CompactQuestions); the scripted teacher searches for the whole subject.
+// A scripted episode is then ~380 bytes of messages instead of ~3,400.
+//
+// --write-teacher FILE --teacher N writes N scripted episodes of training
+// questions (as --sft-warmup trains on) to FILE as JSONL, one
+// art.Trajectory a line, and exits: the data to build a base model from
+// with `art pretrain`. Give it the --seed, --val-size/--eval, --compact and
+// --system of the training run, so that the held-out questions stay
+// unseen and the prompts match.
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +77,9 @@ type config struct {
 	callTimeout               time.Duration
 	maxExceptions             float64
 	quiet                     bool
+	compact                   bool
+	writeTeacher              string
+	teacher                   int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -92,13 +112,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.callTimeout, "call-timeout", 3*time.Minute, "bound on each chat completion")
 	fs.Float64Var(&c.maxExceptions, "max-exceptions", 0.1, "failed rollouts (errors, timeouts) a gather tolerates: a fraction in (0, 1) or a count")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress bars")
+	fs.BoolVar(&c.compact, "compact", false, "compact mode: short tool results and mail ids, sender and date questions only (episodes of a few hundred bytes)")
+	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher scripted episodes of training questions to this JSONL file (one art.Trajectory a line) and exit")
+	fs.IntVar(&c.teacher, "teacher", 1000, "scripted episodes --write-teacher writes (fewer if the teacher finds fewer training questions' mails)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.base == "":
+	case c.base == "" && c.writeTeacher == "":
 		return c, errors.New("--base-model is required: a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
 	case c.steps < 0 || c.groups < 1 || c.groupSize < 1 || c.valSize < 0 || c.evalEvery < 0:
 		return c, errors.New("--steps, --val-size and --eval-every must be >= 0 and --groups, --group-size >= 1")
@@ -109,8 +132,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case c.maxExceptions < 0:
 		return c, errors.New("--max-exceptions must be >= 0")
 	}
-	if c.gradAccum < 0 || c.sftWarmup < 0 || c.sftBatch < 1 || !(c.sftLR > 0) || c.eval < 0 {
-		return c, errors.New("--grad-accum, --sft-warmup and --eval must be >= 0, --sft-batch >= 1 and --sft-lr > 0")
+	if c.gradAccum < 0 || c.sftWarmup < 0 || c.sftBatch < 1 || !(c.sftLR > 0) || c.eval < 0 || c.teacher < 1 {
+		return c, errors.New("--grad-accum, --sft-warmup and --eval must be >= 0, --sft-batch and --teacher >= 1 and --sft-lr > 0")
 	}
 	c.valSize = max(c.valSize, c.eval)
 	if c.index == "" {
@@ -138,7 +161,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	rep := benchmark.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
-		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch}}
+		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "compact": cfg.compact}}
 	if _, err := os.Stat(cfg.corpus); err != nil {
 		return fmt.Errorf("emailsearch: no corpus at %s (run scripts/fetch-assets.sh spam_assassin, or pass --corpus): %w", cfg.corpus, err)
 	}
@@ -154,11 +177,19 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	trainSet, valSet := SplitQuestions(GenerateQuestions(headers), cfg.seed, cfg.valSize)
+	questions := GenerateQuestions(headers)
+	if cfg.compact {
+		questions = CompactQuestions(headers)
+	}
+	trainSet, valSet := SplitQuestions(questions, cfg.seed, cfg.valSize)
 	if len(trainSet) == 0 {
 		return fmt.Errorf("emailsearch: no training questions (%d mails, %d held out)", len(headers), len(valSet))
 	}
 	fmt.Fprintf(stdout, "%d mails, %d training and %d held-out questions\n", len(headers), len(trainSet), len(valSet))
+	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.callTimeout, System: cfg.system, Compact: cfg.compact}
+	if cfg.writeTeacher != "" {
+		return writeTeacher(ctx, cfg, inbox, trainSet, opt, stdout)
+	}
 
 	backend := local.New(local.Options{Quiet: cfg.quiet, Seed: cfg.seed})
 	defer backend.Close()
@@ -173,7 +204,6 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.callTimeout, System: cfg.system}
 	gather := func(ctx context.Context, step int, qs []Question, size int, desc string, seeded bool) ([]art.TrajectoryGroup, error) {
 		name := model.InferenceName(step)
 		return art.GatherGroups(ctx, qs, size, func(ctx context.Context, q Question) (art.Trajectory, error) {
@@ -221,7 +251,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	if start == 0 && cfg.sftWarmup > 0 {
 		t := time.Now()
-		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, cfg.maxTurns, cfg.system, cfg.seed)
+		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, opt, cfg.seed)
 		if err != nil {
 			return err
 		}
@@ -291,6 +321,79 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		return benchmark.WriteReport(cfg.report, rep)
 	}
 	return nil
+}
+
+// writeTeacher writes cfg.teacher scripted episodes of training questions
+// (TeacherTranscripts, as --sft-warmup trains on) to cfg.writeTeacher, one
+// art.Trajectory JSON a line: the data to build a base model from by
+// full-parameter SFT (art pretrain). Only training questions are used, so
+// a run with the same --seed, --val-size/--eval and --compact never
+// evaluates on a question the base was built from. The file is written
+// next to its destination and renamed into place, so a failed run leaves
+// no partial file.
+func writeTeacher(ctx context.Context, cfg config, inbox *Inbox, trainSet []Question, opt RolloutOptions, stdout io.Writer) (err error) {
+	trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.teacher, opt, cfg.seed)
+	if err != nil {
+		return err
+	}
+	if len(trajs) == 0 {
+		return fmt.Errorf("emailsearch: --write-teacher: the teacher finds the mail of none of the %d training questions", len(trainSet))
+	}
+	if len(trajs) < cfg.teacher { // every question at most once: no duplicates to make up the count
+		fmt.Fprintf(stdout, "the teacher finds the mail of only %d of the %d training questions\n", len(trajs), len(trainSet))
+	}
+	if dir := filepath.Dir(cfg.writeTeacher); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("emailsearch: --write-teacher: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(cfg.writeTeacher), filepath.Base(cfg.writeTeacher)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("emailsearch: --write-teacher: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	w := bufio.NewWriter(f)
+	var total int
+	for _, t := range trajs {
+		b, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("emailsearch: --write-teacher: encode %v: %w", t.Metadata["scenario_id"], err)
+		}
+		w.Write(b)
+		w.WriteByte('\n')
+		total += episodeBytes(t)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("emailsearch: --write-teacher: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("emailsearch: --write-teacher: %w", err)
+	}
+	if err := os.Rename(f.Name(), cfg.writeTeacher); err != nil {
+		return fmt.Errorf("emailsearch: --write-teacher: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %d teacher transcripts (%.0f bytes of messages each on average) to %s\n", len(trajs),
+		float64(total)/float64(len(trajs)), cfg.writeTeacher)
+	return nil
+}
+
+// episodeBytes is the length of an episode's message texts and tool call
+// arguments: roughly its token count for a byte-level model, before the
+// chat template's markup.
+func episodeBytes(t art.Trajectory) int {
+	n := 0
+	for _, m := range t.Messages() {
+		n += len(m.Content.String())
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	return n
 }
 
 // mean averages the reward (key "reward") or a metric over the

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/examples/internal/benchmark"
 )
@@ -127,5 +130,124 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	}
 	if rep.Example != "emailsearch" || rep.Steps != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 2 || rep.EvalScenarios != 2 {
 		t.Errorf("report: %+v", rep)
+	}
+}
+
+// Ensure --write-teacher writes --teacher scripted episodes of training
+// questions as JSONL that parses back into trajectories, each replaying
+// against the inbox to the same tool results and a correct, cited answer,
+// without a base model; and that compact episodes are a few hundred bytes.
+func TestWriteTeacher(t *testing.T) {
+	inbox, corpus, index := realInbox(t)
+	ctx := context.Background()
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%v", compact), func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "teacher", "t.jsonl")
+			args := []string{"--path", t.TempDir(), "--corpus", corpus, "--index", index, "--seed", "3", "--eval", "40",
+				"--system", "Answer from the inbox.", "--write-teacher", file, "--teacher", "30"}
+			if compact {
+				args = append(args, "--compact")
+			}
+			cfg, err := parseFlags(args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := train(ctx, cfg, &out); err != nil {
+				t.Fatalf("train: %v\n%s", err, out.String())
+			}
+			t.Log(out.String())
+			headers, err := inbox.headers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qs := GenerateQuestions(headers)
+			if compact {
+				qs = CompactQuestions(headers)
+			}
+			_, val := SplitQuestions(qs, 3, cfg.valSize)
+			byID, held := map[string]Question{}, map[string]bool{}
+			for _, q := range qs {
+				byID[q.ID] = q
+			}
+			for _, q := range val {
+				held[q.ID] = true
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 1<<20)
+			n, total := 0, 0
+			for sc.Scan() {
+				var tr art.Trajectory
+				if err := json.Unmarshal(sc.Bytes(), &tr); err != nil {
+					t.Fatalf("line %d: %v", n+1, err)
+				}
+				n++
+				id, _ := tr.Metadata["scenario_id"].(string)
+				q, ok := byID[id]
+				if !ok || held[id] {
+					t.Fatalf("line %d: scenario %q: known %v, held out %v", n, id, ok, held[id])
+				}
+				replayTeacher(t, inbox, q, tr, compact)
+				total += episodeBytes(tr)
+			}
+			if err := sc.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if n != 30 {
+				t.Fatalf("%d transcripts; want 30", n)
+			}
+			avg := total / n
+			t.Logf("%d transcripts, %d bytes of messages each on average", n, avg)
+			if compact && avg > 600 || !compact && avg < 1500 {
+				t.Errorf("episodes of %d bytes on average (compact %v)", avg, compact)
+			}
+		})
+	}
+}
+
+// replayTeacher runs a teacher transcript's tool calls again and checks
+// that each recorded tool message is what the tool returns and that the
+// final answer is graded correct with the right source.
+func replayTeacher(t *testing.T, inbox *Inbox, q Question, tr art.Trajectory, compact bool) {
+	t.Helper()
+	ms := tr.Messages()
+	var names []string
+	var r Rubric
+	for i, m := range ms {
+		if m.Role != art.RoleAssistant {
+			continue
+		}
+		if len(m.ToolCalls) != 1 {
+			t.Fatalf("%s: message %d has %d tool calls", q.ID, i, len(m.ToolCalls))
+		}
+		tc := m.ToolCalls[0]
+		names = append(names, tc.Function.Name)
+		res, final, err := toolResult(context.Background(), inbox, q, tc.Function.Name, tc.Function.Arguments, compact, &r)
+		if err != nil {
+			t.Fatalf("%s: %s(%s): %v", q.ID, tc.Function.Name, tc.Function.Arguments, err)
+		}
+		if final {
+			if i != len(ms)-1 {
+				t.Fatalf("%s: the final answer is message %d of %d", q.ID, i, len(ms))
+			}
+			continue
+		}
+		if i+1 >= len(ms) || ms[i+1].Role != art.RoleTool || ms[i+1].ToolCallID != tc.ID || ms[i+1].Content.String() != res {
+			t.Fatalf("%s: %s(%s) returns %s; the transcript recorded %+v", q.ID, tc.Function.Name, tc.Function.Arguments, res, ms[min(i+1, len(ms)-1)])
+		}
+	}
+	if got := strings.Join(names, ","); got != "search_inbox,read_email,return_final_answer" {
+		t.Fatalf("%s: calls %s", q.ID, got)
+	}
+	if !r.Correct || !r.SourcesCorrect || !r.ReadRightEmail || r.Reward() != 1.1 {
+		t.Fatalf("%s: replayed rubric %+v", q.ID, r)
+	}
+	if tr.Reward != r.Reward() {
+		t.Fatalf("%s: recorded reward %v; replayed %v", q.ID, tr.Reward, r.Reward())
 	}
 }

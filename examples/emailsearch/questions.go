@@ -68,6 +68,35 @@ func GenerateQuestions(emails []Email) []Question {
 	return out
 }
 
+// CompactQuestions are the questions of compact mode (--compact): the
+// sender and date questions of GenerateQuestions, whose answers are copied
+// from a short field that compact read_email shows, asked in fewer words.
+// Subject questions are dropped: they are found by sender and day, not by
+// subject words, and their answer is the longest to copy. Answers,
+// Message-IDs and IDs are those of GenerateQuestions, so they are graded
+// and re-checked against the mails exactly as in full mode. The subject is
+// quoted as is, not escaped (%q would turn a non-ASCII character into an
+// escape the search cannot use); goodSubject rules out quotes in it.
+func CompactQuestions(emails []Email) []Question {
+	subject := make(map[string]string, len(emails))
+	for _, e := range emails {
+		subject[e.MessageID] = e.Subject
+	}
+	var out []Question
+	for _, q := range GenerateQuestions(emails) {
+		switch q.Kind {
+		case KindSender:
+			q.Text = fmt.Sprintf(`Who sent "%s"?`, subject[q.MessageID])
+		case KindDate:
+			q.Text = fmt.Sprintf(`What day was "%s" sent?`, subject[q.MessageID])
+		default:
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
 // SplitQuestions orders the questions by a hash of (seed, id) and returns
 // the first nVal as the held-out set and the rest for training. The split
 // depends only on the seed and the questions themselves.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,12 +143,74 @@ const MaxReadBytes = 2000
 // errFormat marks a tool call the model got wrong; the episode ends.
 var errFormat = errors.New("format error")
 
+// Compact mode (--compact) shows the model the same inbox through the same
+// tools with short results, so that a whole episode is a few hundred bytes
+// (about as many tokens for a byte-level model) instead of ~3.5 kB: a tiny
+// model trained from scratch can learn that in minutes.
+const (
+	compactResults      = 3  // search results shown
+	compactSubjectRunes = 40 // of each result's subject
+)
+
+// compactSystemPrompt is the default system message in compact mode; %d is
+// the turn budget.
+const compactSystemPrompt = "Find the mail with search_inbox, read it with read_email, answer with return_final_answer. %d turns."
+
+// compactResult is one search result in compact mode: the mail's short id
+// (its row in the index) and the start of its subject.
+type compactResult struct {
+	ID      string `json:"id"`
+	Subject string `json:"subject"`
+}
+
+// compactMail is read_email's result in compact mode: the two header
+// fields compact questions ask about (see CompactQuestions).
+type compactMail struct {
+	From string `json:"from"` // the sender's address
+	Date string `json:"date"` // YYYY-MM-DD, UTC
+}
+
+// shortID is a mail's id as compact mode shows it.
+func shortID(row int64) string { return strconv.FormatInt(row, 10) }
+
+// readID reads the mail a model names: by Message-ID, or in compact mode
+// also by short id (a row number, which no Message-ID is: they contain @).
+func readID(ctx context.Context, inbox *Inbox, id string, compact bool) (Email, error) {
+	if compact {
+		if row, err := strconv.ParseInt(strings.TrimSpace(id), 10, 64); err == nil {
+			return inbox.ReadRow(ctx, row)
+		}
+	}
+	return inbox.Read(ctx, id)
+}
+
+// isSource reports whether a source the model cites names the mail with the
+// given Message-ID (by short id too, in compact mode).
+func isSource(ctx context.Context, inbox *Inbox, source, messageID string, compact bool) (bool, error) {
+	if strings.Trim(strings.TrimSpace(source), "<>") == messageID {
+		return true, nil
+	}
+	if !compact {
+		return false, nil
+	}
+	row, err := strconv.ParseInt(strings.TrimSpace(source), 10, 64)
+	if err != nil {
+		return false, nil
+	}
+	e, err := inbox.ReadRow(ctx, row)
+	if errors.Is(err, ErrNoEmail) {
+		return false, nil
+	}
+	return err == nil && e.MessageID == messageID, err
+}
+
 // toolResult runs one tool call against the inbox and updates the rubric.
 // It returns the tool message's text, whether the call was the final
 // answer, or an error wrapping errFormat for a call that cannot be run.
 // Other failures (a malformed date, an unknown message_id) are returned to
-// the model as an error text.
-func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments string, r *Rubric) (result string, final bool, err error) {
+// the model as an error text. compact selects compact mode's short results
+// and ids; the rubric is scored the same way in both modes.
+func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments string, compact bool, r *Rubric) (result string, final bool, err error) {
 	decode := func(v any) error {
 		if err := json.Unmarshal([]byte(arguments), v); err != nil {
 			return fmt.Errorf("%w: %s arguments: %v", errFormat, name, err)
@@ -167,7 +230,11 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 			return "", false, err
 		}
 		r.Searches++
-		res, err := inbox.Search(ctx, SearchQuery{Keywords: a.Keywords, From: a.From, To: a.To, SentAfter: a.SentAfter, SentBefore: a.SentBefore})
+		sq := SearchQuery{Keywords: a.Keywords, From: a.From, To: a.To, SentAfter: a.SentAfter, SentBefore: a.SentBefore}
+		if compact {
+			sq.Limit = compactResults
+		}
+		res, err := inbox.Search(ctx, sq)
 		if errors.Is(err, ErrBadQuery) {
 			return "error: " + err.Error(), false, nil
 		} else if err != nil {
@@ -176,10 +243,17 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 		if slices.ContainsFunc(res, func(s SearchResult) bool { return s.MessageID == q.MessageID }) {
 			r.FoundRightEmail = true
 		}
-		if res == nil {
-			res = []SearchResult{}
+		var out any = res
+		if compact {
+			short := make([]compactResult, len(res))
+			for i, s := range res {
+				short[i] = compactResult{ID: shortID(s.Row), Subject: truncateRunes(s.Subject, compactSubjectRunes)}
+			}
+			out = short
+		} else if res == nil {
+			out = []SearchResult{}
 		}
-		b, err := json.Marshal(res)
+		b, err := json.Marshal(out)
 		return string(b), false, err
 	case "read_email":
 		var a struct {
@@ -189,7 +263,7 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 			return "", false, err
 		}
 		r.Reads++
-		e, err := inbox.Read(ctx, a.MessageID)
+		e, err := readID(ctx, inbox, a.MessageID, compact)
 		if errors.Is(err, ErrNoEmail) {
 			r.ReadInvalidEmail = true
 			return "error: " + err.Error(), false, nil
@@ -198,6 +272,10 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 		}
 		if e.MessageID == q.MessageID {
 			r.ReadRightEmail = true
+		}
+		if compact {
+			b, err := json.Marshal(compactMail{From: e.FromAddr, Date: e.Date.Format(dateLayout)})
+			return string(b), false, err
 		}
 		body := e.Body
 		if len(body) > MaxReadBytes {
@@ -220,10 +298,27 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 		r.Answered = true
 		r.IDontKnow = IsIDontKnow(*a.Answer)
 		r.Correct = !r.IDontKnow && CheckAnswer(q, *a.Answer)
-		r.SourcesCorrect = slices.ContainsFunc(a.Sources, func(s string) bool { return strings.Trim(strings.TrimSpace(s), "<>") == q.MessageID })
+		for _, s := range a.Sources {
+			ok, err := isSource(ctx, inbox, s, q.MessageID, compact)
+			if err != nil {
+				return "", false, err
+			}
+			if ok {
+				r.SourcesCorrect = true
+				break
+			}
+		}
 		return "", true, nil
 	}
 	return "", false, fmt.Errorf("%w: unknown tool %q", errFormat, name)
+}
+
+// truncateRunes returns s cut to at most n runes.
+func truncateRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
 }
 
 // RolloutOptions configure Rollout.
@@ -231,12 +326,28 @@ type RolloutOptions struct {
 	MaxTurns    int           // model calls per episode
 	MaxTokens   int           // completion tokens per model call
 	CallTimeout time.Duration // bound on each chat completion, retries included
-	// System is the system message; "" means the task instructions
-	// (systemPrompt with the turn budget).
+	// System is the system message; "" means the mode's task instructions
+	// (systemPrompt or compactSystemPrompt, with the turn budget).
 	System string
+	// Compact selects compact mode: short tool results and short mail ids
+	// (see compactResults), and compactSystemPrompt as the default system
+	// message.
+	Compact bool
 	// SampleSeed, if set, makes sampling reproducible: the k-th call's
 	// request carries the seed *SampleSeed+k (for held-out evaluations).
 	SampleSeed *uint64
+}
+
+// system returns the system message: System, else the task instructions
+// of the mode with the turn budget.
+func (opt RolloutOptions) system() string {
+	switch {
+	case opt.System != "":
+		return opt.System
+	case opt.Compact:
+		return fmt.Sprintf(compactSystemPrompt, opt.MaxTurns)
+	}
+	return fmt.Sprintf(systemPrompt, opt.MaxTurns)
 }
 
 // Rollout answers one question through an OpenAI-compatible chat endpoint
@@ -249,10 +360,7 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 	if opt.MaxTurns < 1 {
 		return art.Trajectory{}, errors.New("emailsearch: MaxTurns must be >= 1")
 	}
-	system := opt.System
-	if system == "" {
-		system = fmt.Sprintf(systemPrompt, opt.MaxTurns)
-	}
+	system := opt.system()
 	traj := art.Trajectory{Tools: trajectoryTools(),
 		Metadata: map[string]any{"scenario_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
 	traj.AddMessage(art.SystemMsg(system))
@@ -295,7 +403,7 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 			break
 		}
 		for _, tc := range choice.Message.ToolCalls {
-			result, final, err := toolResult(ctx, inbox, q, tc.Function.Name, tc.Function.Arguments, &r)
+			result, final, err := toolResult(ctx, inbox, q, tc.Function.Name, tc.Function.Arguments, opt.Compact, &r)
 			if errors.Is(err, errFormat) {
 				r.FormatError = true
 				traj.Logf("turn %d: %v", r.Turns, err)

@@ -82,29 +82,29 @@ func TestToolResult(t *testing.T) {
 	q := Question{ID: "q1", Kind: KindSender, Answer: "bob@example.org", MessageID: "party.2@example.org"}
 	var r Rubric
 
-	out, final, err := toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["croquet"], "from": "bob"}`, &r)
+	out, final, err := toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["croquet"], "from": "bob"}`, false, &r)
 	var res []SearchResult
 	if err != nil || final || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || !r.FoundRightEmail || r.Searches != 1 {
 		t.Fatalf("search: %s, %v, %v, %+v", out, final, err, r)
 	}
-	out, _, err = toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["zebra"]}`, &r)
+	out, _, err = toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["zebra"]}`, false, &r)
 	if err != nil || out != "[]" {
 		t.Fatalf("empty search: %s, %v", out, err)
 	}
-	out, _, err = toolResult(ctx, inbox, q, "search_inbox", `{"keywords": [], "sent_after": "yesterday"}`, &r)
+	out, _, err = toolResult(ctx, inbox, q, "search_inbox", `{"keywords": [], "sent_after": "yesterday"}`, false, &r)
 	if err != nil || !strings.HasPrefix(out, "error: ") {
 		t.Fatalf("bad date: %s, %v", out, err)
 	}
-	out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "nope"}`, &r)
+	out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "nope"}`, false, &r)
 	if err != nil || !strings.HasPrefix(out, "error: ") || !r.ReadInvalidEmail || r.ReadRightEmail {
 		t.Fatalf("read unknown: %s, %v, %+v", out, err, r)
 	}
-	out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "party.2@example.org"}`, &r)
+	out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "party.2@example.org"}`, false, &r)
 	var mail map[string]any
 	if err != nil || json.Unmarshal([]byte(out), &mail) != nil || mail["from"] != "bob@example.org" || !r.ReadRightEmail {
 		t.Fatalf("read: %s, %v, %+v", out, err, r)
 	}
-	_, final, err = toolResult(ctx, inbox, q, "return_final_answer", `{"answer": "bob@example.org", "sources": ["<party.2@example.org>"]}`, &r)
+	_, final, err = toolResult(ctx, inbox, q, "return_final_answer", `{"answer": "bob@example.org", "sources": ["<party.2@example.org>"]}`, false, &r)
 	if err != nil || !final || !r.Answered || !r.Correct || !r.SourcesCorrect || r.Reward() != 1.1 {
 		t.Fatalf("final answer: %v, %v, %+v", final, err, r)
 	}
@@ -114,8 +114,66 @@ func TestToolResult(t *testing.T) {
 		{"read_email", `not json`},
 		{"return_final_answer", `{"sources": []}`},
 	} {
-		if _, _, err := toolResult(ctx, inbox, q, c.name, c.args, &Rubric{}); !errors.Is(err, errFormat) {
+		if _, _, err := toolResult(ctx, inbox, q, c.name, c.args, false, &Rubric{}); !errors.Is(err, errFormat) {
 			t.Errorf("%s(%s): err = %v; want a format error", c.name, c.args, err)
+		}
+	}
+}
+
+// Ensure compact mode runs the same tools with short results: search shows
+// short ids and cut subjects, read_email takes a short id (or a Message-ID)
+// and shows the sender's address and day, the final answer may cite the
+// short id, and the rubric is scored as in full mode.
+func TestToolResult_Compact(t *testing.T) {
+	ctx := context.Background()
+	inbox, _, err := OpenInbox(ctx, writeCorpus(t), t.TempDir()+"/index.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	e, err := inbox.Read(ctx, "party.2@example.org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := shortID(e.Row)
+	q := Question{ID: "q1", Kind: KindSender, Answer: "bob@example.org", MessageID: "party.2@example.org"}
+	var r Rubric
+	out, _, err := toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["croquet"], "from": "bob"}`, true, &r)
+	var res []map[string]string
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0]["id"] != id ||
+		len(res[0]) != 2 || len([]rune(res[0]["subject"])) > compactSubjectRunes || !r.FoundRightEmail {
+		t.Fatalf("search: %s, %v, %+v", out, err, r)
+	}
+	out, _, err = toolResult(ctx, inbox, q, "search_inbox", `{"keywords": ["zebra"]}`, true, &r)
+	if err != nil || out != "[]" {
+		t.Fatalf("empty search: %s, %v", out, err)
+	}
+	out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "99999"}`, true, &r)
+	if err != nil || !strings.HasPrefix(out, "error: ") || !r.ReadInvalidEmail {
+		t.Fatalf("read unknown short id: %s, %v, %+v", out, err, r)
+	}
+	for _, arg := range []string{id, "<party.2@example.org>"} {
+		r.ReadRightEmail = false
+		out, _, err = toolResult(ctx, inbox, q, "read_email", `{"message_id": "`+arg+`"}`, true, &r)
+		if want := `{"from":"bob@example.org","date":"` + e.Date.Format(dateLayout) + `"}`; err != nil || out != want || !r.ReadRightEmail {
+			t.Fatalf("read %s: %s, %v; want %s", arg, out, err, want)
+		}
+	}
+	for _, c := range []struct {
+		source  string
+		compact bool
+		want    bool
+	}{
+		{id, true, true},
+		{"party.2@example.org", true, true},
+		{id, false, false}, // short ids are compact mode's only
+		{"1" + id, true, false},
+		{"bob", true, false},
+	} {
+		var r Rubric
+		_, final, err := toolResult(ctx, inbox, q, "return_final_answer", `{"answer": "bob@example.org", "sources": ["`+c.source+`"]}`, c.compact, &r)
+		if err != nil || !final || !r.Correct || r.SourcesCorrect != c.want {
+			t.Errorf("final answer citing %q (compact %v): %v, %v, %+v; want sources correct %v", c.source, c.compact, final, err, r, c.want)
 		}
 	}
 }

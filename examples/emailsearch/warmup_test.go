@@ -18,7 +18,7 @@ func TestTeacherTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	trainSet, _ := SplitQuestions(GenerateQuestions(headers), 1, 50)
-	ts, err := TeacherTranscripts(ctx, inbox, trainSet, 40, 10, "", 1)
+	ts, err := TeacherTranscripts(ctx, inbox, trainSet, 40, RolloutOptions{MaxTurns: 10}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

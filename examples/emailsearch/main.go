@@ -35,7 +35,12 @@
 // art.Trajectory a line, and exits: the data to build a base model from
 // with `art pretrain`. Give it the --seed, --val-size/--eval, --compact and
 // --system of the training run, so that the held-out questions stay
-// unseen and the prompts match.
+// unseen and the prompts match. --teacher-retry P makes a fraction P of
+// the scripted episodes recovery episodes: the teacher first searches with
+// a miscopied subject (a few random character edits), gets that search's
+// real result (usually []), then searches again with the right subject and
+// goes on as usual (or answers "I don't know" if that finds nothing), so
+// that a model taught by them has seen what to do after an empty search.
 package main
 
 import (
@@ -80,6 +85,7 @@ type config struct {
 	compact                   bool
 	writeTeacher              string
 	teacher                   int
+	teacherRetry              float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -115,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.compact, "compact", false, "compact mode: short tool results and mail ids, sender and date questions only (episodes of a few hundred bytes)")
 	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher scripted episodes of training questions to this JSONL file (one art.Trajectory a line) and exit")
 	fs.IntVar(&c.teacher, "teacher", 1000, "scripted episodes --write-teacher writes (fewer if the teacher finds fewer training questions' mails)")
+	fs.Float64Var(&c.teacherRetry, "teacher-retry", 0, "fraction of scripted episodes (--write-teacher, --sft-warmup) that first search with a miscopied subject, get its real (empty or wrong) result, then search again correctly")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -134,6 +141,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.gradAccum < 0 || c.sftWarmup < 0 || c.sftBatch < 1 || !(c.sftLR > 0) || c.eval < 0 || c.teacher < 1 {
 		return c, errors.New("--grad-accum, --sft-warmup and --eval must be >= 0, --sft-batch and --teacher >= 1 and --sft-lr > 0")
+	}
+	if !(c.teacherRetry >= 0 && c.teacherRetry <= 1) {
+		return c, errors.New("--teacher-retry must be in [0, 1]")
 	}
 	c.valSize = max(c.valSize, c.eval)
 	if c.index == "" {
@@ -161,7 +171,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	rep := benchmark.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
-		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "compact": cfg.compact}}
+		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "compact": cfg.compact, "teacher_retry": cfg.teacherRetry}}
 	if _, err := os.Stat(cfg.corpus); err != nil {
 		return fmt.Errorf("emailsearch: no corpus at %s (run scripts/fetch-assets.sh spam_assassin, or pass --corpus): %w", cfg.corpus, err)
 	}
@@ -251,7 +261,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	if start == 0 && cfg.sftWarmup > 0 {
 		t := time.Now()
-		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, opt, cfg.seed)
+		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, opt, cfg.seed, cfg.teacherRetry)
 		if err != nil {
 			return err
 		}
@@ -332,7 +342,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 // next to its destination and renamed into place, so a failed run leaves
 // no partial file.
 func writeTeacher(ctx context.Context, cfg config, inbox *Inbox, trainSet []Question, opt RolloutOptions, stdout io.Writer) (err error) {
-	trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.teacher, opt, cfg.seed)
+	trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.teacher, opt, cfg.seed, cfg.teacherRetry)
 	if err != nil {
 		return err
 	}

@@ -251,3 +251,32 @@ func replayTeacher(t *testing.T, inbox *Inbox, q Question, tr art.Trajectory, co
 		t.Fatalf("%s: recorded reward %v; replayed %v", q.ID, tr.Reward, r.Reward())
 	}
 }
+
+// Ensure --teacher-retry reaches the teacher (some written episodes are
+// recovery episodes, replayed in TestTeacherTranscriptsRetry) and is
+// checked.
+func TestWriteTeacherRetry(t *testing.T) {
+	_, corpus, index := realInbox(t)
+	file := filepath.Join(t.TempDir(), "t.jsonl")
+	args := []string{"--path", t.TempDir(), "--corpus", corpus, "--index", index, "--seed", "3", "--eval", "40", "--compact",
+		"--write-teacher", file, "--teacher", "40"}
+	if _, err := parseFlags(append(args, "--teacher-retry", "1.5"), io.Discard); err == nil {
+		t.Fatal("--teacher-retry 1.5 accepted")
+	}
+	cfg, err := parseFlags(append(args, "--teacher-retry", "0.5"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(context.Background(), cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, retries := strings.Count(string(b), "\n"), strings.Count(string(b), `"teacher_retry":true`)
+	if lines != 40 || retries < 10 || retries > 30 {
+		t.Fatalf("%d transcripts, %d of them retries; want 40, about half", lines, retries)
+	}
+}

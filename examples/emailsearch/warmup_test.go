@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/artgo/art"
@@ -18,7 +20,7 @@ func TestTeacherTranscripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	trainSet, _ := SplitQuestions(GenerateQuestions(headers), 1, 50)
-	ts, err := TeacherTranscripts(ctx, inbox, trainSet, 40, RolloutOptions{MaxTurns: 10}, 1)
+	ts, err := TeacherTranscripts(ctx, inbox, trainSet, 40, RolloutOptions{MaxTurns: 10}, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,4 +50,94 @@ func TestTeacherTranscripts(t *testing.T) {
 	}
 	t.Logf("%d scripted episodes: %.0f bytes of messages each on average, %.0f of them tool results",
 		len(ts), float64(bytes)/float64(len(ts)), float64(toolBytes)/float64(len(ts)))
+}
+
+// Ensure --teacher-retry's recovery episodes replay against the real
+// index: every tool result in a transcript is what the tool returns for
+// its call, the reward is the rubric's, a fraction of about retry of the
+// episodes first search with a miscopied subject that misses the mail,
+// and retry 0 gives exactly the plain teacher's episodes.
+func TestTeacherTranscriptsRetry(t *testing.T) {
+	inbox, _, _ := realInbox(t)
+	ctx := context.Background()
+	headers, err := inbox.headers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainSet, _ := SplitQuestions(CompactQuestions(headers), 1, 100)
+	opt := RolloutOptions{MaxTurns: 4, Compact: true}
+	const n, retry = 400, 0.3
+	ts, err := TeacherTranscripts(ctx, inbox, trainSet, n, opt, 1, retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != n {
+		t.Fatalf("%d transcripts; want %d", len(ts), n)
+	}
+	var retries, idk int
+	for _, tr := range ts {
+		q := trainSet[slices.IndexFunc(trainSet, func(q Question) bool { return q.ID == tr.Metadata["scenario_id"] })]
+		ms := tr.Messages()
+		var r Rubric
+		roles, searches := "", 0
+		for i, m := range ms {
+			roles += m.Role[:1]
+			if m.Role != art.RoleAssistant {
+				continue
+			}
+			tc := m.ToolCalls[0].Function
+			if tc.Name == "search_inbox" {
+				searches++
+			}
+			res, final, err := toolResult(ctx, inbox, q, tc.Name, tc.Arguments, true, &r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if final {
+				if i != len(ms)-1 {
+					t.Fatalf("%s: final answer before the end", q.ID)
+				}
+				continue
+			}
+			if got := ms[i+1].Content.String(); ms[i+1].Role != art.RoleTool || got != res {
+				t.Fatalf("%s: %s(%s) returns %q; transcript shows %q", q.ID, tc.Name, tc.Arguments, res, got)
+			}
+			if searches == 1 && tr.Metadata["teacher_retry"] == true && r.FoundRightEmail {
+				t.Fatalf("%s: the miscopied search %s finds the mail", q.ID, tc.Arguments)
+			}
+		}
+		if r.Reward() != tr.Reward {
+			t.Fatalf("%s: replayed reward %v; transcript %v", q.ID, r.Reward(), tr.Reward)
+		}
+		switch {
+		case tr.Metadata["teacher_retry"] == true && roles == "suatatata" && r.Correct:
+			retries++
+		case tr.Metadata["teacher_retry"] == true && roles == "suatata" && r.IDontKnow:
+			retries++
+			idk++
+		case tr.Metadata["teacher_retry"] == nil && roles == "suatata" && r.Correct:
+		default:
+			t.Fatalf("%s: roles %q, metadata %v, rubric %+v", q.ID, roles, tr.Metadata, r)
+		}
+	}
+	if f := float64(retries) / n; f < retry-0.08 || f > retry+0.08 {
+		t.Fatalf("%d of %d episodes are retries; want about %.0f%%", retries, n, 100*retry)
+	}
+	t.Logf("%d of %d episodes recover from a miscopied search (%d of them answer \"I don't know\")", retries, n, idk)
+
+	plain, err := TeacherTranscripts(ctx, inbox, trainSet, 50, opt, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range plain {
+		want, ok, err := TeacherTranscript(ctx, inbox, trainSet[slices.IndexFunc(trainSet, func(q Question) bool { return q.ID == tr.Metadata["scenario_id"] })], opt)
+		if err != nil || !ok {
+			t.Fatalf("%d: ok=%v err=%v", i, ok, err)
+		}
+		a, _ := json.Marshal(tr)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) || tr.Metadata["teacher_retry"] != nil {
+			t.Fatalf("%d: retry 0 gives %s; want %s", i, a, b)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -364,5 +365,88 @@ func TestCompactQuestions_SpamAssassin(t *testing.T) {
 	}
 	if len(qs) < 1500 || kinds[KindSender] < 500 || kinds[KindDate] < 500 || kinds[KindSubject] != 0 {
 		t.Fatalf("%d compact questions, kinds %v; want >= 1500, sender and date only", len(qs), kinds)
+	}
+}
+
+// Ensure compact mode's search ranks like a search engine: a subject with
+// one or two miscopied words still finds its mail, first for most of the
+// compact questions (an AND of the words would find none of them).
+func TestSearchAnyWord_MiscopiedSubject(t *testing.T) {
+	inbox, _, _ := realInbox(t)
+	ctx := context.Background()
+	headers, err := inbox.headers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, qs := SplitQuestions(CompactQuestions(headers), 1, 200)
+	r := rand.New(rand.NewPCG(1, 2))
+	var n, first, top, and int
+	for _, q := range qs {
+		e, err := inbox.Read(ctx, q.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		words := strings.Fields(e.Subject)
+		if len(words) < 2 {
+			continue
+		}
+		for range 1 + r.IntN(2) {
+			i := r.IntN(len(words))
+			for c := words[i]; words[i] == c; {
+				words[i] = corruptKeyword(c, r)
+			}
+		}
+		kw := []string{strings.Join(words, " ")}
+		n++
+		res, err := inbox.Search(ctx, SearchQuery{Keywords: kw, Limit: compactResults, AnyWord: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) > 0 && res[0].MessageID == q.MessageID {
+			first++
+		}
+		if slices.ContainsFunc(res, func(s SearchResult) bool { return s.MessageID == q.MessageID }) {
+			top++
+		}
+		res, err = inbox.Search(ctx, SearchQuery{Keywords: kw, Limit: compactResults})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(res, func(s SearchResult) bool { return s.MessageID == q.MessageID }) {
+			and++
+		}
+	}
+	t.Logf("%d miscopied subjects: the mail first for %d, in the top %d for %d (all words required: %d)", n, first, compactResults, top, and)
+	if n < 150 || float64(first) < 0.75*float64(n) || top < first {
+		t.Fatalf("%d miscopied subjects: the mail first for only %d, in the top %d for %d", n, first, compactResults, top)
+	}
+}
+
+// Ensure any text a model writes is a safe search in both modes: quotes,
+// dashes, brackets, FTS5 operators and column filters are searched as
+// words, never as query syntax, and an empty query is a bad query.
+func TestSearch_QuotesUserText(t *testing.T) {
+	ctx := context.Background()
+	inbox, _, err := OpenInbox(ctx, writeCorpus(t), t.TempDir()+"/index.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inbox.Close()
+	for _, anyWord := range []bool{false, true} {
+		for _, kw := range []string{`"croquet`, `croquet"`, `"croquet" OR`, `-croquet`, `croquet -`, `(croquet`, `[croquet]`, `{croquet}`,
+			`croquet*`, `^croquet`, `NOT croquet`, `croquet NEAR`, `subject: croquet`, `croquet AND`, `'croquet'`, `croquet; DROP TABLE emails`} {
+			res, err := inbox.Search(ctx, SearchQuery{Keywords: []string{kw}, AnyWord: anyWord})
+			if err != nil {
+				t.Fatalf("search %q (any word %v): %v", kw, anyWord, err)
+			}
+			if anyWord && !slices.ContainsFunc(res, func(s SearchResult) bool { return s.MessageID == "party.2@example.org" }) {
+				t.Errorf("search %q (any word): %+v; want the croquet mail", kw, res)
+			}
+		}
+		for _, kw := range [][]string{nil, {""}, {" "}, {`"`}, {`""`}, {"-", "()"}} {
+			if _, err := inbox.Search(ctx, SearchQuery{Keywords: kw, AnyWord: anyWord}); !errors.Is(err, ErrBadQuery) {
+				t.Errorf("search %q (any word %v): %v; want a bad query", kw, anyWord, err)
+			}
+		}
 	}
 }

@@ -181,6 +181,11 @@ type SearchQuery struct {
 	From, To              string
 	SentAfter, SentBefore string
 	Limit                 int // at most this many results; 0 means 10
+	// AnyWord ranks like a search engine: a mail matches if it has any of
+	// the keywords' words (an FTS5 OR), best bm25 first, instead of all of
+	// them (AND). A keyword with a few miscopied words still finds its
+	// mail. Compact mode sets it.
+	AnyWord bool
 }
 
 // SearchResult is one mail a search found.
@@ -211,12 +216,16 @@ func (in *Inbox) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 			if !strings.ContainsFunc(w, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 				continue // punctuation alone: FTS5 would find no token in it
 			}
-			terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
+			terms = append(terms, ftsQuote(w))
 		}
 	}
 	if len(terms) > 0 {
+		op := " AND "
+		if q.AnyWord {
+			op = " OR "
+		}
 		where = append(where, "emails_fts MATCH ?")
-		args = append(args, strings.Join(terms, " AND "))
+		args = append(args, strings.Join(terms, op))
 	}
 	if q.From != "" {
 		where = append(where, "(e.from_addr LIKE ? OR e.from_name LIKE ?)")
@@ -277,6 +286,12 @@ func (in *Inbox) Search(ctx context.Context, q SearchQuery) ([]SearchResult, err
 	}
 	return out, nil
 }
+
+// ftsQuote quotes one word of a keyword as an FTS5 string (a phrase of the
+// tokens in it): inside double quotes FTS5 reads every character as text
+// but a doubled quote, so no user text can be taken for query syntax (NOT,
+// NEAR, column filters, parentheses, a leading '-' or '^').
+func ftsQuote(w string) string { return `"` + strings.ReplaceAll(w, `"`, `""`) + `"` }
 
 // formatDate shows a send time as the tools do: "2002-08-22 11:36 UTC".
 func formatDate(unix int64) string { return time.Unix(unix, 0).UTC().Format("2006-01-02 15:04 UTC") }

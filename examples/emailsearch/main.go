@@ -35,10 +35,12 @@
 // art.Trajectory a line, and exits: the data to build a base model from
 // with `art pretrain`. Give it the --seed, --val-size/--eval, --compact and
 // --system of the training run, so that the held-out questions stay
-// unseen and the prompts match. --teacher-retry P makes a fraction P of
-// the scripted episodes recovery episodes: the teacher first searches with
-// a miscopied subject (a few random character edits), gets that search's
-// real result (usually []), then searches again with the right subject and
+// unseen and the prompts match. --teacher-retry P makes up to a fraction P
+// of the scripted episodes recovery episodes: the teacher first searches
+// with a miscopied subject (a few random character edits) that misses the
+// mail, gets that search's real result ([] or other mails; compact search
+// matches any of the subject's words, so it often finds the mail anyway and
+// the episode stays the usual one), then searches again with the right subject and
 // goes on as usual (or answers "I don't know" if that finds nothing), so
 // that a model taught by them has seen what to do after an empty search.
 package main
@@ -121,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.compact, "compact", false, "compact mode: short tool results and mail ids, sender and date questions only (episodes of a few hundred bytes)")
 	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher scripted episodes of training questions to this JSONL file (one art.Trajectory a line) and exit")
 	fs.IntVar(&c.teacher, "teacher", 1000, "scripted episodes --write-teacher writes (fewer if the teacher finds fewer training questions' mails)")
-	fs.Float64Var(&c.teacherRetry, "teacher-retry", 0, "fraction of scripted episodes (--write-teacher, --sft-warmup) that first search with a miscopied subject, get its real (empty or wrong) result, then search again correctly")
+	fs.Float64Var(&c.teacherRetry, "teacher-retry", 0, "fraction of scripted episodes (--write-teacher, --sft-warmup) that first search with a miscopied subject, get its real (empty or wrong) result, then search again correctly (drawn episodes whose miscopied search still finds the mail stay plain)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

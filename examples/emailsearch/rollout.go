@@ -146,7 +146,9 @@ var errFormat = errors.New("format error")
 // Compact mode (--compact) shows the model the same inbox through the same
 // tools with short results, so that a whole episode is a few hundred bytes
 // (about as many tokens for a byte-level model) instead of ~3.5 kB: a tiny
-// model trained from scratch can learn that in minutes.
+// model trained from scratch can learn that in minutes. Its search ranks
+// the mails with any of the query's words by bm25 (SearchQuery.AnyWord), so
+// a subject copied with a few wrong words still finds its mail.
 const (
 	compactResults      = 3  // search results shown
 	compactSubjectRunes = 40 // of each result's subject
@@ -232,7 +234,7 @@ func toolResult(ctx context.Context, inbox *Inbox, q Question, name, arguments s
 		r.Searches++
 		sq := SearchQuery{Keywords: a.Keywords, From: a.From, To: a.To, SentAfter: a.SentAfter, SentBefore: a.SentBefore}
 		if compact {
-			sq.Limit = compactResults
+			sq.Limit, sq.AnyWord = compactResults, true
 		}
 		res, err := inbox.Search(ctx, sq)
 		if errors.Is(err, ErrBadQuery) {

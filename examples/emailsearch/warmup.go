@@ -54,7 +54,8 @@ const teacherRetryAttempts = 8
 // teacherTranscript is TeacherTranscript, and with retry non-nil the
 // recovery episode of --teacher-retry: the teacher first searches with a
 // miscopied keyword (corruptKeyword, drawn from retry) and gets the real
-// result for it (usually [], at times other mails, never the right one),
+// result for it (never the right one: [] or other mails in full mode,
+// other mails in compact mode, whose search matches any of the words),
 // then searches again with the right keywords and goes on as usual; if
 // that search does not find the mail either, it answers "I don't know"
 // (reward 0 under the rubric) instead of skipping the question. If no
@@ -185,8 +186,11 @@ func corruptKeyword(k string, r *rand.Rand) string {
 // TeacherTranscripts returns up to n scripted episodes (TeacherTranscript)
 // on training questions taken in a seeded random order, each at most once.
 // A fraction retry of them (each question independently, seeded by seed
-// and its id) are recovery episodes: a miscopied search first, then the
-// right one (see teacherTranscript).
+// and its id) are drawn as recovery episodes: a miscopied search first,
+// then the right one (see teacherTranscript). A drawn question whose
+// miscopied searches all still find the mail gets the usual episode; in
+// compact mode, whose search matches any of the words, that is about half
+// of them.
 func TeacherTranscripts(ctx context.Context, inbox *Inbox, questions []Question, n int, opt RolloutOptions, seed uint64, retry float64) ([]art.Trajectory, error) {
 	r := rand.New(rand.NewPCG(seed, 0x7eac4e7))
 	var out []art.Trajectory

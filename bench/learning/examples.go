@@ -15,6 +15,7 @@ import (
 
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/examples/benchmark"
 	"github.com/artgo/art/pretrain"
 )
 
@@ -33,7 +34,7 @@ type exampleBench struct {
 	// example runs (see pretrainBench).
 	pretrain *pretrainBench
 	// notes summarises the report's metrics for the table.
-	notes func(r exampleReport) string
+	notes func(r benchmark.Report) string
 }
 
 // pretrainBench builds an example's base the way `art demo` builds its
@@ -105,7 +106,7 @@ var exampleBenches = map[string]exampleBench{
 			"--sft-warmup", "2000", "--sft-lr", "6e-3", "--sft-batch", "32",
 			"--steps", "41", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "64",
 			"--eval", "200", "--concurrency", "32"},
-		notes: func(r exampleReport) string {
+		notes: func(r benchmark.Report) string {
 			return fmt.Sprintf("invalid games %.0f%% → %.0f%%; max tile %.1f → %.1f", 100*r.BeforeMetrics["invalid_move"],
 				100*r.AfterMetrics["invalid_move"], r.BeforeMetrics["max_tile"], r.AfterMetrics["max_tile"])
 		},
@@ -130,7 +131,7 @@ var exampleBenches = map[string]exampleBench{
 			"--max-turns", "3", "--max-tokens", "100", "--train-size", "4000", "--sft-noise", "0.5",
 			"--steps", "40", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
 			"--eval", "200", "--eval-every", "0", "--concurrency", "32"},
-		notes: func(r exampleReport) string {
+		notes: func(r benchmark.Report) string {
 			return fmt.Sprintf("correct %.0f%% → %.0f%%; tool calls %.2f → %.2f", 100*r.BeforeMetrics["correct"],
 				100*r.AfterMetrics["correct"], r.BeforeMetrics["tool_calls"], r.AfterMetrics["tool_calls"])
 		},
@@ -156,29 +157,11 @@ var exampleBenches = map[string]exampleBench{
 			"--teacher-retry", "0.3", "--max-turns", "4", "--max-tokens", "160",
 			"--steps", "120", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "64",
 			"--eval", "200", "--eval-every", "0", "--concurrency", "32"},
-		notes: func(r exampleReport) string {
+		notes: func(r benchmark.Report) string {
 			return fmt.Sprintf("correct %.0f%% → %.0f%%; format errors %.0f%% → %.0f%%", 100*r.BeforeMetrics["correct"],
 				100*r.AfterMetrics["correct"], 100*r.BeforeMetrics["format_error"], 100*r.AfterMetrics["format_error"])
 		},
 	},
-}
-
-// exampleReport is the part of an example's --report the table uses.
-type exampleReport struct {
-	Example         string             `json:"example"`
-	Before          float64            `json:"before"`
-	After           float64            `json:"after"`
-	BeforeStderr    float64            `json:"before_stderr"`
-	AfterStderr     float64            `json:"after_stderr"`
-	BeforeMetrics   map[string]float64 `json:"before_metrics"`
-	AfterMetrics    map[string]float64 `json:"after_metrics"`
-	Steps           int                `json:"steps"`
-	SFTTrajectories int                `json:"sft_trajectories"`
-	EvalScenarios   int                `json:"eval_scenarios"`
-	SFTSeconds      float64            `json:"sft_seconds"`
-	RLSeconds       float64            `json:"rl_seconds"`
-	EvalSeconds     float64            `json:"eval_seconds"`
-	TotalSeconds    float64            `json:"total_seconds"`
 }
 
 // buildExample compiles examples/<name> into dir, as a user would build it.
@@ -194,12 +177,17 @@ func buildExample(ctx context.Context, name, dir string) (string, error) {
 
 // runExample builds the tiny base model for one seed, runs the example's
 // benchmark configuration in a fresh directory and returns its table row.
-func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, verbose bool) (string, error) {
+// With keep the directory stays, so its pretrained base can be reused.
+func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, verbose, keep bool) (string, error) {
 	dir, err := os.MkdirTemp("", "art-learning-"+eb.name+"-*")
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
+	if keep {
+		fmt.Fprintf(os.Stderr, "%s seed %d: working in %s (kept)\n", eb.name, seed, dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	start := time.Now()
 	base := filepath.Join(dir, "base")
 	if err := writeRandomBase(base, eb, seed); err != nil {
@@ -230,7 +218,7 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	if err != nil {
 		return "", fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
 	}
-	var r exampleReport
+	var r benchmark.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return "", fmt.Errorf("%s seed %d: %s: %w", eb.name, seed, report, err)
 	}

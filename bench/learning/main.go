@@ -40,15 +40,16 @@ func main() {
 	steps := flag.Int("steps", 0, "GRPO steps (0: the demo's default)")
 	verbose := flag.Bool("v", false, "print each run's progress")
 	examples := flag.String("examples", "tictactoe", "comma-separated examples to run: tictactoe (the demo), 2048, calculator, emailsearch")
+	keep := flag.Bool("keep", false, "keep each example run's directory (base model, teacher transcripts, checkpoints) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *examples, *seeds, *steps, *verbose); err != nil {
+	if err := run(ctx, *examples, *seeds, *steps, *verbose, *keep); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(ctx context.Context, exampleList, seedList string, steps int, verbose bool) error {
+func run(ctx context.Context, exampleList, seedList string, steps int, verbose, keep bool) error {
 	var seeds []uint64
 	for _, s := range strings.Split(seedList, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -72,7 +73,7 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose b
 		if name == "tictactoe" {
 			r, err = runDemo(ctx, seeds, steps, verbose)
 		} else {
-			r, err = runExamples(ctx, exampleBenches[name], seeds, steps, verbose)
+			r, err = runExamples(ctx, exampleBenches[name], seeds, steps, verbose, keep)
 		}
 		if err != nil {
 			return err
@@ -90,7 +91,7 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose b
 
 // runExamples builds the example once and runs its benchmark
 // configuration for each seed; steps > 0 overrides its GRPO steps.
-func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int, verbose bool) ([]string, error) {
+func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int, verbose, keep bool) ([]string, error) {
 	dir, err := os.MkdirTemp("", "art-learning-bin-*")
 	if err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int
 	}
 	var rows []string
 	for _, seed := range seeds {
-		row, err := runExample(ctx, eb, bin, seed, verbose)
+		row, err := runExample(ctx, eb, bin, seed, verbose, keep)
 		if err != nil {
 			return nil, err
 		}

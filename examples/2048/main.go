@@ -39,7 +39,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/artgo/art/examples/benchmark"
 	"github.com/openai/openai-go/v3"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/artgo/art/arttest"
-	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/artgo/art/examples/benchmark"
 )
 
 // Ensure the program trains for two steps on a tiny random model (whose

@@ -54,7 +54,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/artgo/art/examples/benchmark"
 )
 
 // config is the command line.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
-	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/artgo/art/examples/benchmark"
 )
 
 // Ensure the program trains for two steps on a tiny random model, logs the

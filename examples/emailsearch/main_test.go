@@ -15,7 +15,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
-	"github.com/artgo/art/examples/internal/benchmark"
+	"github.com/artgo/art/examples/benchmark"
 )
 
 // Ensure the program runs two training steps on the real inbox with a tiny

@@ -1,6 +1,7 @@
 // Package benchmark holds what the examples share for their benchmark
-// configurations (--eval, --report, training-only reward shaping); the
-// examples themselves use only the public SDK.
+// configurations (--eval, --report, training-only reward shaping) and the
+// --report format bench/learning reads back; the examples' agents
+// themselves use only the public SDK.
 package benchmark
 
 import (

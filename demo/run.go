@@ -16,6 +16,7 @@ import (
 	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/examples/benchmark"
 )
 
 // Options configure Run. Zero fields take the defaults of DefaultOptions.
@@ -226,7 +227,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		res, err := backend.Train(ctx, model, tictactoe.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
+		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
 		if err != nil {
 			return rep, err
 		}

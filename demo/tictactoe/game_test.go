@@ -3,8 +3,6 @@ package tictactoe
 import (
 	"context"
 	"testing"
-
-	"github.com/artgo/art"
 )
 
 func TestWinnerAndParse(t *testing.T) {
@@ -45,22 +43,5 @@ func TestRandomAgent(t *testing.T) {
 	}
 	if m := sum / n; m < 0.6 || m > 0.7 {
 		t.Fatalf("random-legal mean reward %.3f; want about 0.65", m)
-	}
-}
-
-// Ensure PenalizeInvalid lowers only invalid games and leaves its input
-// untouched.
-func TestPenalizeInvalid(t *testing.T) {
-	in := []art.TrajectoryGroup{{Trajectories: []art.Trajectory{
-		{Reward: 0, Metrics: map[string]float64{"invalid_move": 1}},
-		{Reward: 0, Metrics: map[string]float64{"invalid_move": 0}},
-		{Reward: 1, Metrics: map[string]float64{"invalid_move": 0}},
-	}}}
-	out := PenalizeInvalid(in, 1)
-	if got := []float64{out[0].Trajectories[0].Reward, out[0].Trajectories[1].Reward, out[0].Trajectories[2].Reward}; got[0] != -1 || got[1] != 0 || got[2] != 1 {
-		t.Errorf("penalized rewards %v; want [-1 0 1]", got)
-	}
-	if in[0].Trajectories[0].Reward != 0 {
-		t.Error("PenalizeInvalid changed its input")
 	}
 }

@@ -87,27 +87,6 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 	return traj, nil
 }
 
-// PenalizeInvalid returns copies of groups in which every game lost to an
-// invalid move scores -penalty instead of 0, for training only (log the
-// original groups, whose rewards stay 0–1): it tells GRPO that breaking
-// the rules is worse than losing. A penalty of 0 returns groups as they are.
-func PenalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.TrajectoryGroup {
-	if penalty == 0 {
-		return groups
-	}
-	out := make([]art.TrajectoryGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-		out[i].Trajectories = append([]art.Trajectory(nil), g.Trajectories...)
-		for j := range out[i].Trajectories {
-			if t := &out[i].Trajectories[j]; t.Metrics["invalid_move"] == 1 {
-				t.Reward -= penalty
-			}
-		}
-	}
-	return out
-}
-
 // maxReplyTokens bounds a reply: a digit and the end token, with room for
 // a little whitespace from models told the rules by a system prompt.
 func maxReplyTokens(opt RolloutOptions) int64 {

@@ -1,4 +1,4 @@
-// Package benchmark holds what the examples share for their benchmark
+// Package benchmark holds what the examples and `art demo` share for their benchmark
 // configurations (--eval, --report, training-only reward shaping) and the
 // --report format bench/learning reads back; the examples' agents
 // themselves use only the public SDK.

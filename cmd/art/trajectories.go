@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artgo/art/store"
+)
+
+// newTrajectoriesCmd returns `art trajectories`, which prints the
+// trajectories of a logged step, so they can be read without Python.
+func newTrajectoriesCmd() *cobra.Command {
+	var asJSON bool
+	var limit int
+	var minReward, maxReward float64
+	cmd := &cobra.Command{
+		Use:   "trajectories FILE.parquet",
+		Short: "Print the trajectories logged at a step (reward, metrics and each message)",
+		Long: `trajectories reads a trajectories parquet file that model.Log wrote
+(<model dir>/trajectories/<split>/<step>.parquet, ART's columns) and prints each
+trajectory: its group, reward, metrics and messages, sampled turns marked with
+"*". --json prints one JSON object per trajectory instead, for jq.`,
+		Example: `  art trajectories .art/demo/models/tictactoe/trajectories/val/0150.parquet
+  art trajectories .art/p/models/agent/trajectories/train/0007.parquet --max-reward -1 --limit 3`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 0 {
+				return fmt.Errorf("trajectories: --limit %d: want 0 (all) or more", limit)
+			}
+			if minReward > maxReward {
+				return fmt.Errorf("trajectories: --min-reward %g is above --max-reward %g", minReward, maxReward)
+			}
+			rows, err := store.ReadTrajectoriesFile(args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			printed := 0
+			for _, r := range rows {
+				if r.Reward < minReward || r.Reward > maxReward {
+					continue
+				}
+				if limit > 0 && printed == limit {
+					break
+				}
+				if asJSON {
+					err = json.NewEncoder(out).Encode(r)
+				} else {
+					err = printTrajectory(out, r)
+				}
+				if err != nil {
+					return fmt.Errorf("trajectories: print: %w", err)
+				}
+				printed++
+			}
+			if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d trajectories\n", printed, len(rows))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per trajectory (the parquet row)")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "print at most this many trajectories (0: all)")
+	cmd.Flags().Float64Var(&minReward, "min-reward", -1e300, "print only trajectories whose reward is at least this")
+	cmd.Flags().Float64Var(&maxReward, "max-reward", 1e300, "print only trajectories whose reward is at most this")
+	return cmd
+}
+
+// printTrajectory writes one trajectory as readable text.
+func printTrajectory(w io.Writer, r store.TrajectoryRow) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "=== group %d  reward %.4g", r.GroupIndex, r.Reward)
+	if m := sortedMetrics(r.Metrics); m != "" {
+		fmt.Fprintf(&b, "  %s", m)
+	}
+	b.WriteString("\n")
+	for _, m := range r.Messages {
+		mark := " "
+		if m.Trainable {
+			mark = "*"
+		}
+		fmt.Fprintf(&b, "%s %-9s %s", mark, m.Role+":", m.Content)
+		if m.ToolCalls != "" {
+			fmt.Fprintf(&b, " tool_calls=%s", m.ToolCalls)
+		}
+		if m.ToolCallID != "" {
+			fmt.Fprintf(&b, " (for %s)", m.ToolCallID)
+		}
+		b.WriteString("\n")
+	}
+	for _, l := range r.Logs {
+		fmt.Fprintf(&b, "  log: %s\n", l)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// sortedMetrics renders a metrics JSON object as "k=v" pairs in key
+// order, or returns it unchanged if it is not a JSON object of numbers.
+func sortedMetrics(js string) string {
+	if js == "" {
+		return ""
+	}
+	var m map[string]float64
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		return js
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%.4g", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -49,7 +49,7 @@ trajectory: its group, reward, metrics and messages, sampled turns marked with
 					break
 				}
 				if asJSON {
-					err = json.NewEncoder(out).Encode(r)
+					err = json.NewEncoder(out).Encode(jsonTrajectory(r))
 				} else {
 					err = printTrajectory(out, r)
 				}
@@ -69,6 +69,53 @@ trajectory: its group, reward, metrics and messages, sampled turns marked with
 	cmd.Flags().Float64Var(&minReward, "min-reward", -1e300, "print only trajectories whose reward is at least this")
 	cmd.Flags().Float64Var(&maxReward, "max-reward", 1e300, "print only trajectories whose reward is at most this")
 	return cmd
+}
+
+// jsonRow is a trajectory as --json prints it: the parquet columns'
+// names, with the columns that hold JSON text embedded as JSON.
+type jsonRow struct {
+	GroupIndex    int64            `json:"group_index"`
+	GroupMetadata json.RawMessage  `json:"group_metadata,omitempty"`
+	GroupMetrics  json.RawMessage  `json:"group_metrics,omitempty"`
+	GroupLogs     []string         `json:"group_logs,omitempty"`
+	Reward        float64          `json:"reward"`
+	Metrics       json.RawMessage  `json:"metrics,omitempty"`
+	Metadata      json.RawMessage  `json:"metadata,omitempty"`
+	Tools         json.RawMessage  `json:"tools,omitempty"`
+	Logs          []string         `json:"logs,omitempty"`
+	Messages      []jsonMessageRow `json:"messages"`
+}
+
+type jsonMessageRow struct {
+	Role       string          `json:"role"`
+	Content    string          `json:"content,omitempty"`
+	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Trainable  bool            `json:"trainable"`
+}
+
+func jsonTrajectory(r store.TrajectoryRow) jsonRow {
+	j := jsonRow{GroupIndex: r.GroupIndex, GroupMetadata: embed(r.GroupMetadata), GroupMetrics: embed(r.GroupMetrics),
+		GroupLogs: r.GroupLogs, Reward: r.Reward, Metrics: embed(r.Metrics), Metadata: embed(r.Metadata),
+		Tools: embed(r.Tools), Logs: r.Logs, Messages: make([]jsonMessageRow, len(r.Messages))}
+	for i, m := range r.Messages {
+		j.Messages[i] = jsonMessageRow{Role: m.Role, Content: m.Content, ToolCalls: embed(m.ToolCalls), ToolCallID: m.ToolCallID,
+			Trainable: m.Trainable}
+	}
+	return j
+}
+
+// embed returns a column's JSON text as raw JSON, or as a JSON string if
+// it is not valid JSON (a file written by something else), or nil if empty.
+func embed(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
 }
 
 // printTrajectory writes one trajectory as readable text.

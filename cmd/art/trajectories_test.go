@@ -62,9 +62,26 @@ func TestTrajectories(t *testing.T) {
 		t.Fatalf("--json: exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var row store.TrajectoryRow
-	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &row) != nil || row.Reward != -2 || row.Messages[1].Content != "garbled" {
+	var row struct {
+		Reward   float64
+		Logs     []string
+		Messages []struct{ Role, Content string }
+	}
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &row) != nil || row.Reward != -2 || row.Messages[1].Content != "garbled" ||
+		len(row.Logs) != 1 {
 		t.Errorf("--json --max-reward 0 printed %q; want the one trajectory rewarded -2", out)
+	}
+
+	_, out, _ = runArgs(t, "trajectories", path, "--json", "-n", "1")
+	var first map[string]any
+	if err := json.Unmarshal([]byte(out), &first); err != nil {
+		t.Fatalf("--json -n 1: %v (%q)", err, out)
+	}
+	if m, ok := first["metrics"].(map[string]any); !ok || m["correct"] != 1.0 {
+		t.Errorf("--json metrics %v; want an embedded object with correct=1", first["metrics"])
+	}
+	if tc, ok := first["messages"].([]any)[1].(map[string]any)["tool_calls"].([]any); !ok || len(tc) != 1 {
+		t.Errorf("--json tool_calls %v; want an embedded array", first["messages"])
 	}
 
 	if _, out, _ = runArgs(t, "trajectories", path, "-n", "1"); strings.Count(out, "=== group") != 1 {

@@ -225,9 +225,15 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	if r.SFTTrajectories > 0 || eb.pretrain == nil {
 		sftCol += fmt.Sprintf("%d transcripts", r.SFTTrajectories)
 	}
-	se := math.Hypot(r.BeforeStderr, r.AfterStderr)
-	return fmt.Sprintf("| %s (`examples/%s`) | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
-		eb.name, eb.name, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, r.After-r.Before, se, r.EvalScenarios,
+	// The same seeded scenarios run before and after, so the change's
+	// error is the paired one; reports from before it existed have only
+	// the two means' errors.
+	se, seKind := r.DiffStderr, "paired"
+	if se == 0 {
+		se, seKind = math.Hypot(r.BeforeStderr, r.AfterStderr), "unpaired"
+	}
+	return fmt.Sprintf("| %s (`examples/%s`) | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
+		eb.name, eb.name, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, r.After-r.Before, se, seKind, r.EvalScenarios,
 		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes()), nil
 }
 

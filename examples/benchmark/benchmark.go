@@ -6,6 +6,7 @@ package benchmark
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 
 	"github.com/artgo/art"
@@ -22,6 +23,11 @@ type Report struct {
 	After        float64 `json:"after"`
 	BeforeStderr float64 `json:"before_stderr"`
 	AfterStderr  float64 `json:"after_stderr"`
+	// DiffStderr is the standard error of After − Before paired by
+	// scenario (the same held-out scenarios, seeded, run before and
+	// after), which is smaller than the two errors combined when a
+	// scenario's difficulty carries over; see PairedStderr.
+	DiffStderr float64 `json:"diff_stderr"`
 	// BeforeMetrics and AfterMetrics are the held-out means of the
 	// trajectory metrics (invalid_move, max_tile, ...).
 	BeforeMetrics   map[string]float64 `json:"before_metrics,omitempty"`
@@ -70,6 +76,51 @@ func Summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[
 		stderr = math.Sqrt(ss / (n - 1) / n)
 	}
 	return mean, stderr, metrics
+}
+
+// PairedStderr returns the standard error of the mean change in reward
+// from before to after, pairing each scenario's mean reward (trajectories
+// matched by their "scenario_id" metadata) and ignoring scenarios run only
+// once. It returns 0 when fewer than two scenarios pair up.
+func PairedStderr(before, after []art.TrajectoryGroup) float64 {
+	perScenario := func(groups []art.TrajectoryGroup) map[string]*[2]float64 {
+		m := map[string]*[2]float64{} // sum, count
+		for _, g := range groups {
+			for _, t := range g.Trajectories {
+				id, ok := t.Metadata["scenario_id"]
+				if !ok {
+					continue
+				}
+				k := fmt.Sprint(id)
+				if m[k] == nil {
+					m[k] = new([2]float64)
+				}
+				m[k][0] += t.Reward
+				m[k][1]++
+			}
+		}
+		return m
+	}
+	b, a := perScenario(before), perScenario(after)
+	var diffs []float64
+	for k, sb := range b {
+		if sa, ok := a[k]; ok {
+			diffs = append(diffs, sa[0]/sa[1]-sb[0]/sb[1])
+		}
+	}
+	if len(diffs) < 2 {
+		return 0
+	}
+	n := float64(len(diffs))
+	var mean, ss float64
+	for _, d := range diffs {
+		mean += d
+	}
+	mean /= n
+	for _, d := range diffs {
+		ss += (d - mean) * (d - mean)
+	}
+	return math.Sqrt(ss / (n - 1) / n)
 }
 
 // WriteReport writes rep as JSON to path atomically: a reader sees the old

@@ -38,3 +38,21 @@ func TestWriteReportAndPenalize(t *testing.T) {
 		t.Errorf("penalized %+v (input %+v)", out, in)
 	}
 }
+
+func TestPairedStderr(t *testing.T) {
+	traj := func(id string, r float64) art.Trajectory {
+		return art.Trajectory{Reward: r, Metadata: map[string]any{"scenario_id": id}}
+	}
+	before := []art.TrajectoryGroup{
+		{Trajectories: []art.Trajectory{traj("s1", 0), traj("s1", 1)}},
+		{Trajectories: []art.Trajectory{traj("s2", 1), traj("s3", 0), {Reward: 5}}}, // no scenario_id: ignored
+	}
+	after := []art.TrajectoryGroup{{Trajectories: []art.Trajectory{traj("s1", 1), traj("s2", 1), traj("s3", 1), traj("s4", 0)}}}
+	// Paired differences 0.5, 0, 1: mean 0.5, sample variance 0.25.
+	if got, want := PairedStderr(before, after), math.Sqrt(0.25/3); math.Abs(got-want) > 1e-12 {
+		t.Errorf("PairedStderr = %v; want %v", got, want)
+	}
+	if got := PairedStderr(before[:1], after); got != 0 {
+		t.Errorf("PairedStderr with one pair = %v; want 0", got)
+	}
+}

@@ -96,7 +96,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 		t.Fatalf("train: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
-	for _, want := range []string{"sft warm-up: 8 teacher transcripts", "val step 1:", "step 2:", "val step 2:", "held-out reward"} {
+	for _, want := range []string{"sft warm-up: 8 teacher transcripts", "val step 1:", "step 2:", "val step 2:", "held-out reward", "paired by problem, 3 problems"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -115,7 +115,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 		t.Fatalf("train: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
-	for _, want := range []string{"sft warm-up: 2 scripted episodes", "val step 1:", "step 2:", "val step 2:", "held-out reward"} {
+	for _, want := range []string{"sft warm-up: 2 scripted episodes", "val step 1:", "step 2:", "val step 2:", "held-out reward", "paired by question, 2 questions"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -148,15 +148,16 @@ var exampleBenches = map[string]exampleBench{
 		// pretraining there. The compact search matches any word, so a
 		// partly miscopied subject still finds its mail, and some teacher
 		// transcripts recover from a miscopied search (--teacher-retry).
-		// Measured by hand in stages (BENCHMARKS.md); this one-stage
-		// version was not run yet when it was written. Needs the corpus
-		// (scripts/fetch-assets.sh spam_assassin).
+		// GRPO at lr 1e-3 improves the held-out reward steadily to about
+		// step 360 and holds it to 480; at 5e-4 it moves too little in 120
+		// steps to tell from noise, at 2e-3 it collapses (BENCHMARKS.md).
+		// Needs the corpus (scripts/fetch-assets.sh spam_assassin).
 		pretrain: &pretrainBench{teacher: 2000, holdOut: 100, epochs: 100, maxSteps: 2400, batch: 32, lr: 3e-3,
 			stopLoss: 0.1, evalEvery: 100},
 		flags: []string{"--corpus", ".assets/spam_assassin", "--compact", "--system", "Answer from the inbox.",
 			"--teacher-retry", "0.3", "--max-turns", "4", "--max-tokens", "160",
-			"--steps", "120", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "64",
-			"--eval", "200", "--eval-every", "0", "--concurrency", "32"},
+			"--steps", "480", "--groups", "8", "--group-size", "4", "--lr", "1e-3", "--grad-accum", "64",
+			"--eval", "200", "--eval-every", "120", "--concurrency", "32"},
 		notes: func(r benchmark.Report) string {
 			return fmt.Sprintf("correct %.0f%% → %.0f%%; format errors %.0f%% → %.0f%%", 100*r.BeforeMetrics["correct"],
 				100*r.AfterMetrics["correct"], 100*r.BeforeMetrics["format_error"], 100*r.AfterMetrics["format_error"])

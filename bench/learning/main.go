@@ -16,7 +16,9 @@
 // --report.
 //
 // Each run uses a fresh directory, so the base model is always rebuilt and
-// the times include it.
+// the times include it. -keep leaves the examples' directories in place
+// (their pretrained base, teacher transcripts, checkpoints and trajectory
+// logs, which `art trajectories` prints) and names them on stderr.
 package main
 
 import (

@@ -211,7 +211,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "sft warm-up: %d teacher moves, loss %.4f, %.1fs\n", len(trajs), res.Metrics["loss/train"], rep.SFTSeconds)
 	}
 	rep.StartStep, rep.FinalStep = start, start
-	evalGroups := map[int][]art.TrajectoryGroup{} // held-out groups by step, for the paired error
+	var firstEval, latestEval []art.TrajectoryGroup // held-out groups, for the paired error
 	evaluate := func(step int) (mean, stderr float64, metrics map[string]float64, err error) {
 		t := time.Now()
 		defer func() { rep.EvalSeconds += time.Since(t).Seconds() }()
@@ -229,7 +229,10 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
 			return 0, 0, nil, err
 		}
-		evalGroups[step] = groups
+		if firstEval == nil {
+			firstEval = groups
+		}
+		latestEval = groups
 		mean, stderr, metrics = benchmark.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f max_tile %.1f invalid %.3f noop_moves %.1f\n", step, mean, stderr,
 			metrics["max_tile"], metrics["invalid_move"], metrics["noop_moves"])
@@ -270,7 +273,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(evalGroups[rep.StartStep], evalGroups[rep.FinalStep])
+		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
 		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by game, %d games) after %d steps\n", rep.Before, rep.After,
 			rep.DiffStderr, cfg.eval, rep.Steps)
 	}

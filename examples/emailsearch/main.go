@@ -228,9 +228,9 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		}, art.GatherOptions{Concurrency: cfg.concurrency, MaxExceptions: cfg.maxExceptions, Quiet: cfg.quiet, Description: desc})
 	}
 	lastEval := -1
+	var firstEval, latestEval []art.TrajectoryGroup // held-out groups, for the paired error
 	// evaluate runs the held-out set at step when forced (the first and
 	// last step of an --eval run) or every --eval-every steps.
-	evalGroups := map[int][]art.TrajectoryGroup{} // held-out groups by step, for the paired error
 	evaluate := func(step int, force bool) (mean, stderr float64, metrics map[string]float64, err error) {
 		if step == lastEval || len(valSet) == 0 || !force && (cfg.evalEvery == 0 || step%cfg.evalEvery != 0) {
 			return 0, 0, nil, nil
@@ -249,7 +249,10 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
 			return 0, 0, nil, err
 		}
-		evalGroups[step] = groups
+		if firstEval == nil {
+			firstEval = groups
+		}
+		latestEval = groups
 		mean, stderr, metrics = benchmark.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f format_error %.3f searches %.2f\n", step, mean, stderr,
 			metrics["correct"], metrics["format_error"], metrics["searches"])
@@ -327,7 +330,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep, true); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(evalGroups[rep.StartStep], evalGroups[rep.FinalStep])
+		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
 		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by question, %d questions) after %d steps\n", rep.Before, rep.After,
 			rep.DiffStderr, cfg.eval, rep.Steps)
 	}

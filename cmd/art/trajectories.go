@@ -131,7 +131,9 @@ func printTrajectory(w io.Writer, r store.TrajectoryRow) error {
 		if m.Trainable {
 			mark = "*"
 		}
-		fmt.Fprintf(&b, "%s %-9s %s", mark, m.Role+":", m.Content)
+		// Continuation lines are indented under the first, so a
+		// multi-line message (a board, a mail) stays readable.
+		fmt.Fprintf(&b, "%s %-9s %s", mark, m.Role+":", strings.ReplaceAll(m.Content, "\n", "\n            "))
 		if m.ToolCalls != "" {
 			fmt.Fprintf(&b, " tool_calls=%s", m.ToolCalls)
 		}

@@ -24,7 +24,7 @@ func writeTrajectories(t *testing.T) string {
 			{Role: "tool", Content: "[]", ToolCallID: "c1"},
 		}},
 		{GroupIndex: 1, Reward: -2, Logs: []string{"turn 1: no tool call"}, Messages: []store.MessageRow{
-			{Role: "user", Content: "What day?"},
+			{Role: "user", Content: "What day?\nSay it."},
 			{Role: "assistant", Content: "garbled", Trainable: true},
 		}},
 	}
@@ -46,6 +46,7 @@ func TestTrajectories(t *testing.T) {
 		`* assistant:  tool_calls=[{"id":"c1","function":{"name":"search"}}]`,
 		"  tool:     [] (for c1)\n",
 		"=== group 1  reward -2\n",
+		"  user:     What day?\n            Say it.\n",
 		"* assistant: garbled\n",
 		"  log: turn 1: no tool call\n",
 	} {

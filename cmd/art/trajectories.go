@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
@@ -31,6 +32,9 @@ trajectory: its group, reward, metrics and messages, sampled turns marked with
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return fmt.Errorf("trajectories: --limit %d: want 0 (all) or more", limit)
+			}
+			if math.IsNaN(minReward) || math.IsNaN(maxReward) {
+				return fmt.Errorf("trajectories: --min-reward and --max-reward must be numbers")
 			}
 			if minReward > maxReward {
 				return fmt.Errorf("trajectories: --min-reward %g is above --max-reward %g", minReward, maxReward)
@@ -66,8 +70,8 @@ trajectory: its group, reward, metrics and messages, sampled turns marked with
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per trajectory (the parquet row)")
 	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "print at most this many trajectories (0: all)")
-	cmd.Flags().Float64Var(&minReward, "min-reward", -1e300, "print only trajectories whose reward is at least this")
-	cmd.Flags().Float64Var(&maxReward, "max-reward", 1e300, "print only trajectories whose reward is at most this")
+	cmd.Flags().Float64Var(&minReward, "min-reward", math.Inf(-1), "print only trajectories whose reward is at least this")
+	cmd.Flags().Float64Var(&maxReward, "max-reward", math.Inf(1), "print only trajectories whose reward is at most this")
 	return cmd
 }
 

@@ -99,6 +99,7 @@ func TestTrajectories_BadInput(t *testing.T) {
 		{[]string{"trajectories", filepath.Join(t.TempDir(), "missing.parquet")}, "missing.parquet"},
 		{[]string{"trajectories", path, "--limit", "-1"}, "--limit -1"},
 		{[]string{"trajectories", path, "--min-reward", "1", "--max-reward", "0"}, "--min-reward 1 is above --max-reward 0"},
+		{[]string{"trajectories", path, "--max-reward", "NaN"}, "must be numbers"},
 		{[]string{"trajectories"}, "accepts 1 arg"},
 	} {
 		code, _, errOut := runArgs(t, tt.args...)

@@ -31,16 +31,8 @@ func TestTrain_Smoke(t *testing.T) {
 	args := []string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
 		"--groups", "2", "--group-size", "2", "--max-tokens", "16", "--max-turns", "2",
 		"--val-size", "2", "--eval-every", "2", "--call-timeout", "1m", "--quiet"}
-	cfg, err := parseFlags(append(args, "--steps", "2"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := train(ctx, cfg, &out); err != nil {
-		t.Fatalf("train: %v\n%s", err, out.String())
-	}
-	t.Log(out.String())
-	if strings.Contains(out.String(), "built the search index") {
+	_, out := runTrain(ctx, t, append(args, "--steps", "2"))
+	if strings.Contains(out, "built the search index") {
 		t.Error("the cached index was rebuilt")
 	}
 	dir := filepath.Join(root, "examples", "models", "emailsearch-example")
@@ -69,16 +61,9 @@ func TestTrain_Smoke(t *testing.T) {
 		t.Fatalf("history.jsonl has %d train and %d val rows; want 2 and 2", trainRows, valRows)
 	}
 
-	cfg, err = parseFlags(append(args, "--steps", "3"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := train(ctx, cfg, &out); err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "step 3:") {
-		t.Errorf("resumed run printed %q; want the question counts and step 3 only", out.String())
+	_, out = runTrain(ctx, t, append(args, "--steps", "3"))
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "step 3:") {
+		t.Errorf("resumed run printed %q; want the question counts and step 3 only", out)
 	}
 }
 
@@ -103,20 +88,12 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report := filepath.Join(root, "report.json")
-	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
+	_, out := runTrain(ctx, t, []string{"--base-model", base, "--path", root, "--corpus", corpus, "--index", index,
 		"--system", "Answer from the inbox.", "--groups", "2", "--group-size", "2", "--max-tokens", "16", "--max-turns", "2",
 		"--steps", "2", "--sft-warmup", "2", "--sft-batch", "2", "--eval", "2", "--eval-every", "0", "--report", report,
-		"--call-timeout", "1m", "--quiet"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := train(ctx, cfg, &out); err != nil {
-		t.Fatalf("train: %v\n%s", err, out.String())
-	}
-	t.Log(out.String())
+		"--call-timeout", "1m", "--quiet"})
 	for _, want := range []string{"sft warm-up: 2 scripted episodes", "val step 1:", "step 2:", "val step 2:", "held-out reward", "paired by question, 2 questions"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
@@ -148,15 +125,7 @@ func TestWriteTeacher(t *testing.T) {
 			if compact {
 				args = append(args, "--compact")
 			}
-			cfg, err := parseFlags(args, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			if err := train(ctx, cfg, &out); err != nil {
-				t.Fatalf("train: %v\n%s", err, out.String())
-			}
-			t.Log(out.String())
+			cfg, _ := runTrain(ctx, t, args)
 			headers, err := inbox.headers(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -263,14 +232,7 @@ func TestWriteTeacherRetry(t *testing.T) {
 	if _, err := parseFlags(append(args, "--teacher-retry", "1.5"), io.Discard); err == nil {
 		t.Fatal("--teacher-retry 1.5 accepted")
 	}
-	cfg, err := parseFlags(append(args, "--teacher-retry", "0.5"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := train(context.Background(), cfg, &out); err != nil {
-		t.Fatalf("train: %v\n%s", err, out.String())
-	}
+	runTrain(context.Background(), t, append(args, "--teacher-retry", "0.5"))
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -279,4 +241,21 @@ func TestWriteTeacherRetry(t *testing.T) {
 	if lines != 40 || retries < 10 || retries > 30 {
 		t.Fatalf("%d transcripts, %d of them retries; want 40, about half", lines, retries)
 	}
+}
+
+// runTrain parses args as the command line, trains, and returns the
+// parsed configuration and what the run printed, failing the test if
+// either step fails.
+func runTrain(ctx context.Context, t *testing.T, args []string) (config, string) {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	return cfg, out.String()
 }

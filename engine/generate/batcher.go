@@ -277,6 +277,9 @@ func (b *Batcher) loop() {
 						c.CopyPrefix(s.cache, s.cache.Len)
 					}
 					smp, _ := NewSampler(j.req.Sampling, j.req.Seed+uint64(i))
+					if j.req.NewConstraint != nil {
+						smp.Constrain(j.req.NewConstraint())
+					}
 					ns := &seq{j: j, sample: i, cache: c, sampler: smp}
 					forked = append(forked, ns)
 					draws = append(draws, draw{s: ns, row: row})
@@ -294,10 +297,14 @@ func (b *Batcher) loop() {
 		parallel.For(len(draws), 1, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				p := &draws[i]
-				p.smp = p.s.sampler.Next(p.row, p.s.j.req.VocabLimit)
+				p.smp, p.err = p.s.sampler.Next(p.row, p.s.j.req.VocabLimit)
 			}
 		})
 		for _, p := range draws {
+			if p.err != nil {
+				fail(p.s.j, p.err)
+				continue
+			}
 			p.s.record(p.smp)
 		}
 		active = append(active, forked...)
@@ -310,6 +317,7 @@ type draw struct {
 	s   *seq
 	row []float32
 	smp Sample
+	err error
 }
 
 // record appends the sequence's sampled token; when the sequence finishes,

@@ -28,6 +28,10 @@ type Request struct {
 	// OnToken, if set, sees every token as it is sampled; an error from it
 	// stops the generation and is returned.
 	OnToken func(Sample) error
+	// NewConstraint, if set, returns a fresh Constraint for each sequence
+	// (structured outputs): only the tokens it allows are sampled. Put
+	// the end-of-turn ids in StopTokenIDs so a completed value can end.
+	NewConstraint func() Constraint
 }
 
 // Finish reasons, as in the OpenAI API.
@@ -73,6 +77,9 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
+	if req.NewConstraint != nil {
+		sampler.Constrain(req.NewConstraint())
+	}
 	V := m.Config.VocabSize
 	cache := m.NewKVCache(len(req.Prompt) + req.MaxTokens)
 	var ws model.Workspace
@@ -90,7 +97,10 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 		}
 		C := m.Config.HiddenSize
 		m.Logits(logits, hidden[(len(input)-1)*C:len(input)*C], 1)
-		s := sampler.Next(logits, req.VocabLimit)
+		s, err := sampler.Next(logits, req.VocabLimit)
+		if err != nil {
+			return res, err
+		}
 		res.Tokens = append(res.Tokens, s)
 		if req.OnToken != nil {
 			if err := req.OnToken(s); err != nil {

@@ -59,6 +59,10 @@ type Sampler struct {
 	idx  []int
 	prob []float64
 	buf  []float32
+
+	c      Constraint // nil: unconstrained
+	mask   []uint64
+	masked []float32
 }
 
 // NewSampler returns a sampler whose choices are fully determined by seed.
@@ -69,10 +73,15 @@ func NewSampler(p SamplingParams, seed uint64) (*Sampler, error) {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, 0x73616d706c65))}, nil
 }
 
+// Constrain makes the sampler draw only tokens c allows and advance c past
+// each token it draws (see Constraint); nil removes the constraint.
+func (s *Sampler) Constrain(c Constraint) { s.c = c }
+
 // Next chooses a token from one row of vocabulary logits, never an id >=
 // limit when limit > 0 (padding rows). The logprobs are computed over the
-// whole row. logits is only read.
-func (s *Sampler) Next(logits []float32, limit int) Sample {
+// whole row. logits is only read. Only a constrained sampler fails: when
+// its constraint allows no token, or rejects the token it allowed.
+func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 	pick := logits
 	if limit > 0 && limit < len(logits) {
 		pick = logits[:limit]
@@ -88,7 +97,10 @@ func (s *Sampler) Next(logits []float32, limit int) Sample {
 	sum, _ := kernels.ExpShift(s.buf, shift)
 	logZ := float64(shift) + math.Log(sum)
 	id := argmax
-	if s.p.Temperature > 0 {
+	// A constrained sampler with top-k or top-p draws from the mask only
+	// (nextConstrained); otherwise the unconstrained draw comes first.
+	constrainedOnly := s.c != nil && (s.p.TopK > 0 || s.p.TopP > 0 && s.p.TopP < 1)
+	if s.p.Temperature > 0 && !constrainedOnly {
 		id = s.sample(pick, maxv)
 	}
 	out := Sample{ID: id, Logprob: float64(logits[id]) - logZ}
@@ -97,7 +109,10 @@ func (s *Sampler) Next(logits []float32, limit int) Sample {
 			out.Top = append(out.Top, TokenLogprob{ID: j, Logprob: float64(logits[j]) - logZ})
 		}
 	}
-	return out
+	if s.c != nil {
+		return s.nextConstrained(logits, limit, out, logZ)
+	}
+	return out, nil
 }
 
 // sample draws from softmax(logits/T) restricted by top-k and top-p.

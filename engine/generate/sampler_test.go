@@ -14,7 +14,7 @@ func TestSampler_GreedyAndLogprob(t *testing.T) {
 		t.Fatal(err)
 	}
 	logits := []float32{0.5, 2, -1, 2, 1.5}
-	got := s.Next(logits, 0)
+	got, _ := s.Next(logits, 0)
 	if got.ID != 1 {
 		t.Fatalf("greedy id %d; want 1 (first of the tied maxima)", got.ID)
 	}
@@ -48,7 +48,7 @@ func TestSampler_SeedTopKTopP(t *testing.T) {
 		}
 		out := make([]int, n)
 		for i := range out {
-			out[i] = s.Next(logits, 0).ID
+			out[i] = mustNext(t, s, logits, 0).ID
 		}
 		return out
 	}
@@ -86,7 +86,7 @@ func TestSampler_Distribution(t *testing.T) {
 	const n = 20000
 	ones := 0
 	for i := 0; i < n; i++ {
-		ones += s.Next(logits, 0).ID
+		ones += mustNext(t, s, logits, 0).ID
 	}
 	if f := float64(ones) / n; math.Abs(f-0.75) > 0.015 {
 		t.Fatalf("frequency of token 1 = %.3f; want 0.75±0.015", f)
@@ -109,7 +109,7 @@ func TestSampler_VocabLimit(t *testing.T) {
 	for _, temp := range []float64{0, 1} {
 		s, _ := NewSampler(SamplingParams{Temperature: temp, TopLogprobs: 3}, 1)
 		for i := 0; i < 200; i++ {
-			got := s.Next(logits, 3)
+			got, _ := s.Next(logits, 3)
 			if got.ID >= 3 {
 				t.Fatalf("temperature %v: sampled padding id %d", temp, got.ID)
 			}
@@ -121,7 +121,7 @@ func TestSampler_VocabLimit(t *testing.T) {
 		}
 	}
 	s, _ := NewSampler(SamplingParams{}, 1)
-	got := s.Next(logits, 3)
+	got, _ := s.Next(logits, 3)
 	var z float64
 	for _, v := range logits {
 		z += math.Exp(float64(v))
@@ -170,7 +170,7 @@ func TestSampler_NucleusMatchesFullSort(t *testing.T) {
 		}
 		seen := map[int]bool{}
 		for range 400 {
-			id := s.Next(logits, 0).ID
+			id := mustNext(t, s, logits, 0).ID
 			if !nucleus[id] {
 				t.Fatalf("top_p %v T %v: sampled %d outside the %d-token nucleus", tc.topP, tc.temp, id, len(nucleus))
 			}

@@ -26,7 +26,7 @@ type cycle struct {
 	accepted []int
 }
 
-func (c *cycle) set() []int        { return c.sets[len(c.accepted)%len(c.sets)] }
+func (c *cycle) set() []int         { return c.sets[len(c.accepted)%len(c.sets)] }
 func (c *cycle) Allows(id int) bool { return slices.Contains(c.set(), id) }
 func (c *cycle) FillMask(mask []uint64) {
 	clear(mask)

@@ -466,6 +466,22 @@ func (t *Tokenizer) TokenBytes(id int) []byte {
 	return []byte(t.tokens[id])
 }
 
+// VocabBytes returns the bytes of every id below VocabSize: a BPE
+// vocabulary entry's bytes (which may be part of a UTF-8 character), nil for
+// an added token (chat markers, tool-call tags: they are matched as whole
+// strings, never spelled by sampling their bytes) and for an unused id. It
+// is what a grammar needs to know which tokens may spell a structured
+// answer. The slices are the caller's.
+func (t *Tokenizer) VocabBytes() [][]byte {
+	out := make([][]byte, len(t.tokens))
+	for id := range out {
+		if t.kinds[id] == kindModel {
+			out[id] = []byte(t.tokens[id])
+		}
+	}
+	return out
+}
+
 // TokenString returns a token as tokenizer.json spells it: a vocabulary entry
 // in the byte-level alphabet ("Ġhello" for " hello"), an added token as its
 // content. It returns "" for an id no token has.

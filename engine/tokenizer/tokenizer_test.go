@@ -281,6 +281,11 @@ func TestAPI(t *testing.T) {
 	if _, ok := tk.ID("no such token"); ok {
 		t.Error(`ID("no such token") found`)
 	}
+	vb := tk.VocabBytes()
+	if len(vb) != tk.VocabSize() || string(vb[1879]) != " world" || vb[151645] != nil || vb[151667] != nil {
+		t.Errorf("VocabBytes: %d ids, 1879 %q, <|im_end|> %q, <think> %q; want the vocabulary's bytes and nil for added tokens",
+			len(vb), vb[1879], vb[151645], vb[151667])
+	}
 	added := tk.AddedTokens()
 	if len(added) != 26 || added[0].Content != "<|endoftext|>" || !added[0].Special || added[25].Content != "</think>" {
 		t.Errorf("AddedTokens = %d tokens, first %+v", len(added), added[0])

@@ -7,21 +7,21 @@ const (
 	rootStart phase = iota // the document has not started
 	rootDone               // the document's value is written
 
-	objStart  // before '{'
-	objOpen   // after '{'
-	objKey    // inside a declared key: k bytes of candidates lo..hi of keys[slot]
-	objColon  // after a key
-	objValue  // after ':' (one space may come first)
-	objAfter  // after a value
-	objComma  // after ',' (one space may come first)
-	arrStart  // before '['
-	arrOpen   // after '['
-	arrAfter  // after an item
-	arrComma  // after ',' (one space may come first)
-	strStart  // before the opening quote
-	strIn     // inside the string
-	litIn     // matching one of a literal set
-	numIn     // writing a number
+	objStart // before '{'
+	objOpen  // after '{'
+	objKey   // inside a declared key: k bytes of candidates lo..hi of keys[slot]
+	objColon // after a key
+	objValue // after ':' (one space may come first)
+	objAfter // after a value
+	objComma // after ',' (one space may come first)
+	arrStart // before '['
+	arrOpen  // after '['
+	arrAfter // after an item
+	arrComma // after ',' (one space may come first)
+	strStart // before the opening quote
+	strIn    // inside the string
+	litIn    // matching one of a literal set
+	numIn    // writing a number
 )
 
 // frame is the state of one value being written.

@@ -188,8 +188,14 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatReq
 	if rf := req.ResponseFormat; rf != nil {
 		switch rf.Type {
 		case "", "text":
-		case "json_object", "json_schema":
-			return out, unsupported("response_format", "response_format %q is not supported yet (it needs constrained decoding); ask for JSON in the prompt and parse the text", rf.Type)
+		case "json_object":
+			out.ResponseFormat = &service.ResponseFormat{}
+		case "json_schema":
+			f, e := jsonSchemaFormat(rf.JSONSchema)
+			if e != nil {
+				return out, e
+			}
+			out.ResponseFormat = f
 		default:
 			return out, badRequest("response_format", `response_format.type must be "text", "json_object" or "json_schema", got %q`, rf.Type)
 		}
@@ -214,7 +220,43 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatReq
 			return out, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or a function, got %q`, tc.Mode)
 		}
 	}
+	if out.ResponseFormat != nil && out.ParseToolCalls {
+		return out, unsupported("response_format", "response_format %q with tools is not supported yet: the answer is forced to be JSON, so the model could never call a tool; send tools or response_format, or tool_choice \"none\"", req.ResponseFormat.Type)
+	}
 	return out, nil
+}
+
+// jsonSchemaFormat reads response_format.json_schema as OpenAI defines it:
+// a name (1–64 letters, digits, '_' or '-'), an optional description, the
+// schema (a JSON Schema object; absent means any JSON value) and strict.
+// Strict or not, the schema is enforced; a keyword the grammar cannot
+// enforce is refused when the schema is compiled, never ignored.
+func jsonSchemaFormat(raw json.RawMessage) (*service.ResponseFormat, *apiError) {
+	const p = "response_format.json_schema"
+	var js struct {
+		Name        *string         `json:"name"`
+		Description string          `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &js) != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		return nil, badRequest(p, `%s must be an object {"name": ..., "schema": {...}, "strict": true}, got %.60s`, p, raw)
+	}
+	if js.Name == nil || !validToolName(*js.Name) {
+		name := ""
+		if js.Name != nil {
+			name = *js.Name
+		}
+		return nil, badRequest(p+".name", "%s.name must be 1 to 64 letters, digits, '_' or '-', got %q", p, name)
+	}
+	schema := bytes.TrimSpace(js.Schema)
+	switch {
+	case len(schema) == 0 || bytes.Equal(schema, []byte("null")):
+		schema = []byte("{}")
+	case schema[0] != '{':
+		return nil, badRequest(p+".schema", "%s.schema must be a JSON Schema object, got %.60s", p, schema)
+	}
+	return &service.ResponseFormat{Schema: schema}, nil
 }
 
 var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}

@@ -63,7 +63,17 @@ type nodeResult struct {
 		Message string `json:"message"`
 		Type    string `json:"type"`
 	} `json:"unknown_model"`
-	Models []string `json:"models"`
+	Models     []string `json:"models"`
+	Structured []struct {
+		FinishReason string `json:"finish_reason"`
+		Content      string `json:"content"`
+		Parsed       *struct {
+			Verdict string   `json:"verdict"`
+			Score   *float64 `json:"score"`
+			Why     *string  `json:"why"`
+		} `json:"parsed"`
+	} `json:"structured"`
+	StructuredStream string `json:"structured_stream"`
 }
 
 func runNode(t *testing.T, dir, url, model string) nodeResult {
@@ -137,6 +147,20 @@ func TestNodeOpenAI(t *testing.T) {
 	}
 	if strings.Join(res.Models, ",") != "agent@0" {
 		t.Errorf("models %v", res.Models)
+	}
+	// Structured outputs: the SDK's parse helper gets schema-valid JSON.
+	if len(res.Structured) != 4 {
+		t.Errorf("structured: %d choices, want 4", len(res.Structured))
+	}
+	for i, c := range res.Structured {
+		p := c.Parsed
+		if c.FinishReason != "stop" || p == nil || !slices.Contains([]string{"win", "loss", "draw"}, p.Verdict) ||
+			p.Score == nil || *p.Score < 0 || *p.Score > 1 || p.Why == nil || len([]rune(*p.Why)) > 12 {
+			t.Errorf("structured choice %d: finish %q, content %q", i, c.FinishReason, c.Content)
+		}
+	}
+	if len(res.Structured) > 0 && res.StructuredStream != res.Structured[0].Content {
+		t.Errorf("structured stream %q; the same seed gave %q", res.StructuredStream, res.Structured[0].Content)
 	}
 
 	// Train on the Node client's choices, then ask for the new step.

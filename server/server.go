@@ -35,8 +35,8 @@
 // # Limits and errors
 //
 // Errors use OpenAI's envelope {"error":{"message","type","param","code"}}
-// with 400 for invalid requests (including unsupported features such as
-// response_format json_schema), 401 for a missing or wrong API key, 404 for
+// with 400 for invalid requests (including unsupported features, such as
+// a response_format schema keyword the grammar cannot enforce), 401 for a missing or wrong API key, 404 for
 // unknown models and routes, 413 for bodies over Config.MaxBodyBytes, 504
 // when a request exceeds Config.RequestTimeout, and 500 for server faults.
 // A client that disconnects cancels its generation. The server keeps

@@ -31,6 +31,9 @@ type ChatRequest struct {
 	ParseToolCalls bool
 	// TemplateKwargs are extra chat template variables (chat_template_kwargs).
 	TemplateKwargs map[string]any
+	// ResponseFormat, if set, constrains every choice to JSON (see
+	// ResponseFormat); it cannot be combined with ParseToolCalls.
+	ResponseFormat *ResponseFormat
 }
 
 // DefaultMaxTokens caps a completion when the request does not.
@@ -133,6 +136,15 @@ func (s *Service) Chat(ctx context.Context, req ChatRequest, stream func(StreamE
 	if err := params.Validate(); err != nil {
 		return ChatResponse{}, &RequestError{Msg: err.Error()}
 	}
+	var newConstraint func() generate.Constraint
+	if rf := req.ResponseFormat; rf != nil {
+		if req.ParseToolCalls && len(req.Tools) > 0 {
+			return ChatResponse{}, &RequestError{Param: "response_format", Msg: "response_format cannot be combined with tool calls: the answer is forced to be JSON"}
+		}
+		if newConstraint, err = s.constraint(rf); err != nil {
+			return ChatResponse{}, err
+		}
+	}
 	var baseSeed uint64
 	if req.Seed != nil {
 		baseSeed = uint64(*req.Seed)
@@ -163,7 +175,7 @@ func (s *Service) Chat(ctx context.Context, req ChatRequest, stream func(StreamE
 	}
 	results, err := s.batcher.Generate(ctx, generate.Request{
 		Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed, VocabLimit: s.tok.VocabSize(),
-		StopTokenIDs: s.stopIDs, Stop: req.Stop, TokenBytes: s.tok.TokenBytes, Adapter: adapter,
+		StopTokenIDs: s.stopIDs, Stop: req.Stop, TokenBytes: s.tok.TokenBytes, Adapter: adapter, NewConstraint: newConstraint,
 	}, n, onToken)
 	if err != nil {
 		return ChatResponse{}, err

@@ -71,6 +71,8 @@ type Service struct {
 
 	trainMu sync.Mutex // one training step at a time; guards trainer
 	trainer *train.Trainer
+
+	structured structured // structured outputs: the grammar vocabulary and compiled schemas
 }
 
 // ErrUnknownModel is returned for a model id the service does not serve.

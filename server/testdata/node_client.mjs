@@ -50,6 +50,19 @@ for await (const chunk of stream) {
 }
 out.stream = streamed;
 
+// Structured outputs: a strict json_schema through the SDK's parse helper
+// (it JSON-parses the content of json_schema answers), plain and streamed.
+const verdictSchema = { type: "object", additionalProperties: false, required: ["verdict", "score", "why"],
+  properties: { verdict: { enum: ["win", "loss", "draw"] }, score: { type: "number", minimum: 0, maximum: 1 },
+    why: { type: "string", maxLength: 12 } } };
+const response_format = { type: "json_schema", json_schema: { name: "verdict", schema: verdictSchema, strict: true } };
+const parsed = await client.chat.completions.parse({ model, messages, max_tokens: 300, seed: 4, n: 4, response_format });
+out.structured = parsed.choices.map((c) => ({ finish_reason: c.finish_reason, content: c.message.content, parsed: c.message.parsed }));
+const sstream = await client.chat.completions.create({ model, messages, max_tokens: 300, seed: 4, stream: true, response_format });
+let scontent = "";
+for await (const chunk of sstream) for (const c of chunk.choices) scontent += c.delta.content ?? "";
+out.structured_stream = scontent;
+
 // Errors are OpenAI's: an APIError with the status and message.
 try {
   await client.chat.completions.create({ model: "nobody@0", messages });

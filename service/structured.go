@@ -1,0 +1,86 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/grammar"
+)
+
+// ResponseFormat asks for a JSON answer (structured outputs), enforced by
+// grammar-constrained decoding: only tokens that keep the answer a prefix
+// of a valid document are sampled, and the turn can end only once the
+// document is complete. A generation cut by max_tokens ends with finish
+// reason "length" and an incomplete document, never an invalid one.
+type ResponseFormat struct {
+	// Schema is the JSON Schema the answer must match; nil means any JSON
+	// object (response_format "json_object").
+	Schema json.RawMessage
+}
+
+// maxCachedGrammars bounds the compiled schemas kept for reuse (a judge
+// sends the same schema with every request).
+const maxCachedGrammars = 64
+
+// structured holds what constrained decoding needs, built on first use: the
+// vocabulary prepared for token masks (once per model), and compiled
+// grammars by schema.
+type structured struct {
+	once     sync.Once
+	vocab    *grammar.Vocab
+	vocabErr error
+
+	mu       sync.Mutex // guards grammars
+	grammars map[string]*grammar.Grammar
+}
+
+// constraint returns the per-sequence constraint factory for rf, or a
+// *RequestError naming the schema problem.
+func (s *Service) constraint(rf *ResponseFormat) (func() generate.Constraint, error) {
+	g, err := s.grammar(rf)
+	if err != nil {
+		return nil, err
+	}
+	st := &s.structured
+	// Added tokens (chat markers, tool-call tags) never spell an answer;
+	// the end-of-turn ids may come only once the document is complete.
+	st.once.Do(func() { st.vocab, st.vocabErr = grammar.NewVocab(s.tok.VocabBytes(), s.stopIDs) })
+	if st.vocabErr != nil {
+		return nil, fmt.Errorf("service: preparing the vocabulary for structured outputs: %w", st.vocabErr)
+	}
+	v := st.vocab
+	return func() generate.Constraint { return g.NewMatcher(v) }, nil
+}
+
+// grammar compiles (or finds) the grammar of rf.
+func (s *Service) grammar(rf *ResponseFormat) (*grammar.Grammar, error) {
+	if rf.Schema == nil {
+		return grammar.AnyJSONObject(), nil
+	}
+	var key bytes.Buffer
+	if err := json.Compact(&key, rf.Schema); err != nil {
+		return nil, &RequestError{Param: "response_format.json_schema.schema", Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
+	}
+	st := &s.structured
+	st.mu.Lock()
+	g, ok := st.grammars[key.String()]
+	st.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := grammar.Compile(key.Bytes())
+	if err != nil { // a *grammar.SchemaError naming the keyword, or bad JSON
+		return nil, &RequestError{Param: "response_format.json_schema.schema", Msg: err.Error()}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.grammars == nil || len(st.grammars) >= maxCachedGrammars {
+		st.grammars = map[string]*grammar.Grammar{} // start over: schemas rarely vary
+	}
+	st.grammars[key.String()] = g
+	return g, nil
+}
+

@@ -1,9 +1,9 @@
 package ruler
 
 import (
-	"fmt"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"

@@ -58,7 +58,9 @@ func newStandIn(t *testing.T, answers ...string) *standIn {
 	return s
 }
 
-func (s *standIn) judge(model string) Judge { return Judge{Model: model, BaseURL: s.srv.URL + "/v1", APIKey: "k"} }
+func (s *standIn) judge(model string) Judge {
+	return Judge{Model: model, BaseURL: s.srv.URL + "/v1", APIKey: "k"}
+}
 
 func (s *standIn) calls() int {
 	s.mu.Lock()

@@ -46,6 +46,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newExportCmd(),
 		newChartCmd(),
 		newTrajectoriesCmd(),
+		newRulerCmd(),
 	)
 	return root
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art"
+)
+
+// judgeStandIn answers every chat completion with scores 0.9, 0.1, ... for
+// as many trajectories as the prompt holds. It stands in for a paid
+// remote judge, which cannot run here (ruler's own tests use our server).
+func judgeStandIn(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sk-judge" {
+			http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			return
+		}
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		n := strings.Count(req.Messages[len(req.Messages)-1].Content, "<trajectory id=")
+		var parts []string
+		for i := range n {
+			parts = append(parts, fmt.Sprintf(`{"trajectory_id":"%d","explanation":"why %d","score":%v}`, i+1, i+1, []float64{0.9, 0.1, 0.5}[i%3]))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "model": "j",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant",
+				"content": `{"scores":[` + strings.Join(parts, ",") + `]}`}}},
+			"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Ensure `art ruler` scores a step logged by model.Log group by group and
+// prints each reward beside the judge's score and explanation, and that
+// bad input gets a clear error.
+func TestRuler(t *testing.T) {
+	m := &art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}
+	var groups []art.TrajectoryGroup
+	for g := range 2 {
+		var grp art.TrajectoryGroup
+		for i := range 3 {
+			tr := art.Trajectory{Reward: float64(10*g + i)}
+			tr.AddMessage(art.UserMsg(fmt.Sprintf("question %d", g)))
+			tr.AddChoice(art.Choice{FinishReason: "stop", Message: art.AssistantMsg(fmt.Sprintf("answer %d", i))})
+			grp.Trajectories = append(grp.Trajectories, tr)
+		}
+		groups = append(groups, grp)
+	}
+	step := 4
+	if err := m.Log(context.Background(), groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Dir()
+	path := d.TrajectoriesPath("val", 4)
+	srv := judgeStandIn(t)
+	t.Setenv("JUDGE_KEY", "sk-judge")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, out, errOut := runArgs(t, "ruler", path, "--judge", "judge@0", "--base-url", srv.URL+"/v1", "--api-key-env", "JUDGE_KEY")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"group 0 (3 trajectories)\n  #1  reward   0.000  score 0.900  why 1\n  #2  reward   1.000  score 0.100  why 2\n",
+		"group 1 (3 trajectories)\n  #1  reward  10.000  score 0.900  why 1\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "2 groups scored by judge@0: 2 judge calls") {
+		t.Errorf("stderr %q", errOut)
+	}
+	code, out, _ = runArgs(t, "ruler", path, "--judge", "judge@0", "--base-url", srv.URL+"/v1", "--api-key-env", "JUDGE_KEY", "--json")
+	if code != 0 || !strings.Contains(out, `{"group":1,"trajectories":[{"reward":10,"score":0.9,"explanation":"why 1"}`) {
+		t.Errorf("--json: exit %d: %s", code, out)
+	}
+
+	t.Setenv("OPENAI_API_KEY", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ruler", path}, "--judge is required"},
+		{[]string{"ruler", path, "--judge", "openai/o3"}, "OPENAI_API_KEY"},
+		{[]string{"ruler", path, "--judge", "j", "--base-url", srv.URL + "/v1", "--api-key-env", "NO_SUCH_VAR"}, "NO_SUCH_VAR"},
+		{[]string{"ruler", path, "--judge", "j", "--base-url", srv.URL + "/v1", "--no-cache"}, "401"},
+		{[]string{"ruler", "missing.parquet", "--judge", "j", "--base-url", srv.URL + "/v1"}, "missing.parquet"},
+	} {
+		code, _, errOut := runArgs(t, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

@@ -38,6 +38,7 @@
 //	engine setup [-dtype f16]                           create the model folder and GGUF only
 //	engine rss -model DIR [-ctx 1024] [-n 8] [-new 64]  the RSS child
 //	engine profile -model DIR -kind single|group|prefill [-n 8] [-prompt 512] [-tokens 64] -o cpu.pprof
+//	engine schema [-dtype bf16] [-rounds 5] [-tokens 128]      decode with vs without a JSON schema (structured outputs)
 package main
 
 import (
@@ -97,8 +98,10 @@ func main() {
 		err = runRSS(args)
 	case "profile":
 		err = runProfile(args, log)
+	case "schema":
+		err = runSchema(args, log)
 	default:
-		err = fmt.Errorf("unknown mode %q (want setup, rss, profile or none)", mode)
+		err = fmt.Errorf("unknown mode %q (want setup, rss, profile, schema or none)", mode)
 	}
 	if err != nil {
 		log("error: %v", err)

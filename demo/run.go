@@ -40,6 +40,18 @@ type Options struct {
 	Seed      uint64
 	Out       io.Writer // progress lines (nil: os.Stderr)
 	Quiet     bool      // no progress bars
+
+	// ModelName names the trained model ("" means "tictactoe"); its
+	// folder is emptied when the run starts.
+	ModelName string
+	// Outcome appends each game's result as a last context message
+	// (tictactoe.RolloutOptions.Outcome), for a judge to read.
+	Outcome bool
+	// Score, if set, replaces the training groups' rewards as each group
+	// completes (GatherOptions.AfterEach), e.g. ruler.AfterEach: the
+	// reward then comes from it alone (set InvalidPenalty < 0). Held-out
+	// evaluation always uses the game's own reward.
+	Score func(context.Context, art.TrajectoryGroup) ([]art.TrajectoryGroup, error)
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -98,6 +110,9 @@ type Report struct {
 	// own base model only (NaN otherwise).
 	ExpectedBefore, ExpectedAfter               float64
 	ExpectedInvalidBefore, ExpectedInvalidAfter float64
+	// BeforeGames and AfterGames are the held-out games' rewards in the
+	// order of their (fixed) seeds, so before and after pair up.
+	BeforeGames, AfterGames []float64
 }
 
 // evalSeedBase starts the held-out opponent seeds, far from training seeds.
@@ -147,8 +162,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	logger := slog.New(slog.NewTextHandler(opt.Out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	backend := local.New(local.Options{Seed: opt.Seed, Quiet: opt.Quiet, ProgressWriter: opt.Out, Logger: logger})
 	defer backend.Close()
+	name := opt.ModelName
+	if name == "" {
+		name = "tictactoe"
+	}
 	model := &art.TrainableModel{
-		Model:     art.Model{Name: "tictactoe", Project: "demo", BasePath: opt.Path, Logger: logger},
+		Model:     art.Model{Name: name, Project: "demo", BasePath: opt.Path, Logger: logger},
 		BaseModel: rep.BaseModel,
 		LoRA:      art.LoRAConfig{Rank: 8, Alpha: 16},
 	}
@@ -167,6 +186,10 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	rollOpts := func(seed *uint64) tictactoe.RolloutOptions {
+		return tictactoe.RolloutOptions{SampleSeed: seed, System: system, Outcome: opt.Outcome}
+	}
+	var games []float64 // the last evaluation's rewards, by seed
 	evaluate := func(step int) (float64, float64, error) {
 		seeds := make([]uint64, opt.EvalGames)
 		for i := range seeds {
@@ -177,7 +200,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		for i, seed := range seeds {
 			specs[i] = art.NewGroup(func(ctx context.Context) (art.Trajectory, error) {
 				ss := sampleSeed(opt.Seed, 0, uint64(i))
-				return tictactoe.RolloutWith(ctx, client, name, seed, tictactoe.RolloutOptions{SampleSeed: &ss, System: system})
+				return tictactoe.RolloutWith(ctx, client, name, seed, rollOpts(&ss))
 			})
 		}
 		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
@@ -185,10 +208,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			return 0, 0, err
 		}
 		var reward, invalid float64
+		games = games[:0:0]
 		for _, g := range groups {
 			for _, t := range g.Trajectories {
 				reward += t.Reward
 				invalid += t.Metrics["invalid_move"]
+				games = append(games, t.Reward)
 			}
 		}
 		n := float64(len(groups))
@@ -201,6 +226,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	if rep.Before, rep.InvalidBefore, err = evaluate(0); err != nil {
 		return rep, err
 	}
+	rep.BeforeGames = games
 	logf(opt.Out, start, "held-out reward before RL: %.3f (invalid moves in %.0f%% of games)", rep.Before, 100*rep.InvalidBefore)
 
 	// A few optimizer steps per training step (one per 32 move sequences;
@@ -218,12 +244,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			for i := range rs {
 				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
-					return tictactoe.RolloutWith(ctx, client, name, scenario, tictactoe.RolloutOptions{SampleSeed: &ss, System: system})
+					return tictactoe.RolloutWith(ctx, client, name, scenario, rollOpts(&ss))
 				}
 			}
 			specs[g] = art.GroupSpec{Rollouts: rs}
 		}
-		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: true})
+		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: true, AfterEach: opt.Score})
 		if err != nil {
 			return rep, err
 		}
@@ -253,6 +279,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	if rep.After, rep.InvalidAfter, err = evaluate(step); err != nil {
 		return rep, err
 	}
+	rep.AfterGames = games
 	logf(opt.Out, start, "held-out reward after %d RL steps: %.3f (invalid moves in %.0f%% of games); before: %.3f (%.0f%%)",
 		step, rep.After, 100*rep.InvalidAfter, rep.Before, 100*rep.InvalidBefore)
 	if built {

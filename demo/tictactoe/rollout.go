@@ -26,6 +26,33 @@ type RolloutOptions struct {
 	// System, if not empty, is sent as a system message before each board
 	// (see Instructions) and kept in the trajectory.
 	System string
+	// Outcome appends the game's result, as the environment would show it
+	// ("Game over: you won." ...; see OutcomeMessage), to the last move's
+	// chat: context a judge can read (RULER), never trained.
+	Outcome bool
+}
+
+// OutcomeMessage is the environment's last word on a game.
+func OutcomeMessage(out Outcome) string {
+	switch {
+	case out.Invalid:
+		return "Game over: invalid move, you lose."
+	case out.Win:
+		return "Game over: you won."
+	case out.Draw:
+		return "Game over: draw."
+	}
+	return "Game over: you lost."
+}
+
+// AddOutcome appends OutcomeMessage(out) to the last history of t.
+func AddOutcome(t *art.Trajectory, out Outcome) {
+	m := art.UserMsg(OutcomeMessage(out))
+	if n := len(t.AdditionalHistories); n > 0 {
+		t.AdditionalHistories[n-1].AddMessage(m)
+		return
+	}
+	t.AddMessage(m)
 }
 
 // Rollout plays one game through an OpenAI-compatible chat endpoint and
@@ -80,6 +107,9 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 	out, _, err := Play(ctx, agent, seed)
 	if err != nil {
 		return art.Trajectory{}, err
+	}
+	if opt.Outcome {
+		AddOutcome(&traj, out)
 	}
 	traj.Reward = out.Reward
 	traj.Metrics = map[string]float64{"win": b2f(out.Win), "draw": b2f(out.Draw), "invalid_move": b2f(out.Invalid), "num_moves": float64(out.Moves)}

@@ -140,6 +140,19 @@ func parseDType(s string) (kernels.DType, error) {
 }
 
 // assetPaths returns the cached model folder and GGUF for a dtype.
+// benchAssets parses dtype and finds the repository and the benchmark
+// model's folder and GGUF export for it.
+func benchAssets(dtype, dir string) (dt kernels.DType, root, modelDir, ggufPath string, err error) {
+	if dt, err = parseDType(dtype); err != nil {
+		return
+	}
+	if root, err = repoRoot(); err != nil {
+		return
+	}
+	modelDir, ggufPath = assetPaths(root, dir, dtype)
+	return
+}
+
 func assetPaths(root, dir, dtype string) (modelDir, ggufPath string) {
 	if dir == "" {
 		dir = filepath.Join(root, ".assets", "bench")
@@ -200,15 +213,10 @@ func runSetup(args []string, log func(string, ...any)) error {
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 or bf16")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
-	dt, err := parseDType(*dtype)
+	dt, root, md, gp, err := benchAssets(*dtype, *dir)
 	if err != nil {
 		return err
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	md, gp := assetPaths(root, *dir, *dtype)
 	_, e1 := os.Stat(filepath.Join(md, "model.safetensors"))
 	st, e2 := os.Stat(gp)
 	if e1 != nil || e2 != nil || st.Size() == 0 {
@@ -566,16 +574,11 @@ func runBench(args []string, log func(string, ...any)) error {
 	out := fs.String("out", "", "also write the report to this file")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, err := parseDType(*dtype)
-	if err != nil {
-		return err
-	}
-	root, err := repoRoot()
+	dt, root, modelDir, ggufPath, err := benchAssets(*dtype, *dir)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	modelDir, ggufPath := assetPaths(root, *dir, *dtype)
 	log("kernels variant: %s", kernelVariant())
 
 	pct0 := busyPct(2 * time.Second)

@@ -45,15 +45,10 @@ func runSchema(args []string, log func(string, ...any)) error {
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, err := parseDType(*dtype)
+	dt, root, md, gp, err := benchAssets(*dtype, *dir)
 	if err != nil {
 		return err
 	}
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
-	md, gp := assetPaths(root, *dir, *dtype)
 	m, err := ensureAssets(root, md, gp, dt, log)
 	if err != nil {
 		return err

@@ -19,11 +19,12 @@ echo "== go test ./..."
 go test -count=1 -timeout 30m ./...
 
 echo "== go test -race (packages with concurrency)"
-race_pkgs=$(go list ./... | grep -E '/art$|/store|/server|/backend|/internal/|/engine/(kernels|generate|tokenizer|chat)$' || true)
+race_pkgs=$(go list ./... | grep -E '/art$|/store|/server|/backend|/ruler|/internal/|/engine/(kernels|generate|grammar|tokenizer|chat)$' || true)
 go test -count=1 -race -timeout 20m $race_pkgs
 
 echo "== fuzz (brief)"
 go test -run='^$' -fuzz='^FuzzOpen$' -fuzztime=15s ./engine/safetensors/
+go test -run='^$' -fuzz='^FuzzMatcher$' -fuzztime=15s ./engine/grammar/
 if go test -list '^FuzzEncodeDecode$' ./engine/tokenizer/ 2>/dev/null | grep -q FuzzEncodeDecode; then
   go test -run='^$' -fuzz='^FuzzEncodeDecode$' -fuzztime=15s ./engine/tokenizer/
 fi

@@ -27,11 +27,11 @@ func defaultCacheDir() (string, error) {
 	return filepath.Join(d, "art", "ruler"), nil
 }
 
-func cacheKey(j Judge, msgs []art.Message, schema map[string]any) string {
+func cacheKey(j Judge, msgs []art.Message, schema json.RawMessage) string {
 	b, _ := json.Marshal(struct {
 		BaseURL, Model string
 		Messages       []art.Message
-		Schema         map[string]any
+		Schema         json.RawMessage
 		Temperature    *float64
 		MaxTokens      int
 		Extra          map[string]any

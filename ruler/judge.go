@@ -2,6 +2,7 @@ package ruler
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -128,7 +129,7 @@ var errUnreachable = errors.New("no answer")
 
 // complete sends one request with response_format json_schema, bounded by
 // timeout.
-func (j Judge) complete(ctx context.Context, msgs []art.Message, schema map[string]any, timeout time.Duration) (answer, error) {
+func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.RawMessage, timeout time.Duration) (answer, error) {
 	opts := []option.RequestOption{option.WithBaseURL(j.BaseURL), option.WithMaxRetries(2)}
 	if j.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(j.APIKey))

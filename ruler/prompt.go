@@ -192,36 +192,21 @@ func compactJSON(v any) ([]byte, error) {
 }
 
 // ResponseSchema is the JSON Schema of the judge's answer for n scores,
-// within OpenAI's strict subset. maxExplanation > 0 also bounds the
-// length of each explanation (to it) and trajectory_id (to 8 characters):
-// for small judges under constrained decoding, which then always finish.
-func ResponseSchema(n, maxExplanation int) map[string]any {
-	explanation := map[string]any{"type": "string"}
-	id := map[string]any{"type": "string"}
+// within OpenAI's strict subset, as JSON text: its properties are in the
+// order the answer must give them (trajectory_id, explanation, score), and
+// structured outputs write keys in the schema's order. maxExplanation > 0
+// also bounds the length of each explanation (to it) and trajectory_id (to
+// 8 characters): for small judges under constrained decoding, which then
+// always finish.
+func ResponseSchema(n, maxExplanation int) json.RawMessage {
+	id, explanation := `{"type":"string"}`, `{"type":"string"}`
 	if maxExplanation > 0 {
-		explanation["maxLength"] = maxExplanation
-		id["maxLength"] = 8
+		id, explanation = `{"type":"string","maxLength":8}`, fmt.Sprintf(`{"type":"string","maxLength":%d}`, maxExplanation)
 	}
-	return map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"scores": map[string]any{
-				"type": "array", "minItems": n, "maxItems": n,
-				"items": map[string]any{
-					"type": "object",
-					"properties": map[string]any{
-						"trajectory_id": id,
-						"explanation":   explanation,
-						"score":         map[string]any{"type": "number", "minimum": 0, "maximum": 1},
-					},
-					"required":             []string{"trajectory_id", "explanation", "score"},
-					"additionalProperties": false,
-				},
-			},
-		},
-		"required":             []string{"scores"},
-		"additionalProperties": false,
-	}
+	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"scores":{"type":"array","minItems":%d,"maxItems":%d,`+
+		`"items":{"type":"object","properties":{"trajectory_id":%s,"explanation":%s,"score":{"type":"number","minimum":0,"maximum":1}},`+
+		`"required":["trajectory_id","explanation","score"],"additionalProperties":false}}},"required":["scores"],"additionalProperties":false}`,
+		n, n, id, explanation))
 }
 
 // TrajectoryScore is the judge's verdict on one trajectory.

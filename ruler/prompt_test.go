@@ -113,3 +113,17 @@ func TestParseAnswer(t *testing.T) {
 		}
 	}
 }
+
+// Ensure the answer's schema asks for the keys in RULER's order (a
+// constrained decoder writes them in the schema's order) and is a schema
+// the grammar enforces, with bounds when asked.
+func TestResponseSchema(t *testing.T) {
+	s := string(ResponseSchema(3, 0))
+	if i, j, k := strings.Index(s, `"trajectory_id"`), strings.Index(s, `"explanation"`), strings.Index(s, `"score":`); !(i < j && j < k) {
+		t.Errorf("keys out of order: %s", s)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(ResponseSchema(2, 16), &v); err != nil || !strings.Contains(string(ResponseSchema(2, 16)), `"maxLength":16`) {
+		t.Errorf("bounded schema: %v", err)
+	}
+}

@@ -139,6 +139,10 @@ type judgeOptions struct {
 	Epochs    int
 	LR        float64
 	Seed      uint64
+	// From, if set, is a judge to keep training (on fresh games: the data
+	// seed is Seed+Round) instead of a random model.
+	From  string `json:",omitempty"`
+	Round uint64 `json:",omitempty"`
 }
 
 // buildJudge writes transcripts of judged groups and trains a random model
@@ -166,10 +170,10 @@ func buildJudge(ctx context.Context, dir string, o judgeOptions, logf func(strin
 		return err
 	}
 	w := bufio.NewWriter(f)
-	rng := newRNG(o.Seed)
+	rng := newRNG(o.Seed + o.Round)
 	longest := 0
 	for g := range o.Groups {
-		ex, err := makeExample(ctx, rng, 50_000_000+uint64(g), o.GroupSize)
+		ex, err := makeExample(ctx, rng, 50_000_000+o.Round*1_000_000+uint64(g), o.GroupSize)
 		if err != nil {
 			return err
 		}
@@ -193,10 +197,13 @@ func buildJudge(ctx context.Context, dir string, o judgeOptions, logf func(strin
 		return err
 	}
 	logf("judge data: %d groups of %d games, longest transcript %d bytes", o.Groups, o.GroupSize, longest)
-	base := filepath.Join(work, "random")
-	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: o.Shape, Tokenizer: initmodel.ByteTokenizer,
-		DType: kernels.F32, Seed: o.Seed}); err != nil {
-		return err
+	base := o.From
+	if base == "" {
+		base = filepath.Join(work, "random")
+		if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: o.Shape, Tokenizer: initmodel.ByteTokenizer,
+			DType: kernels.F32, Seed: o.Seed}); err != nil {
+			return err
+		}
 	}
 	res, err := pretrain.Run(ctx, pretrain.Options{Model: base, Data: data, Out: dir, Epochs: o.Epochs, BatchSize: 16, LR: o.LR,
 		HoldOut: min(64, o.Groups/10), EvalEvery: 50, Seed: o.Seed, MaxSeqLen: 8192,

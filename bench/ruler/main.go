@@ -12,7 +12,7 @@
 // ruler.AfterEach with structured outputs (response_format json_schema,
 // grammar-constrained), exactly as a user would point RULER at o3.
 //
-//	go run ./bench/ruler [-steps 300] [-groups 16] [-group-size 4] [-seed 1]
+//	go run ./bench/ruler [-steps 300] [-groups 32] [-group-size 2] [-seed 1] [-arms hand,ruler]
 //
 // It prints the judge's agreement with the game's reward on held-out groups
 // and a markdown table for BENCHMARKS.md.
@@ -41,8 +41,8 @@ import (
 func main() {
 	path := flag.String("path", ".art/bench-ruler", "store root (the demo base and the judge are cached here)")
 	steps := flag.Int("steps", 300, "GRPO steps per arm")
-	groups := flag.Int("groups", 16, "groups per step")
-	groupSize := flag.Int("group-size", 4, "games per group (RULER judges a group at once)")
+	groups := flag.Int("groups", 32, "groups per step")
+	groupSize := flag.Int("group-size", 2, "games per group (RULER judges a group at once; the tiny judge learns groups of 2, not 4: BENCHMARKS.md)")
 	evalGames := flag.Int("eval-games", 400, "held-out games before and after")
 	seed := flag.Uint64("seed", 1, "seed of the base model, the runs and the judge")
 	judgeShape := flag.String("judge-shape", "tiny", "the judge's model shape (art init-model shapes)")
@@ -51,6 +51,8 @@ func main() {
 	judgeLR := flag.Float64("judge-lr", 3e-3, "the judge's SFT learning rate")
 	agreeGroups := flag.Int("agreement-groups", 200, "held-out groups for the judge's agreement")
 	arms := flag.String("arms", "hand,ruler", "which arms to run: hand, ruler or both")
+	judgeFrom := flag.String("judge-from", "", "keep training this judge folder (on fresh games) instead of a random model")
+	judgeRound := flag.Uint64("judge-round", 0, "with -judge-from: which round of fresh games (1, 2, ...)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -60,7 +62,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "[%6.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
 	if err := run(ctx, config{path: *path, steps: *steps, groups: *groups, groupSize: *groupSize, evalGames: *evalGames, seed: *seed,
-		judge:       judgeOptions{Shape: *judgeShape, Groups: *judgeGroups, GroupSize: *groupSize, Epochs: *judgeEpochs, LR: *judgeLR, Seed: *seed},
+		judge: judgeOptions{Shape: *judgeShape, Groups: *judgeGroups, GroupSize: *groupSize, Epochs: *judgeEpochs, LR: *judgeLR, Seed: *seed,
+			From: *judgeFrom, Round: *judgeRound},
 		agreeGroups: *agreeGroups, arms: *arms, out: os.Stdout}, logf); err != nil {
 		logf("error: %v", err)
 		os.Exit(1)
@@ -95,6 +98,9 @@ func run(ctx context.Context, c config, logf func(string, ...any)) error {
 		return err
 	}
 	judgeDir := filepath.Join(c.path, "judge-"+c.judge.Shape)
+	if c.judge.From != "" {
+		judgeDir = fmt.Sprintf("%s-r%d", filepath.Join(c.path, "judge-"+c.judge.Shape), c.judge.Round)
+	}
 	if err := buildJudge(ctx, judgeDir, c.judge, logf); err != nil {
 		return fmt.Errorf("building the judge: %w", err)
 	}

@@ -83,4 +83,3 @@ func (s *Service) grammar(rf *ResponseFormat) (*grammar.Grammar, error) {
 	st.grammars[key.String()] = g
 	return g, nil
 }
-

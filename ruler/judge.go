@@ -170,9 +170,9 @@ func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.Raw
 	resp, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{}, fmt.Errorf("%w: no answer within %s: %v", errUnreachable, timeout, err)
+			return answer{}, fmt.Errorf("%w: no answer within %s: %w", errUnreachable, timeout, err)
 		}
-		return answer{}, fmt.Errorf("%w: %v", errUnreachable, err)
+		return answer{}, fmt.Errorf("%w: %w", errUnreachable, err)
 	}
 	if len(resp.Choices) == 0 {
 		return answer{}, errors.New("the answer has no choices")

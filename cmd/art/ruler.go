@@ -19,6 +19,7 @@ func newRulerCmd() *cobra.Command {
 	var judgeSpec, baseURL, keyEnv, rubricFile string
 	var asJSON, noCache bool
 	var timeout time.Duration
+	var maxExplanation, maxTokens int
 	cmd := &cobra.Command{
 		Use:   "ruler FILE.parquet --judge PROVIDER/MODEL",
 		Short: "Score logged trajectories with a RULER judge and print the scores and explanations",
@@ -52,7 +53,11 @@ again); each judge call is bounded by --timeout.`,
 			if err != nil {
 				return err
 			}
-			opts := ruler.Options{Timeout: timeout, NoCache: noCache, Stats: &ruler.Stats{}}
+			if maxExplanation < 0 || maxTokens < 0 {
+				return fmt.Errorf("ruler: --max-explanation and --max-tokens must be >= 0")
+			}
+			judge.MaxTokens = maxTokens
+			opts := ruler.Options{Timeout: timeout, NoCache: noCache, Stats: &ruler.Stats{}, MaxExplanation: maxExplanation}
 			if rubricFile != "" {
 				b, err := os.ReadFile(rubricFile)
 				if err != nil {
@@ -112,6 +117,8 @@ again); each judge call is bounded by --timeout.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per group")
 	cmd.Flags().BoolVar(&noCache, "no-cache", false, "ask the judge again instead of reusing cached answers")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "bound on each judge call")
+	cmd.Flags().IntVar(&maxExplanation, "max-explanation", 0, "bound each explanation's length in the answer's schema (small local judges; 0: none)")
+	cmd.Flags().IntVar(&maxTokens, "max-tokens", 0, "bound the judge's answer in tokens (0: the endpoint's default)")
 	return cmd
 }
 

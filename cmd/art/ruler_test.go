@@ -40,10 +40,10 @@ func judgeStandIn(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// Ensure `art ruler` scores a step logged by model.Log group by group and
-// prints each reward beside the judge's score and explanation, and that
-// bad input gets a clear error.
-func TestRuler(t *testing.T) {
+// loggedStep logs two groups of three trajectories (rewards 0, 1, 2 and
+// 10, 11, 12) with model.Log and returns the parquet file's path.
+func loggedStep(t *testing.T) string {
+	t.Helper()
 	m := &art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}
 	var groups []art.TrajectoryGroup
 	for g := range 2 {
@@ -61,7 +61,14 @@ func TestRuler(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := m.Dir()
-	path := d.TrajectoriesPath("val", 4)
+	return d.TrajectoriesPath("val", 4)
+}
+
+// Ensure `art ruler` scores a step logged by model.Log group by group and
+// prints each reward beside the judge's score and explanation, and that
+// bad input gets a clear error.
+func TestRuler(t *testing.T) {
+	path := loggedStep(t)
 	srv := judgeStandIn(t)
 	t.Setenv("JUDGE_KEY", "sk-judge")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())

@@ -96,6 +96,20 @@ func TestServe(t *testing.T) {
 	if got := post(""); got != http.StatusUnauthorized {
 		t.Errorf("chat without the key: status %d; want 401", got)
 	}
+	// The served model as a RULER judge: `art ruler` scores a logged step
+	// through it, with structured outputs keeping the random model's
+	// answers valid.
+	t.Setenv("SERVE_TEST_KEY", "k")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	parquet := loggedStep(t)
+	var rout, rerr syncBuffer
+	if c := run(ctx, []string{"ruler", parquet, "--judge", "agent@0", "--base-url", url + "/v1", "--api-key-env", "SERVE_TEST_KEY",
+		"--max-explanation", "12", "--max-tokens", "400"}, &rout, &rerr); c != 0 {
+		t.Fatalf("art ruler against art serve: exit %d: %s", c, rerr.String())
+	}
+	if !strings.Contains(rout.String(), "group 1 (3 trajectories)") || !strings.Contains(rerr.String(), "2 groups scored by agent@0: 2 judge calls (0 retries") {
+		t.Errorf("art ruler against art serve:\n%s\n%s", rout.String(), rerr.String())
+	}
 	cancel()
 	select {
 	case c := <-code:

@@ -97,7 +97,7 @@ func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Opti
 		return nil, err
 	}
 	if p.Identical && len(subjects) > 1 {
-		opts.logger().Warn("ruler: every trajectory is identical; scoring one and copying its score", "judge", judge.name(), "group", what)
+		opts.logger().Info("ruler: every trajectory is identical; scoring one and copying its score", "judge", judge.name(), "group", what)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/artgo/art"
@@ -73,13 +74,8 @@ func randomGame(ctx context.Context, rng *rand.Rand, seed uint64, pInvalid float
 func takenCells(board string, free []string) []string {
 	var taken []string
 	for c := '1'; c <= '9'; c++ {
-		s := string(c)
-		isFree := false
-		for _, f := range free {
-			isFree = isFree || f == s
-		}
-		if !isFree {
-			taken = append(taken, s)
+		if !slices.Contains(free, string(c)) {
+			taken = append(taken, string(c))
 		}
 	}
 	return taken

@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/artgo/art"
@@ -132,7 +133,7 @@ func run(ctx context.Context, c config, logf func(string, ...any)) error {
 
 	var results []armResult
 	for _, arm := range []string{"hand", "ruler"} {
-		if !slices.Contains(splitComma(c.arms), arm) {
+		if !slices.Contains(strings.Split(c.arms, ","), arm) {
 			continue
 		}
 		opt := demo.Options{Path: c.path, RLSteps: c.steps, GroupsPerStep: c.groups, GroupSize: c.groupSize, EvalGames: c.evalGames,
@@ -330,18 +331,4 @@ func printTable(c config, results []armResult) {
 			fmt.Fprintf(c.out, "\nRULER gain / hand-reward gain: %.0f %%\n", 100*(r.rep.After-r.rep.Before)/handGain)
 		}
 	}
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
 }

@@ -255,6 +255,23 @@ func (c LoRAConfig) WithDefaults() LoRAConfig {
 	return c
 }
 
+// IsZero reports whether c is the zero value (ART's defaults, unnamed).
+func (c LoRAConfig) IsZero() bool {
+	return c.Rank == 0 && c.Alpha == 0 && c.Dropout == 0 && c.TargetModules == nil && c.LayersToTransform == nil && !c.UseRSLoRA
+}
+
+// SameAdapter reports whether c and o make the same adapter: equal after
+// defaults, target modules and layers compared as sets.
+func (c LoRAConfig) SameAdapter(o LoRAConfig) bool {
+	c, o = c.WithDefaults(), o.WithDefaults()
+	sameSet := func(a, b []string) bool {
+		return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+	}
+	return c.Rank == o.Rank && c.Alpha == o.Alpha && c.Dropout == o.Dropout && c.UseRSLoRA == o.UseRSLoRA &&
+		sameSet(c.TargetModules, o.TargetModules) &&
+		slices.Equal(slices.Sorted(slices.Values(c.LayersToTransform)), slices.Sorted(slices.Values(o.LayersToTransform)))
+}
+
 // Scale returns the factor applied to the adapter's output: alpha/rank, or
 // alpha/√rank with rsLoRA. Defaults are applied first.
 func (c LoRAConfig) Scale() float64 {

@@ -25,12 +25,11 @@ import (
 	"time"
 
 	"github.com/artgo/art"
-	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/hfmodel"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/engine/tokenizer"
 	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/internal/atomicfile"
-	"github.com/artgo/art/service"
 )
 
 // Options say what to train on and for how long.
@@ -198,31 +197,11 @@ func ReadTrajectories(path string) ([]art.Trajectory, error) {
 // loadTokenizer returns the tokenizer and chat templates of a model folder,
 // as the server renders and trains with them.
 func loadTokenizer(dir string) (*train.Tokenizer, error) {
-	tok, err := tokenizer.LoadDir(dir)
+	f, err := hfmodel.OpenText(dir)
 	if err != nil {
 		return nil, fmt.Errorf("pretrain: %w", err)
 	}
-	cfg, err := chat.LoadConfig(dir)
-	if err != nil {
-		return nil, fmt.Errorf("pretrain: %w", err)
-	}
-	z := &train.Tokenizer{Tok: tok, Render: chat.RenderOptions{BOSToken: cfg.BOSToken, EOSToken: cfg.EOSToken}}
-	for _, withTools := range []bool{false, true} {
-		src, err := cfg.TemplateSource(withTools)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain: %s: %w", dir, err)
-		}
-		t, err := chat.NewTemplate(src)
-		if err != nil {
-			return nil, fmt.Errorf("pretrain: %s: chat template: %w", dir, err)
-		}
-		if withTools {
-			z.ToolTemplate = t
-		} else {
-			z.Template = t
-		}
-	}
-	return z, nil
+	return f.TrainTokenizer(), nil
 }
 
 // tokenize turns each trajectory into its learning sequences (one per
@@ -232,7 +211,7 @@ func loadTokenizer(dir string) (*train.Tokenizer, error) {
 func tokenize(z *train.Tokenizer, trajs []art.Trajectory, maxSeqLen int) ([][]train.Sequence, error) {
 	out := make([][]train.Sequence, len(trajs))
 	for i, t := range trajs {
-		hs, err := service.SFTHistories(t)
+		hs, err := native.SFTHistories(t)
 		if err != nil {
 			return nil, fmt.Errorf("transcript %d: %w", i+1, err)
 		}

@@ -14,9 +14,8 @@ import (
 	"time"
 
 	"github.com/artgo/art"
-	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
-	"github.com/artgo/art/service"
 )
 
 // Request limits, as OpenAI's and vLLM's.
@@ -43,9 +42,9 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	// Resolve a bare name here, once, so that every chunk of a stream and
 	// the response name the step that answers.
-	step, err := s.svc.Resolve(req.Model)
+	step, err := s.model.Resolve(req.Model)
 	if err != nil {
-		e := serviceError(err, "model")
+		e := hostError(err, "model")
 		s.metrics.request(e.Status)
 		writeError(w, e)
 		return
@@ -68,7 +67,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.metrics.request(status)
 		return
 	}
-	resp, err := s.svc.Chat(ctx, creq, nil)
+	resp, err := s.model.Chat(ctx, creq, nil)
 	if err != nil {
 		e := s.chatError(err, ctx, r.Context(), param(&req))
 		s.metrics.request(e.Status)
@@ -101,7 +100,7 @@ func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensP
 		return &apiError{Status: http.StatusGatewayTimeout, Type: openai.ErrTimeout, Code: "timeout",
 			Msg: fmt.Sprintf("the request did not finish within the server's request timeout (%s)", s.cfg.RequestTimeout)}
 	}
-	e := serviceError(err, "model")
+	e := hostError(err, "model")
 	if e.Param == "max_tokens" && maxTokensParam != "" {
 		e.Param = maxTokensParam
 		e.Msg = strings.Replace(e.Msg, "max_tokens", maxTokensParam, 1)
@@ -120,12 +119,12 @@ func completionID() string {
 
 // chatRequest validates req and turns it into the service's request. The
 // model is resolved by the caller.
-func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatRequest, *apiError) {
-	out := service.ChatRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Seed: req.Seed,
+func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (host.ChatRequest, *apiError) {
+	out := host.ChatRequest{Model: req.Model, Messages: req.Messages, Tools: req.Tools, Seed: req.Seed,
 		TemplateKwargs: req.ChatTemplateKwargs}
 	if req.Model == "" {
-		ids, _ := s.svc.Models()
-		return out, badRequest("model", "model is required; served: %s (a bare %q means the latest step)", strings.Join(ids, ", "), s.svc.Name())
+		ids, _ := host.ModelIDs(s.model)
+		return out, badRequest("model", "model is required; served: %s (a bare %q means the latest step)", strings.Join(ids, ", "), s.model.Info().Name)
 	}
 	if len(req.Messages) == 0 {
 		return out, badRequest("messages", "messages must be a non-empty array of message objects")
@@ -189,7 +188,7 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatReq
 		switch rf.Type {
 		case "", "text":
 		case "json_object":
-			out.ResponseFormat = &service.ResponseFormat{}
+			out.ResponseFormat = &host.ResponseFormat{}
 		case "json_schema":
 			f, e := jsonSchemaFormat(rf.JSONSchema)
 			if e != nil {
@@ -231,7 +230,7 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (service.ChatReq
 // schema (a JSON Schema object; absent means any JSON value) and strict.
 // Strict or not, the schema is enforced; a keyword the grammar cannot
 // enforce is refused when the schema is compiled, never ignored.
-func jsonSchemaFormat(raw json.RawMessage) (*service.ResponseFormat, *apiError) {
+func jsonSchemaFormat(raw json.RawMessage) (*host.ResponseFormat, *apiError) {
 	const p = "response_format.json_schema"
 	var js struct {
 		Name        *string         `json:"name"`
@@ -256,7 +255,7 @@ func jsonSchemaFormat(raw json.RawMessage) (*service.ResponseFormat, *apiError) 
 	case schema[0] != '{':
 		return nil, badRequest(p+".schema", "%s.schema must be a JSON Schema object, got %.60s", p, schema)
 	}
-	return &service.ResponseFormat{Schema: schema}, nil
+	return &host.ResponseFormat{Schema: schema}, nil
 }
 
 var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
@@ -364,7 +363,7 @@ func validToolName(s string) bool {
 
 // completion assembles the response of a finished chat. Top logprobs are
 // included when the client asked (top).
-func completion(resp service.ChatResponse, id string, created int64, top bool) openai.ChatCompletion {
+func completion(resp host.ChatResponse, id string, created int64, top bool) openai.ChatCompletion {
 	c := openai.ChatCompletion{ID: id, Object: openai.ObjectChatCompletion, Created: created, Model: resp.Model,
 		Choices: make([]openai.Choice, len(resp.Choices)), PromptTokenIDs: resp.PromptTokenIDs, Usage: usage(resp)}
 	for i, ch := range resp.Choices {
@@ -383,12 +382,12 @@ func completion(resp service.ChatResponse, id string, created int64, top bool) o
 	return c
 }
 
-func usage(resp service.ChatResponse) *openai.Usage {
+func usage(resp host.ChatResponse) *openai.Usage {
 	return &openai.Usage{PromptTokens: len(resp.PromptTokenIDs), CompletionTokens: resp.CompletionTokens,
 		TotalTokens: len(resp.PromptTokenIDs) + resp.CompletionTokens}
 }
 
-func toolCalls(calls []chat.ToolCall, indexed bool) []openai.ToolCall {
+func toolCalls(calls []host.ToolCall, indexed bool) []openai.ToolCall {
 	if len(calls) == 0 {
 		return nil
 	}
@@ -402,7 +401,7 @@ func toolCalls(calls []chat.ToolCall, indexed bool) []openai.ToolCall {
 	return out
 }
 
-func logprobs(tokens []service.Token, top bool) []openai.TokenLogprob {
+func logprobs(tokens []host.Token, top bool) []openai.TokenLogprob {
 	out := make([]openai.TokenLogprob, len(tokens))
 	for i, t := range tokens {
 		out[i] = logprob(t, top)
@@ -410,7 +409,7 @@ func logprobs(tokens []service.Token, top bool) []openai.TokenLogprob {
 	return out
 }
 
-func logprob(t service.Token, top bool) openai.TokenLogprob {
+func logprob(t host.Token, top bool) openai.TokenLogprob {
 	lp := openai.TokenLogprob{Token: string(t.Bytes), TokenID: t.ID, Bytes: t.Bytes, Logprob: t.Logprob, TopLogprobs: []openai.TopLogprob{}}
 	if top {
 		for _, tt := range t.Top {

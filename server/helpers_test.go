@@ -8,7 +8,7 @@ import (
 
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
-	"github.com/artgo/art/service"
+	"github.com/artgo/art/host/native"
 )
 
 // testModel is the served model's name in these tests.
@@ -25,20 +25,20 @@ func writeTinyModel(tb testing.TB) string {
 	return dir
 }
 
-func openService(tb testing.TB, base string) *service.Service {
+func openHost(tb testing.TB, base string) *native.Host {
 	tb.Helper()
-	svc, err := service.Open(context.Background(), service.Options{BaseModel: base, Name: testModel, Project: "p",
+	h, err := native.Open(context.Background(), native.Options{BaseModel: base, Name: testModel, Project: "p",
 		Path: filepath.Join(tb.TempDir(), ".art"), Seed: 1})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return svc
+	return h
 }
 
 // newTestServer serves a fresh tiny model on loopback with cfg.
 func newTestServer(tb testing.TB, cfg Config) (*Server, *httptest.Server) {
 	tb.Helper()
-	srv := New(cfg, openService(tb, writeTinyModel(tb)))
+	srv := New(cfg, openHost(tb, writeTinyModel(tb)))
 	ts := httptest.NewServer(srv.Handler())
 	tb.Cleanup(func() {
 		ts.Close()

@@ -57,7 +57,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // Ensure Shutdown lets a request in flight finish, then stops serving.
 func TestShutdown_WaitsForRequests(t *testing.T) {
-	srv := New(Config{}, openService(t, writeTinyModel(t)))
+	srv := New(Config{}, openHost(t, writeTinyModel(t)))
 	url, served := serveLoopback(t, srv)
 	resp, r := openStream(t, context.Background(), url, 2)
 	defer resp.Body.Close()
@@ -84,7 +84,7 @@ func TestShutdown_WaitsForRequests(t *testing.T) {
 
 // Ensure a Shutdown whose context ends cancels the requests in flight.
 func TestShutdown_DeadlineCancels(t *testing.T) {
-	srv := New(Config{}, openService(t, writeTinyModel(t)))
+	srv := New(Config{}, openHost(t, writeTinyModel(t)))
 	url, _ := serveLoopback(t, srv)
 	resp, r := openStream(t, context.Background(), url, 32)
 	defer resp.Body.Close()
@@ -236,12 +236,12 @@ func TestInferenceDuringTraining(t *testing.T) {
 	ctx := context.Background()
 	var during []string
 	var errs []error
-	_, err := srv.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3}, func(done, total int) {
+	_, err := srv.model.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3}, func(done, total int) {
 		if done != 1 {
 			return
 		}
 		// The step is paused here, halfway through.
-		if srv.metrics.training.Load() != 1 {
+		if srv.model.Stats().Running != 1 {
 			errs = append(errs, errors.New("training gauge is not 1 during the step"))
 		}
 		for _, model := range []string{"agent@0", "agent"} {

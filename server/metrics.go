@@ -9,26 +9,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/artgo/art"
 )
 
-// metrics are the server's counters and gauges, exposed on /metrics in
-// Prometheus' text format (version 0.0.4). Tokens per second is
+// metrics are the server's counters and gauges of inference, exposed on
+// /metrics in Prometheus' text format (version 0.0.4) beside the hosted
+// model's training counts (host.Meter). Tokens per second is
 // rate(art_generated_tokens_total[1m]).
 type metrics struct {
 	inFlight         atomic.Int64 // chat requests being answered
 	sequences        atomic.Int64 // sequences those requests asked for
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64
-	training         atomic.Int64 // training steps running
 
-	mu          sync.Mutex         // guards the fields below
-	requests    map[int]int64      // finished chat requests by status
-	trainSteps  map[bool]int64     // finished training steps by skipped
-	rewardMean  map[string]float64 // last mean reward by split
-	stepSeconds float64            // duration of the last training step
+	mu       sync.Mutex    // guards requests
+	requests map[int]int64 // finished chat requests by status
 }
 
 func (m *metrics) start(n int) {
@@ -55,38 +49,6 @@ func (m *metrics) request(status int) {
 	m.requests[status]++
 }
 
-func (m *metrics) trained(res art.TrainResult, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.trainSteps == nil {
-		m.trainSteps = map[bool]int64{}
-	}
-	m.trainSteps[res.Skipped]++
-	m.stepSeconds = d.Seconds()
-}
-
-// rewards records the mean reward of groups under split, if they hold any
-// trajectory.
-func (m *metrics) rewards(split string, groups []art.TrajectoryGroup) {
-	var sum float64
-	var n int
-	for _, g := range groups {
-		for _, t := range g.Trajectories {
-			sum += t.Reward
-			n++
-		}
-	}
-	if n == 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.rewardMean == nil {
-		m.rewardMean = map[string]float64{}
-	}
-	m.rewardMean[split] = sum / float64(n)
-}
-
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	var b strings.Builder
 	m := &s.metrics
@@ -100,7 +62,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
 	}
-	running := s.svc.Running()
+	running, capacity := s.model.Load()
+	info := s.model.Info()
+	train := s.model.Stats()
 	metric("art_requests_in_flight", "gauge", "Chat completion requests being answered.")
 	sample("art_requests_in_flight", "", float64(m.inFlight.Load()))
 	metric("art_sequences_running", "gauge", "Sequences being generated.")
@@ -108,22 +72,20 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	metric("art_sequences_waiting", "gauge", "Sequences waiting for a generation slot (queue depth).")
 	sample("art_sequences_waiting", "", float64(max(0, m.sequences.Load()-int64(running))))
 	metric("art_sequence_slots", "gauge", "Sequences generated at once at most.")
-	sample("art_sequence_slots", "", float64(s.svc.Capacity()))
+	sample("art_sequence_slots", "", float64(capacity))
 	metric("art_prompt_tokens_total", "counter", "Prompt tokens of answered chat completions.")
 	sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
 	metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
 	sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
 	metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")
-	sample("art_model_step", `model="`+escapeLabel(s.svc.Name())+`"`, float64(s.svc.Step()))
+	sample("art_model_step", `model="`+escapeLabel(info.Name)+`"`, float64(s.model.Step()))
 	metric("art_training", "gauge", "Training steps running now.")
-	sample("art_training", "", float64(m.training.Load()))
+	sample("art_training", "", float64(train.Running))
 
 	m.mu.Lock()
 	requests := maps.Clone(m.requests)
-	steps := maps.Clone(m.trainSteps)
-	rewards := maps.Clone(m.rewardMean)
-	stepSeconds := m.stepSeconds
 	m.mu.Unlock()
+	steps, rewards, stepSeconds := train.Steps, train.RewardMean, train.StepSeconds
 	metric("art_chat_requests_total", "counter", "Finished chat completion requests by HTTP status (499: the client went away).")
 	for _, code := range slices.Sorted(maps.Keys(requests)) {
 		sample("art_chat_requests_total", `code="`+strconv.Itoa(code)+`"`, float64(requests[code]))

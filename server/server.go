@@ -1,4 +1,4 @@
-// Package server serves one trainable model (a service.Service) over HTTP:
+// Package server serves one trainable model (any host.Model) over HTTP:
 // an OpenAI-compatible inference API, ART's training API and operational
 // endpoints.
 //
@@ -59,8 +59,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
-	"github.com/artgo/art/service"
 )
 
 // Defaults of Config.
@@ -115,11 +115,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Server serves one service.Service over HTTP. Create it with New; its
+// Server serves one host.Model over HTTP. Create it with New; its
 // methods are safe for concurrent use.
 type Server struct {
 	cfg     Config
-	svc     *service.Service
+	model   *host.Meter // the hosted model, its training counted for /metrics
 	log     *slog.Logger
 	keyHash [sha256.Size]byte
 	created int64 // the "created" time of the served models
@@ -137,10 +137,16 @@ type Server struct {
 	idle   chan struct{} // closed when active drops to 0, if someone waits
 }
 
-// New returns a Server for svc configured by cfg.
-func New(cfg Config, svc *service.Service) *Server {
+// New returns a Server for m configured by cfg. If m is a *host.Meter its
+// counts are the ones /metrics reports (so training that bypasses the
+// server through the same Meter is counted); otherwise m is wrapped in one.
+func New(cfg Config, m host.Model) *Server {
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, svc: svc, log: cfg.Logger, created: time.Now().Unix(), routes: map[string][]string{}}
+	meter, ok := m.(*host.Meter)
+	if !ok {
+		meter = host.NewMeter(m)
+	}
+	s := &Server{cfg: cfg, model: meter, log: cfg.Logger, created: time.Now().Unix(), routes: map[string][]string{}}
 	s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.handler = s.routesHandler()
@@ -357,7 +363,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	ids, err := s.svc.Models()
+	ids, err := host.ModelIDs(s.model)
 	if err != nil {
 		writeError(w, internalError(err))
 		return
@@ -371,9 +377,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	step, err := s.svc.Resolve(id)
+	step, err := s.model.Resolve(id)
 	if err != nil {
-		writeError(w, serviceError(err, "model"))
+		writeError(w, hostError(err, "model"))
 		return
 	}
 	m := s.modelEntry(s.modelID(step))
@@ -383,14 +389,14 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) modelEntry(id string) openai.Model {
 	m := openai.Model{ID: id, Object: openai.ObjectModel, Created: s.created, OwnedBy: "art",
-		Parent: s.svc.Options().BaseModel, MaxModelLen: s.svc.Model().Config.MaxPositions}
-	if step, err := s.svc.Resolve(id); err == nil {
-		m.Root = s.svc.CheckpointPath(step)
+		Parent: s.model.Info().BaseModel, MaxModelLen: s.model.Info().MaxModelLen}
+	if step, err := s.model.Resolve(id); err == nil {
+		m.Root = s.model.CheckpointPath(step)
 	}
 	return m
 }
 
-func (s *Server) modelID(step int) string { return fmt.Sprintf("%s@%d", s.svc.Name(), step) }
+func (s *Server) modelID(step int) string { return s.model.Info().ModelID(step) }
 
 // apiError is an error answer: status, OpenAI error type, optional param
 // and code, and the message.
@@ -416,12 +422,12 @@ func internalError(err error) *apiError {
 	return &apiError{Status: http.StatusInternalServerError, Type: openai.ErrServer, Msg: err.Error()}
 }
 
-// serviceError maps an error of the service to its answer; param names the
+// hostError maps an error of the hosted model to its answer; param names the
 // request field that chose the model.
-func serviceError(err error, modelParam string) *apiError {
-	var re *service.RequestError
+func hostError(err error, modelParam string) *apiError {
+	var re *host.RequestError
 	switch {
-	case errors.Is(err, service.ErrUnknownModel):
+	case errors.Is(err, host.ErrUnknownModel):
 		return &apiError{Status: http.StatusNotFound, Type: openai.ErrNotFound, Param: modelParam, Code: "model_not_found", Msg: trimPrefix(err.Error())}
 	case errors.As(err, &re):
 		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Param: re.Param, Code: "invalid_value", Msg: trimPrefix(re.Msg)}
@@ -429,10 +435,10 @@ func serviceError(err error, modelParam string) *apiError {
 	return internalError(err)
 }
 
-// trimPrefix drops the Go package prefix ("service: ") from a message
+// trimPrefix drops the Go package prefix ("native: ") from a message
 // meant for API users.
 func trimPrefix(msg string) string {
-	for _, p := range []string{"service: ", "generate: "} {
+	for _, p := range []string{"native: ", "generate: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return msg
@@ -507,13 +513,14 @@ var errTrailingData = errors.New("unexpected data after the JSON value")
 // checkModel checks a model name given to the training API: empty, the
 // served name, or one of its "name@step" ids.
 func (s *Server) checkModel(name string) *apiError {
-	if name == "" || name == s.svc.Name() {
+	served := s.model.Info().Name
+	if name == "" || name == served {
 		return nil
 	}
-	if before, _, ok := strings.Cut(name, "@"); ok && before == s.svc.Name() {
+	if before, _, ok := strings.Cut(name, "@"); ok && before == served {
 		return nil
 	}
-	ids, _ := s.svc.Models()
+	ids, _ := host.ModelIDs(s.model)
 	return &apiError{Status: http.StatusNotFound, Type: openai.ErrNotFound, Param: "model", Code: "model_not_found",
-		Msg: fmt.Sprintf("this server trains %q, not %q (served: %s)", s.svc.Name(), name, strings.Join(ids, ", "))}
+		Msg: fmt.Sprintf("this server trains %q, not %q (served: %s)", served, name, strings.Join(ids, ", "))}
 }

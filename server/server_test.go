@@ -8,16 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
-	"github.com/artgo/art/service"
 )
 
-func tokens(texts ...string) []service.Token {
-	out := make([]service.Token, len(texts))
+func tokens(texts ...string) []host.Token {
+	out := make([]host.Token, len(texts))
 	for i, s := range texts {
-		out[i] = service.Token{ID: 1000 + i, Bytes: []byte(s), Logprob: -float64(i) - 0.5,
-			Top: []service.TopToken{{ID: 7, Bytes: []byte("x"), Logprob: -0.1}}}
+		out[i] = host.Token{ID: 1000 + i, Bytes: []byte(s), Logprob: -float64(i) - 0.5,
+			Top: []host.TopToken{{ID: 7, Bytes: []byte("x"), Logprob: -0.1}}}
 	}
 	return out
 }
@@ -26,9 +25,9 @@ func tokens(texts ...string) []service.Token {
 // null, the calls, finish_reason "tool_calls", and all token ids and
 // logprobs (top logprobs only when asked).
 func TestCompletion_ToolCalls(t *testing.T) {
-	resp := service.ChatResponse{Model: "agent@2", PromptTokenIDs: []int{1, 2, 3}, CompletionTokens: 2, Choices: []service.ChatChoice{
+	resp := host.ChatResponse{Model: "agent@2", PromptTokenIDs: []int{1, 2, 3}, CompletionTokens: 2, Choices: []host.ChatChoice{
 		{Index: 0, Content: "", FinishReason: "tool_calls", Tokens: tokens("<tool_call>", "<|im_end|>"),
-			ToolCalls: []chat.ToolCall{{ID: "call_a", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+			ToolCalls: []host.ToolCall{{ID: "call_a", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
 	}}
 	for _, top := range []bool{false, true} {
 		c := completion(resp, "chatcmpl-x", 5, top)
@@ -96,30 +95,30 @@ func sseEvents(t *testing.T, body string) []string {
 // calls, split UTF-8 characters; and that every token's id and logprob
 // are streamed.
 func TestChatStream_Content(t *testing.T) {
-	hermesCall := []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}
+	hermesCall := []host.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}
 	cases := []struct {
 		name    string
 		tokens  []string
 		stop    []string
-		format  chat.Format
+		format  host.ToolFormat
 		content string // the service's final content
-		calls   []chat.ToolCall
+		calls   []host.ToolCall
 		finish  string
 	}{
-		{"StopToken", []string{"He", "llo", "<|im_end|>"}, nil, chat.FormatNone, "Hello", nil, "stop"},
-		{"Length", []string{"a", "b"}, nil, chat.FormatNone, "ab", nil, "length"},
-		{"StopString", []string{"ab", "cX", "YZ"}, []string{"XY"}, chat.FormatNone, "abc", nil, "stop"},
-		{"StopStringFirstToken", []string{"XYZ"}, []string{"XY"}, chat.FormatNone, "", nil, "stop"},
-		{"UTF8Split", []string{"\xc3", "\xa9", "!"}, nil, chat.FormatNone, "é!", nil, "length"},
-		{"InvalidUTF8", []string{"\xe6", "\x88", "~", "x"}, nil, chat.FormatNone, "\xe6\x88~x", nil, "length"},
+		{"StopToken", []string{"He", "llo", "<|im_end|>"}, nil, host.ToolsNone, "Hello", nil, "stop"},
+		{"Length", []string{"a", "b"}, nil, host.ToolsNone, "ab", nil, "length"},
+		{"StopString", []string{"ab", "cX", "YZ"}, []string{"XY"}, host.ToolsNone, "abc", nil, "stop"},
+		{"StopStringFirstToken", []string{"XYZ"}, []string{"XY"}, host.ToolsNone, "", nil, "stop"},
+		{"UTF8Split", []string{"\xc3", "\xa9", "!"}, nil, host.ToolsNone, "é!", nil, "length"},
+		{"InvalidUTF8", []string{"\xe6", "\x88", "~", "x"}, nil, host.ToolsNone, "\xe6\x88~x", nil, "length"},
 		{"HermesCall", []string{"Sure", " ", "<tool", "_call>", "\n{\"name\": \"f\", \"arguments\": {}}", "\n</tool_call>", "<|im_end|>"},
-			nil, chat.FormatHermes, "Sure", hermesCall, "tool_calls"},
+			nil, host.ToolsHermes, "Sure", hermesCall, "tool_calls"},
 		{"HermesOnlyCall", []string{"<tool_call>", "\n{\"name\": \"f\", \"arguments\": {}}\n", "</tool_call>", "<|im_end|>"},
-			nil, chat.FormatHermes, "", hermesCall, "tool_calls"},
-		{"HermesMalformed", []string{"x ", "<tool_call>", " oops", "<|im_end|>"}, nil, chat.FormatHermes, "x <tool_call> oops", nil, "stop"},
-		{"HermesAlmostMarker", []string{"a <tool", " b", "<|im_end|>"}, nil, chat.FormatHermes, "a <tool b", nil, "stop"},
-		{"Llama3Call", []string{"{\"name\"", ": \"f\", \"parameters\": {}}", "<|eot_id|>"}, nil, chat.FormatLlama3JSON, "", hermesCall, "tool_calls"},
-		{"Llama3Text", []string{"Hi", " there", "<|eot_id|>"}, nil, chat.FormatLlama3JSON, "Hi there", nil, "stop"},
+			nil, host.ToolsHermes, "", hermesCall, "tool_calls"},
+		{"HermesMalformed", []string{"x ", "<tool_call>", " oops", "<|im_end|>"}, nil, host.ToolsHermes, "x <tool_call> oops", nil, "stop"},
+		{"HermesAlmostMarker", []string{"a <tool", " b", "<|im_end|>"}, nil, host.ToolsHermes, "a <tool b", nil, "stop"},
+		{"Llama3Call", []string{"{\"name\"", ": \"f\", \"parameters\": {}}", "<|eot_id|>"}, nil, host.ToolsLlama3JSON, "", hermesCall, "tool_calls"},
+		{"Llama3Text", []string{"Hi", " there", "<|eot_id|>"}, nil, host.ToolsLlama3JSON, "Hi there", nil, "stop"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,17 +128,17 @@ func TestChatStream_Content(t *testing.T) {
 				stopHold = max(stopHold, len(s)-1)
 			}
 			req := &openai.ChatCompletionRequest{}
-			st := &chatStream{w: rec, rc: http.NewResponseController(rec), req: req, creq: service.ChatRequest{Model: "agent@0", N: 1, Stop: c.stop},
+			st := &chatStream{w: rec, rc: http.NewResponseController(rec), req: req, creq: host.ChatRequest{Model: "agent@0", N: 1, Stop: c.stop},
 				id: "chatcmpl-t", stopHold: stopHold, tools: c.format, choices: make([]choiceStream, 1),
 				wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
 			toks := tokens(c.tokens...)
 			for _, tok := range toks {
-				if err := st.onToken(service.StreamEvent{Choice: 0, Token: tok}); err != nil {
+				if err := st.onToken(host.StreamEvent{Choice: 0, Token: tok}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			st.stopWriter()
-			last := st.finish(0, service.ChatChoice{Index: 0, Content: c.content, ToolCalls: c.calls, FinishReason: c.finish, Tokens: toks})
+			last := st.finish(0, host.ChatChoice{Index: 0, Content: c.content, ToolCalls: c.calls, FinishReason: c.finish, Tokens: toks})
 			if err := st.send(last); err != nil {
 				t.Fatal(err)
 			}

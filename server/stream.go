@@ -11,9 +11,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
-	"github.com/artgo/art/service"
 )
 
 // chatStream writes a streamed chat completion as server-sent events.
@@ -37,12 +36,12 @@ type chatStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	req     *openai.ChatCompletionRequest
-	creq    service.ChatRequest
+	creq    host.ChatRequest
 	id      string
 	created int64
 
-	stopHold int         // bytes held back for stop strings
-	tools    chat.Format // FormatNone unless tool calls are parsed
+	stopHold int             // bytes held back for stop strings
+	tools    host.ToolFormat // ToolsNone unless tool calls are parsed
 	choices  []choiceStream
 
 	// Token chunks are queued by the generating goroutines and written by
@@ -66,14 +65,14 @@ type choiceStream struct {
 	toolHold bool // a tool call may have begun: content waits for the end
 }
 
-func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletionRequest, creq service.ChatRequest, id string, created int64) *chatStream {
+func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletionRequest, creq host.ChatRequest, id string, created int64) *chatStream {
 	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), req: req, creq: creq, id: id, created: created,
 		choices: make([]choiceStream, max(creq.N, 1)), wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
 	for _, stop := range creq.Stop {
 		st.stopHold = max(st.stopHold, len(stop)-1)
 	}
 	if creq.ParseToolCalls && len(creq.Tools) > 0 {
-		st.tools = s.svc.ToolCallFormat()
+		st.tools = s.model.Info().ToolFormat
 	}
 	return st
 }
@@ -81,7 +80,7 @@ func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletion
 // run generates and streams the completion, and returns the status to
 // count it under.
 func (st *chatStream) run(ctx, clientCtx context.Context) int {
-	resp, err := st.s.svc.Chat(ctx, st.creq, st.onToken)
+	resp, err := st.s.model.Chat(ctx, st.creq, st.onToken)
 	st.stopWriter()
 	if err != nil {
 		if errors.Is(err, errClientGone) {
@@ -128,7 +127,7 @@ func (st *chatStream) chunk() openai.ChatCompletionChunk {
 
 // onToken streams one sampled token. The service calls it from one
 // generating goroutine at a time.
-func (st *chatStream) onToken(ev service.StreamEvent) error {
+func (st *chatStream) onToken(ev host.StreamEvent) error {
 	cs := &st.choices[ev.Choice]
 	cs.text = append(cs.text, cs.latest...)
 	cs.latest = append(cs.latest[:0], ev.Token.Bytes...)
@@ -158,7 +157,7 @@ func (st *chatStream) release(cs *choiceStream) string {
 		end -= st.stopHold
 	}
 	switch st.tools {
-	case chat.FormatHermes:
+	case host.ToolsHermes:
 		from := max(0, cs.sent-len(hermesOpen))
 		if k := bytes.Index(text[from:], []byte(hermesOpen)); k >= 0 {
 			end = min(end, from+k)
@@ -175,7 +174,7 @@ func (st *chatStream) release(cs *choiceStream) string {
 		if end > cs.sent {
 			end = cs.sent + len(bytes.TrimRight(text[cs.sent:end], " \t\r\n"))
 		}
-	case chat.FormatLlama3JSON:
+	case host.ToolsLlama3JSON:
 		// A Llama 3 call is the whole output: hold everything that may be one.
 		trimmed := bytes.TrimLeft(text, " \t\r\n")
 		const tag = "<|python_tag|>"
@@ -214,7 +213,7 @@ func completeUTF8(text []byte, end int) int {
 
 // finish returns the last chunk of choice i: the rest of its content, its
 // tool calls and its finish reason.
-func (st *chatStream) finish(i int, ch service.ChatChoice) openai.ChatCompletionChunk {
+func (st *chatStream) finish(i int, ch host.ChatChoice) openai.ChatCompletionChunk {
 	cs := &st.choices[i]
 	cc := openai.ChunkChoice{Index: i, FinishReason: &ch.FinishReason}
 	if !cs.roleSent {

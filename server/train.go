@@ -8,54 +8,23 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
 	"github.com/artgo/art/server/api"
 	"github.com/artgo/art/store"
 )
 
-// Train runs one training step in process, exactly as POST /v1/art/train
-// does, and records it in the server's metrics (backend/local calls it).
-// See service.Service.Train for the contract: the step always advances
-// unless an error (cancellation included) is returned, in which case no
-// checkpoint was written.
-func (s *Server) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.TrainConfig, progress func(done, total int)) (art.TrainResult, error) {
-	s.metrics.training.Add(1)
-	defer s.metrics.training.Add(-1)
-	start := time.Now()
-	res, err := s.svc.Train(ctx, groups, cfg, progress)
-	if err != nil {
-		return art.TrainResult{}, err
-	}
-	s.metrics.trained(res, time.Since(start))
-	s.metrics.rewards("train", groups)
-	return res, nil
-}
-
-// TrainSFT runs supervised fine-tuning in process, exactly as POST
-// /v1/art/train_sft does (see service.Service.TrainSFT).
-func (s *Server) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg art.TrainSFTConfig, progress func(done, total int)) (art.TrainResult, error) {
-	s.metrics.training.Add(1)
-	defer s.metrics.training.Add(-1)
-	start := time.Now()
-	res, err := s.svc.TrainSFT(ctx, trajectories, cfg, progress)
-	if err != nil {
-		return art.TrainResult{}, err
-	}
-	s.metrics.trained(res, time.Since(start))
-	return res, nil
-}
-
 func (s *Server) info() (api.ModelInfo, error) {
-	ids, err := s.svc.Models()
+	ids, err := host.ModelIDs(s.model)
 	if err != nil {
 		return api.ModelInfo{}, err
 	}
-	o := s.svc.Options()
-	return api.ModelInfo{Name: o.Name, Project: o.Project, BaseModel: o.BaseModel, Step: s.svc.Step(), Models: ids,
-		MaxModelLen: s.svc.Model().Config.MaxPositions}, nil
+	o := s.model.Info()
+	lora := o.LoRA.WithDefaults()
+	return api.ModelInfo{Name: o.Name, Project: o.Project, BaseModel: o.BaseModel, Step: s.model.Step(), Models: ids,
+		MaxModelLen: o.MaxModelLen, LoRA: &lora}, nil
 }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) { getJSON(s, w, r, s.info) }
@@ -83,7 +52,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	o := s.svc.Options()
+	o := s.model.Info()
 	conflict := func(param, format string, args ...any) {
 		writeError(w, &apiError{Status: http.StatusConflict, Type: openai.ErrInvalidRequest, Param: param, Code: "model_mismatch", Msg: fmt.Sprintf(format, args...)})
 	}
@@ -102,6 +71,10 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	case req.BaseModel != "" && !sameBaseModel(req.BaseModel, o.BaseModel):
 		conflict("base_model", "model %q is trained on base model %q, not %q", o.Name, o.BaseModel, req.BaseModel)
 		return
+	case req.LoRA != nil && !req.LoRA.SameAdapter(o.LoRA):
+		conflict("lora_config", "model %q has an adapter with LoRA config %s, not %s; its checkpoints keep the config they were created with (use another name for a new adapter)",
+			o.Name, loraString(o.LoRA), loraString(*req.LoRA))
+		return
 	}
 	info, err := s.info()
 	if err != nil {
@@ -119,12 +92,17 @@ func sameBaseModel(client, server string) bool {
 	return c == s || filepath.Base(c) == filepath.Base(s)
 }
 
+func loraString(c art.LoRAConfig) string {
+	b, _ := json.Marshal(c.WithDefaults())
+	return string(b)
+}
+
 func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
-	getJSON(s, w, r, func() (api.StepResponse, error) { return api.StepResponse{Step: s.svc.Step()}, nil })
+	getJSON(s, w, r, func() (api.StepResponse, error) { return api.StepResponse{Step: s.model.Step()}, nil })
 }
 
 func (s *Server) checkpoints() (api.CheckpointsResponse, error) {
-	steps, err := s.svc.Dir().ListCheckpoints()
+	steps, err := s.model.Checkpoints()
 	if err != nil {
 		return api.CheckpointsResponse{}, err
 	}
@@ -155,7 +133,7 @@ func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request)
 			return
 		}
 	}
-	if err := s.svc.DeleteCheckpoints(req.Keep); err != nil {
+	if err := s.model.DeleteCheckpoints(req.Keep); err != nil {
 		writeError(w, internalError(err))
 		return
 	}
@@ -193,7 +171,7 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.streamTraining(w, r, func(progress func(done, total int)) (art.TrainResult, error) {
-		return s.Train(r.Context(), req.Groups, req.Config, progress)
+		return s.model.Train(r.Context(), req.Groups, req.Config, progress)
 	})
 }
 
@@ -224,7 +202,7 @@ func (s *Server) handleTrainSFT(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.streamTraining(w, r, func(progress func(done, total int)) (art.TrainResult, error) {
-		return s.TrainSFT(r.Context(), req.Trajectories, req.Config, progress)
+		return s.model.TrainSFT(r.Context(), req.Trajectories, req.Config, progress)
 	})
 }
 
@@ -284,7 +262,7 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	step := s.svc.Step()
+	step := s.model.Step()
 	if req.Step != nil {
 		if *req.Step < 0 {
 			writeError(w, badRequest("step", "step must be >= 0, got %d", *req.Step))
@@ -300,7 +278,7 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("split", "split: %v", err))
 		return
 	}
-	o := s.svc.Options()
+	o := s.model.Info()
 	m := art.Model{Name: o.Name, Project: o.Project, BasePath: o.Path, Logger: s.log}
 	err := m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics})
 	if err != nil {
@@ -310,6 +288,6 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, internalError(fmt.Errorf("log: %w", err)))
 		return
 	}
-	s.metrics.rewards(split, req.Groups)
+	s.model.ObserveRewards(split, req.Groups)
 	writeJSON(w, http.StatusOK, api.LogResponse{Step: step})
 }

@@ -31,10 +31,10 @@ import (
 	"time"
 
 	"github.com/artgo/art"
-	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/host"
+	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/internal/trainbar"
 	"github.com/artgo/art/server"
-	"github.com/artgo/art/service"
 )
 
 // Options configure a Backend. The zero value is ready to use.
@@ -84,7 +84,7 @@ var _ art.Backend = (*Backend)(nil)
 
 // hosted is one registered model and its server.
 type hosted struct {
-	svc       *service.Service
+	model     *host.Meter // trained here directly; served by srv
 	srv       *server.Server
 	url       string // http://127.0.0.1:port
 	baseModel string
@@ -124,13 +124,18 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	} else if !errors.Is(err, art.ErrNotRegistered) {
 		return err
 	}
-	svc, err := service.Open(ctx, service.Options{
+	nh, err := native.Open(ctx, native.Options{
 		BaseModel: m.BaseModel, Name: m.Name, Project: m.Project, Path: m.BasePath,
-		LoRA: loraConfig(m.LoRA), Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, Logger: b.log,
+		LoRA: m.LoRA, Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, Logger: b.log,
 		RecomputeActivations: b.opt.RecomputeActivations,
 	})
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
+	}
+	if have := nh.Info().LoRA; !m.LoRA.IsZero() && !m.LoRA.SameAdapter(have) {
+		nh.Close()
+		return fmt.Errorf("local: model %s: its checkpoints have an adapter with LoRA config %+v, not %+v; checkpoints keep the config they were created with (use another name for a new adapter)",
+			key(m), have.WithDefaults(), m.LoRA.WithDefaults())
 	}
 	addr := b.opt.Addr
 	if addr == "" {
@@ -138,17 +143,20 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		nh.Close()
 		return fmt.Errorf("local: serve model %s: %w", key(m), err)
 	}
-	h := &hosted{svc: svc, baseModel: m.BaseModel, basePath: m.BasePath, served: make(chan error, 1),
+	model := host.NewMeter(nh)
+	h := &hosted{model: model, baseModel: m.BaseModel, basePath: m.BasePath, served: make(chan error, 1),
 		url: "http://" + ln.Addr().String(),
-		srv: server.New(server.Config{APIKey: b.apiKey, RequestTimeout: b.opt.RequestTimeout, Logger: b.log}, svc)}
+		srv: server.New(server.Config{APIKey: b.apiKey, RequestTimeout: b.opt.RequestTimeout, Logger: b.log}, model)}
 
 	b.mu.Lock()
 	if b.closed || b.models[key(m)] != nil {
 		closed := b.closed
 		b.mu.Unlock()
 		ln.Close()
+		nh.Close()
 		if closed {
 			return errors.New("local: backend is closed")
 		}
@@ -157,14 +165,8 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	b.models[key(m)] = h
 	b.mu.Unlock()
 	go func() { h.served <- h.srv.Serve(ln) }()
-	b.log.Info("local: serving model", "model", key(m), "url", h.url+"/v1", "step", svc.Step())
+	b.log.Info("local: serving model", "model", key(m), "url", h.url+"/v1", "step", model.Step())
 	return nil
-}
-
-// loraConfig maps the SDK's LoRA configuration onto the engine's.
-func loraConfig(c art.LoRAConfig) lora.Config {
-	return lora.Config{Rank: c.Rank, Alpha: c.Alpha, Dropout: c.Dropout, TargetModules: c.TargetModules,
-		Layers: c.LayersToTransform, UseRSLoRA: c.UseRSLoRA}
 }
 
 func (b *Backend) lookup(m *art.TrainableModel) (*hosted, error) {
@@ -186,7 +188,7 @@ func (b *Backend) Step(ctx context.Context, m *art.TrainableModel) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	return h.svc.Step(), nil
+	return h.model.Step(), nil
 }
 
 // Train runs one training step in process (see art.Backend), showing a
@@ -197,8 +199,8 @@ func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art
 	if err != nil {
 		return art.TrainResult{}, err
 	}
-	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "train "+m.Name+"@"+strconv.Itoa(h.svc.Step()+1))
-	res, err := h.srv.Train(ctx, groups, cfg, bar.Update)
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "train "+m.Name+"@"+strconv.Itoa(h.model.Step()+1))
+	res, err := h.model.Train(ctx, groups, cfg, bar.Update)
 	if err != nil {
 		bar.Abort()
 		return art.TrainResult{}, fmt.Errorf("local: %w", err)
@@ -214,8 +216,8 @@ func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajector
 	if err != nil {
 		return art.TrainResult{}, err
 	}
-	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "sft "+m.Name+"@"+strconv.Itoa(h.svc.Step()+1))
-	res, err := h.srv.TrainSFT(ctx, trajectories, cfg, bar.Update)
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "sft "+m.Name+"@"+strconv.Itoa(h.model.Step()+1))
+	res, err := h.model.TrainSFT(ctx, trajectories, cfg, bar.Update)
 	if err != nil {
 		bar.Abort()
 		return art.TrainResult{}, fmt.Errorf("local: %w", err)
@@ -231,7 +233,7 @@ func (b *Backend) DeleteCheckpoints(ctx context.Context, m *art.TrainableModel, 
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteCheckpoints(keep); err != nil {
+	if err := h.model.DeleteCheckpoints(keep); err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
 	return nil
@@ -245,8 +247,8 @@ func (b *Backend) InferenceEndpoint(ctx context.Context, m *art.TrainableModel, 
 		return art.Endpoint{}, err
 	}
 	if step < 0 {
-		step = h.svc.Step()
-	} else if _, err := h.svc.Resolve(m.Name + "@" + strconv.Itoa(step)); err != nil {
+		step = h.model.Step()
+	} else if _, err := h.model.Resolve(m.Name + "@" + strconv.Itoa(step)); err != nil {
 		return art.Endpoint{}, fmt.Errorf("local: %w", err)
 	}
 	return art.Endpoint{BaseURL: h.url + "/v1", APIKey: b.apiKey, Model: m.Name + "@" + strconv.Itoa(step)}, nil
@@ -277,7 +279,7 @@ func (b *Backend) Close() error {
 		if err := <-h.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, fmt.Errorf("local: serve %s: %w", k, err))
 		}
-		if err := h.svc.Close(); err != nil {
+		if err := h.model.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("local: close %s: %w", k, err))
 		}
 	}

@@ -206,6 +206,9 @@ func query(m *art.TrainableModel) string { return "?model=" + url.QueryEscape(m.
 func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	var info api.ModelInfo
 	req := api.RegisterRequest{Name: m.Name, Project: m.Project, BaseModel: m.BaseModel}
+	if !m.LoRA.IsZero() {
+		req.LoRA = &m.LoRA // the server refuses a model whose adapter differs
+	}
 	if err := b.call(ctx, http.MethodPost, "/v1/art/register", req, &info); err != nil {
 		return err
 	}

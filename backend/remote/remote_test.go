@@ -12,8 +12,8 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/remote"
+	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
-	"github.com/artgo/art/service"
 )
 
 const apiKey = "test-key"
@@ -22,7 +22,7 @@ const apiKey = "test-key"
 // returns its URL and a function that shuts it down.
 func serve(t *testing.T, env arttest.Env) (url string, stop func()) {
 	t.Helper()
-	svc, err := service.Open(context.Background(), service.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1})
+	svc, err := native.Open(context.Background(), native.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

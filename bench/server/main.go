@@ -1,6 +1,6 @@
 // Command server measures what serving over HTTP costs: the same chat
 // generation (n choices, same seed, so the very same tokens) is timed in
-// process through service.Service.Chat and through `art serve`'s handler
+// process through native.Host.Chat and through `art serve`'s handler
 // on a loopback socket with the stock openai-go client, plain and
 // streamed. Runs alternate between the paths so that machine noise hits
 // both alike; the overhead is the median over runs of the paired ratio
@@ -32,8 +32,9 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/host"
+	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
-	"github.com/artgo/art/service"
 )
 
 func main() {
@@ -66,7 +67,7 @@ func run() error {
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.Open(ctx, service.Options{BaseModel: base, Name: "bench", Project: "bench", Path: filepath.Join(dir, ".art"), Seed: 1, Logger: quiet})
+	svc, err := native.Open(ctx, native.Options{BaseModel: base, Name: "bench", Project: "bench", Path: filepath.Join(dir, ".art"), Seed: 1, Logger: quiet})
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func run() error {
 	}
 	temp := 1.0
 	inProc := func() (int, error) {
-		resp, err := svc.Chat(ctx, service.ChatRequest{Model: "bench", Messages: []json.RawMessage{msg}, N: *n, MaxTokens: *maxTokens, Seed: seed, Temperature: &temp}, nil)
+		resp, err := svc.Chat(ctx, host.ChatRequest{Model: "bench", Messages: []json.RawMessage{msg}, N: *n, MaxTokens: *maxTokens, Seed: seed, Temperature: &temp}, nil)
 		return resp.CompletionTokens, err
 	}
 	params := oai.ChatCompletionNewParams{Model: "bench", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("Write a short story about a robot.")},

@@ -9,10 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/hfmodel"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/engine/tokenizer"
 )
 
 // tokenScore is one line of `art logprobs` output.
@@ -42,16 +41,13 @@ gives it after the tokens before it.`,
 			if (text == "") == (messagesFile == "") {
 				return fmt.Errorf("give exactly one of --text or --messages")
 			}
-			m, err := model.Load(modelDir)
+			folder, err := hfmodel.Open(modelDir)
 			if err != nil {
 				return err
 			}
-			tok, err := tokenizer.LoadDir(modelDir)
-			if err != nil {
-				return err
-			}
+			m, tok := folder.Model, folder.Tokenizer
 			if messagesFile != "" {
-				if text, err = renderMessages(modelDir, messagesFile); err != nil {
+				if text, err = renderMessages(folder, messagesFile); err != nil {
 					return err
 				}
 			}
@@ -108,7 +104,7 @@ gives it after the tokens before it.`,
 }
 
 // renderMessages renders a JSON list of messages with the model's template.
-func renderMessages(modelDir, path string) (string, error) {
+func renderMessages(folder *hfmodel.Folder, path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
@@ -117,17 +113,5 @@ func renderMessages(modelDir, path string) (string, error) {
 	if err := json.Unmarshal(b, &msgs); err != nil {
 		return "", fmt.Errorf("%s: want a JSON list of messages: %w", path, err)
 	}
-	cfg, err := chat.LoadConfig(modelDir)
-	if err != nil {
-		return "", err
-	}
-	src, err := cfg.TemplateSource(false)
-	if err != nil {
-		return "", err
-	}
-	tmpl, err := chat.NewTemplate(src)
-	if err != nil {
-		return "", err
-	}
-	return tmpl.Render(msgs, nil, chat.RenderOptions{BOSToken: cfg.BOSToken, EOSToken: cfg.EOSToken})
+	return folder.Template.Render(msgs, nil, folder.RenderOptions(nil))
 }

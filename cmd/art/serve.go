@@ -14,9 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art"
+	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
-	"github.com/artgo/art/service"
 )
 
 // serveOptions are the flags of `art serve`.
@@ -87,9 +87,9 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		o.requestTimeout = -1 // the server's "none"
 	}
 	log.Info("serve: loading", "base_model", o.baseModel, "model", o.name, "project", o.project)
-	svc, err := service.Open(ctx, service.Options{
+	svc, err := native.Open(ctx, native.Options{
 		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
-		LoRA: lora.Config{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
+		LoRA: art.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
 		RecomputeActivations: o.recompute,
 	})
 	if err != nil {

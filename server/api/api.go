@@ -24,13 +24,15 @@ import (
 	"github.com/artgo/art"
 )
 
-// RegisterRequest asks the server whether it hosts a model. BaseModel and
-// Project are checked when set: the project must be equal, and the base
-// model must be the same path or a folder with the same name.
+// RegisterRequest asks the server whether it hosts a model. BaseModel,
+// Project and LoRA are checked when set: the project must be equal, the
+// base model the same path or a folder with the same name, and the LoRA
+// configuration (defaults filled in) the adapter's own.
 type RegisterRequest struct {
-	Name      string `json:"name"`
-	Project   string `json:"project,omitempty"`
-	BaseModel string `json:"base_model,omitempty"`
+	Name      string          `json:"name"`
+	Project   string          `json:"project,omitempty"`
+	BaseModel string          `json:"base_model,omitempty"`
+	LoRA      *art.LoRAConfig `json:"lora_config,omitempty"`
 }
 
 // ModelInfo describes the served model.
@@ -44,6 +46,8 @@ type ModelInfo struct {
 	Models []string `json:"models"`
 	// MaxModelLen is the context length in tokens.
 	MaxModelLen int `json:"max_model_len"`
+	// LoRA is the adapter's configuration, defaults filled in.
+	LoRA *art.LoRAConfig `json:"lora_config,omitempty"`
 }
 
 // StepResponse carries the latest checkpoint step.

@@ -1,4 +1,4 @@
-package service
+package native
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/host"
 )
 
-func openTiny(t *testing.T) *Service {
+func openTiny(t *testing.T) *Host {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")
 	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
@@ -44,7 +45,7 @@ func rawMsgs(t *testing.T, ms ...art.Message) []json.RawMessage {
 func TestChat_ChoicesCarryTokens(t *testing.T) {
 	s := openTiny(t)
 	seed := int64(3)
-	resp, err := s.Chat(context.Background(), ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	resp, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestChat_ChoicesCarryTokens(t *testing.T) {
 		}
 	}
 	// The same seed gives the same answers.
-	again, err := s.Chat(context.Background(), ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	again, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +86,14 @@ func TestChat_BadRequests(t *testing.T) {
 	s := openTiny(t)
 	ctx := context.Background()
 	cases := []struct {
-		req  ChatRequest
+		req  host.ChatRequest
 		want string
 	}{
-		{ChatRequest{Model: "other@0", Messages: rawMsgs(t, art.UserMsg("x"))}, "unknown model"},
-		{ChatRequest{Model: "agent@7", Messages: rawMsgs(t, art.UserMsg("x"))}, "served: agent@0"},
-		{ChatRequest{Model: "agent@0"}, "messages"},
-		{ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), N: -1}, "n must be"},
-		{ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), MaxTokens: 1 << 20}, "context length"},
+		{host.ChatRequest{Model: "other@0", Messages: rawMsgs(t, art.UserMsg("x"))}, "unknown model"},
+		{host.ChatRequest{Model: "agent@7", Messages: rawMsgs(t, art.UserMsg("x"))}, "served: agent@0"},
+		{host.ChatRequest{Model: "agent@0"}, "messages"},
+		{host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), N: -1}, "n must be"},
+		{host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), MaxTokens: 1 << 20}, "context length"},
 	}
 	for _, c := range cases {
 		_, err := s.Chat(ctx, c.req, nil)
@@ -100,8 +101,8 @@ func TestChat_BadRequests(t *testing.T) {
 			t.Errorf("%+v: got %v; want error containing %q", c.req, err, c.want)
 		}
 	}
-	if _, err := s.Chat(ctx, cases[0].req, nil); !errors.Is(err, ErrUnknownModel) {
-		t.Errorf("got %v; want ErrUnknownModel", err)
+	if _, err := s.Chat(ctx, cases[0].req, nil); !errors.Is(err, host.ErrUnknownModel) {
+		t.Errorf("got %v; want host.ErrUnknownModel", err)
 	}
 }
 
@@ -113,7 +114,7 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	var groups []art.TrajectoryGroup
 	for g := 0; g < 2; g++ {
 		seed := int64(g)
-		resp, err := s.Chat(ctx, ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 5, Seed: &seed}, nil)
+		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 5, Seed: &seed}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,11 +135,11 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	if res.Step != 1 || res.Skipped || res.Metrics["data/step_num_groups_trainable"] != 2 {
 		t.Fatalf("result %+v", res)
 	}
-	models, _ := s.Models()
+	models, _ := host.ModelIDs(s)
 	if strings.Join(models, ",") != "agent@0,agent@1" {
 		t.Fatalf("served %v", models)
 	}
-	if _, err := s.Chat(ctx, ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
+	if _, err := s.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range groups {
@@ -187,7 +188,7 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	}
 }
 
-func toArtChoice(c ChatChoice) art.Choice {
+func toArtChoice(c host.ChatChoice) art.Choice {
 	out := art.Choice{Index: c.Index, FinishReason: c.FinishReason, Message: art.AssistantMsg(c.Content)}
 	for _, tok := range c.Tokens {
 		out.Logprobs = append(out.Logprobs, art.TokenLogprob{TokenID: tok.ID, Token: string(tok.Bytes), Bytes: tok.Bytes, Logprob: tok.Logprob})

@@ -1,4 +1,4 @@
-package service
+package native
 
 import (
 	"bytes"
@@ -8,18 +8,8 @@ import (
 
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/grammar"
+	"github.com/artgo/art/host"
 )
-
-// ResponseFormat asks for a JSON answer (structured outputs), enforced by
-// grammar-constrained decoding: only tokens that keep the answer a prefix
-// of a valid document are sampled, and the turn can end only once the
-// document is complete. A generation cut by max_tokens ends with finish
-// reason "length" and an incomplete document, never an invalid one.
-type ResponseFormat struct {
-	// Schema is the JSON Schema the answer must match; nil means any JSON
-	// object (response_format "json_object").
-	Schema json.RawMessage
-}
 
 // maxCachedGrammars bounds the compiled schemas kept for reuse (a judge
 // sends the same schema with every request).
@@ -38,33 +28,33 @@ type structured struct {
 }
 
 // constraint returns the per-sequence constraint factory for rf, or a
-// *RequestError naming the schema problem.
-func (s *Service) constraint(rf *ResponseFormat) (func() generate.Constraint, error) {
-	g, err := s.grammar(rf)
+// *host.RequestError naming the schema problem.
+func (h *Host) constraint(rf *host.ResponseFormat) (func() generate.Constraint, error) {
+	g, err := h.grammar(rf)
 	if err != nil {
 		return nil, err
 	}
-	st := &s.structured
+	st := &h.structured
 	// Added tokens (chat markers, tool-call tags) never spell an answer;
 	// the end-of-turn ids may come only once the document is complete.
-	st.once.Do(func() { st.vocab, st.vocabErr = grammar.NewVocab(s.tok.VocabBytes(), s.stopIDs) })
+	st.once.Do(func() { st.vocab, st.vocabErr = grammar.NewVocab(h.tok.VocabBytes(), h.folder.StopIDs) })
 	if st.vocabErr != nil {
-		return nil, fmt.Errorf("service: preparing the vocabulary for structured outputs: %w", st.vocabErr)
+		return nil, fmt.Errorf("native: preparing the vocabulary for structured outputs: %w", st.vocabErr)
 	}
 	v := st.vocab
 	return func() generate.Constraint { return g.NewMatcher(v) }, nil
 }
 
 // grammar compiles (or finds) the grammar of rf.
-func (s *Service) grammar(rf *ResponseFormat) (*grammar.Grammar, error) {
+func (h *Host) grammar(rf *host.ResponseFormat) (*grammar.Grammar, error) {
 	if rf.Schema == nil {
 		return grammar.AnyJSONObject(), nil
 	}
 	var key bytes.Buffer
 	if err := json.Compact(&key, rf.Schema); err != nil {
-		return nil, &RequestError{Param: "response_format.json_schema.schema", Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
+		return nil, &host.RequestError{Param: "response_format.json_schema.schema", Msg: fmt.Sprintf("the schema is not valid JSON: %v", err)}
 	}
-	st := &s.structured
+	st := &h.structured
 	st.mu.Lock()
 	g, ok := st.grammars[key.String()]
 	st.mu.Unlock()
@@ -73,7 +63,7 @@ func (s *Service) grammar(rf *ResponseFormat) (*grammar.Grammar, error) {
 	}
 	g, err := grammar.Compile(key.Bytes())
 	if err != nil { // a *grammar.SchemaError naming the keyword, or bad JSON
-		return nil, &RequestError{Param: "response_format.json_schema.schema", Msg: err.Error()}
+		return nil, &host.RequestError{Param: "response_format.json_schema.schema", Msg: err.Error()}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()

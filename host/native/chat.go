@@ -1,0 +1,161 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"github.com/artgo/art/engine/chat"
+	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/host"
+)
+
+// Chat generates req.N answers (see host.Inference.Chat).
+func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.StreamEvent) error) (host.ChatResponse, error) {
+	step, err := h.Resolve(req.Model)
+	if err != nil {
+		return host.ChatResponse{}, err
+	}
+	adapter, err := h.adapter(step)
+	if err != nil {
+		return host.ChatResponse{}, err
+	}
+	if len(req.Messages) == 0 {
+		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: "messages must not be empty"}
+	}
+	n := req.N
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > 128 {
+		return host.ChatResponse{}, &host.RequestError{Param: "n", Msg: fmt.Sprintf("n must be in [1, 128], got %d", req.N)}
+	}
+	tmpl := h.folder.TemplateFor(len(req.Tools) > 0)
+	opts := h.folder.RenderOptions(req.TemplateKwargs)
+	opts.AddGenerationPrompt = true
+	text, err := tmpl.Render(req.Messages, req.Tools, opts)
+	if err != nil {
+		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: err.Error()}
+	}
+	prompt := h.tok.Encode(text)
+	ctxLen := h.model.Config.MaxPositions
+	room := ctxLen - len(prompt)
+	if room <= 0 {
+		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: fmt.Sprintf("the prompt has %d tokens; the model's context length is %d", len(prompt), ctxLen)}
+	}
+	maxTokens := req.MaxTokens
+	switch {
+	case maxTokens < 0:
+		return host.ChatResponse{}, &host.RequestError{Param: "max_tokens", Msg: fmt.Sprintf("max_tokens must be > 0, got %d", maxTokens)}
+	case maxTokens == 0:
+		maxTokens = min(host.DefaultMaxTokens, room)
+	case maxTokens > room:
+		return host.ChatResponse{}, &host.RequestError{Param: "max_tokens", Msg: fmt.Sprintf("max_tokens %d + prompt %d tokens exceeds the context length %d", maxTokens, len(prompt), ctxLen)}
+	}
+	temp := 1.0
+	if req.Temperature != nil {
+		temp = *req.Temperature
+	}
+	params := generate.SamplingParams{Temperature: temp, TopP: req.TopP, TopK: req.TopK, TopLogprobs: req.TopLogprobs}
+	if err := params.Validate(); err != nil {
+		return host.ChatResponse{}, &host.RequestError{Msg: err.Error()}
+	}
+	var newConstraint func() generate.Constraint
+	if rf := req.ResponseFormat; rf != nil {
+		if req.ParseToolCalls && len(req.Tools) > 0 {
+			return host.ChatResponse{}, &host.RequestError{Param: "response_format", Msg: "response_format cannot be combined with tool calls: the answer is forced to be JSON"}
+		}
+		if newConstraint, err = h.constraint(rf); err != nil {
+			return host.ChatResponse{}, err
+		}
+	}
+	var baseSeed uint64
+	if req.Seed != nil {
+		baseSeed = uint64(*req.Seed)
+	} else {
+		baseSeed = rand.Uint64()
+	}
+
+	resp := host.ChatResponse{Model: h.opt.Name + "@" + strconv.Itoa(step), Step: step, PromptTokenIDs: prompt, Choices: make([]host.ChatChoice, n)}
+	// One slot per sequence bounds the work in flight; the batcher decodes
+	// every admitted sequence in shared forward passes.
+	for i := 0; i < n; i++ {
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+		case <-ctx.Done():
+			return host.ChatResponse{}, fmt.Errorf("native: %w", ctx.Err())
+		}
+	}
+	var onToken func(int, generate.Sample) error
+	if stream != nil {
+		decs := make([]*tokenizer.Decoder, n)
+		for i := range decs {
+			decs[i] = h.tok.NewDecoder()
+		}
+		onToken = func(i int, smp generate.Sample) error {
+			return stream(host.StreamEvent{Choice: i, Token: h.token(smp), Text: decs[i].Next(smp.ID)})
+		}
+	}
+	results, err := h.batcher.Generate(ctx, generate.Request{
+		Prompt: prompt, MaxTokens: maxTokens, Sampling: params, Seed: baseSeed, VocabLimit: h.tok.VocabSize(),
+		StopTokenIDs: h.folder.StopIDs, Stop: req.Stop, TokenBytes: h.tok.TokenBytes, Adapter: adapter, NewConstraint: newConstraint,
+	}, n, onToken)
+	if err != nil {
+		return host.ChatResponse{}, err
+	}
+	for i, res := range results {
+		resp.Choices[i] = h.choice(i, res, req)
+	}
+	for _, c := range resp.Choices {
+		resp.CompletionTokens += len(c.Tokens)
+	}
+	return resp, nil
+}
+
+func (h *Host) token(smp generate.Sample) host.Token {
+	t := host.Token{ID: smp.ID, Bytes: h.tok.TokenBytes(smp.ID), Logprob: smp.Logprob}
+	for _, tl := range smp.Top {
+		t.Top = append(t.Top, host.TopToken{ID: tl.ID, Bytes: h.tok.TokenBytes(tl.ID), Logprob: tl.Logprob})
+	}
+	return t
+}
+
+// choice turns a generation into an answer: the text without the stop
+// token (and cut at a matched stop string), tool calls parsed out.
+func (h *Host) choice(i int, res generate.Result, req host.ChatRequest) host.ChatChoice {
+	c := host.ChatChoice{Index: i, FinishReason: res.FinishReason}
+	ids := res.IDs()
+	textIDs := ids
+	if res.FinishReason == generate.FinishStop && res.StopString == "" && len(ids) > 0 {
+		textIDs = ids[:len(ids)-1] // the stop token is sampled (it trains) but not shown
+	}
+	var b []byte
+	for _, id := range textIDs {
+		b = append(b, h.tok.TokenBytes(id)...)
+	}
+	text := string(b)
+	if res.StopString != "" {
+		if k := strings.Index(text, res.StopString); k >= 0 {
+			text = text[:k]
+		}
+	}
+	c.Content = text
+	if req.ParseToolCalls && len(req.Tools) > 0 {
+		content, calls := chat.ParseToolCalls(text, h.folder.ToolFormat)
+		if len(calls) > 0 {
+			c.Content = content
+			for _, tc := range calls {
+				c.ToolCalls = append(c.ToolCalls, host.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+			}
+			c.FinishReason = "tool_calls"
+		}
+	}
+	for _, smp := range res.Tokens {
+		c.Tokens = append(c.Tokens, h.token(smp))
+	}
+	return c
+}

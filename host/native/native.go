@@ -1,0 +1,276 @@
+// Package native hosts one trainable model on this project's CPU engine
+// (the host.Model implementation): the base model folder, a LoRA adapter per
+// checkpoint step, generation that returns the exact sampled token ids and
+// logprobs, and training that turns trajectory groups into the next
+// checkpoint. It knows nothing about HTTP.
+//
+// During a training step inference keeps serving the previous steps: the
+// trainer works on its own copy of the adapter and the new step appears
+// once its checkpoint is on disk.
+package native
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/hfmodel"
+	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/host"
+	"github.com/artgo/art/store"
+)
+
+// Options configure Open.
+type Options struct {
+	BaseModel string // Hugging Face model folder (config, weights, tokenizer files)
+	Name      string // served as Name@step
+	Project   string
+	Path      string         // store root; "" means ".art"
+	LoRA      art.LoRAConfig // used when the model has no checkpoint yet
+	Seed      uint64         // initialises a new adapter
+	// MaxConcurrent bounds the sequences generated at once, all decoded in
+	// shared forward passes (0: DefaultMaxConcurrent).
+	MaxConcurrent int
+	// RecomputeActivations trades about a third more training compute for
+	// far less activation memory (see train.Trainer.RecomputeActivations).
+	RecomputeActivations bool
+	Logger               *slog.Logger
+}
+
+// Host is one trainable model served by the native engine. Its methods
+// are safe for concurrent use.
+type Host struct {
+	opt     Options
+	log     *slog.Logger
+	folder  *hfmodel.Folder
+	model   *model.Model
+	tok     *tokenizer.Tokenizer
+	dir     *store.ModelDir
+	slots   chan struct{} // sequences in flight
+	batcher *generate.Batcher
+
+	mu       sync.Mutex // guards adapters and latest
+	adapters map[int]*lora.Adapter
+	latest   int
+
+	trainMu sync.Mutex // one training step at a time; guards trainer
+	trainer *train.Trainer
+
+	structured structured // structured outputs: the grammar vocabulary and compiled schemas
+}
+
+var _ host.Model = (*Host)(nil)
+
+// Open loads the base model and resumes the latest checkpoint of
+// Project/Name, creating step 0 (the untrained adapter) if there is none.
+func Open(ctx context.Context, opt Options) (*Host, error) {
+	if err := store.ValidateName(opt.Name); err != nil {
+		return nil, fmt.Errorf("native: model name: %w", err)
+	}
+	if err := store.ValidateName(opt.Project); err != nil {
+		return nil, fmt.Errorf("native: project: %w", err)
+	}
+	if err := opt.LoRA.Validate(); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &Host{opt: opt, log: log, adapters: map[int]*lora.Adapter{}}
+	var err error
+	if h.folder, err = hfmodel.Open(opt.BaseModel); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	h.model, h.tok = h.folder.Model, h.folder.Tokenizer
+	// Pack the weights now, layer by layer, so the stored copies are gone
+	// before KV caches and training activations are allocated.
+	h.model.W.Prepack()
+	n := opt.MaxConcurrent
+	if n <= 0 {
+		n = DefaultMaxConcurrent
+	}
+	h.slots = make(chan struct{}, n)
+	if h.dir, err = store.New(opt.Path, opt.Project, opt.Name); err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	if err := h.resume(ctx); err != nil {
+		return nil, err
+	}
+	h.batcher = generate.NewBatcher(h.model, generate.BatcherOptions{MaxSequences: n})
+	return h, nil
+}
+
+// DefaultMaxConcurrent is the number of sequences generated at once when
+// Options.MaxConcurrent is 0; they share forward passes.
+const DefaultMaxConcurrent = 64
+
+// Close stops the generation loop; requests in flight fail.
+func (h *Host) Close() error {
+	h.batcher.Close()
+	return nil
+}
+
+// resume loads the latest checkpoint into the trainer, creating step 0.
+func (h *Host) resume(ctx context.Context) error {
+	if err := os.MkdirAll(h.dir.Path(), 0o755); err != nil {
+		return fmt.Errorf("native: %w", err)
+	}
+	steps, err := h.dir.ListCheckpoints()
+	if err != nil {
+		return fmt.Errorf("native: %w", err)
+	}
+	var a *lora.Adapter
+	var opt *train.AdamW
+	if len(steps) == 0 {
+		if a, err = lora.New(h.model.Config, loraConfig(h.opt.LoRA), h.opt.Seed); err != nil {
+			return fmt.Errorf("native: %w", err)
+		}
+		opt = train.NewAdamW(len(a.Params()))
+		if err := train.SaveCheckpoint(h.dir.CheckpointDir(0), a, opt, h.opt.BaseModel); err != nil {
+			return fmt.Errorf("native: create step 0: %w", err)
+		}
+		h.log.Info("native: created the untrained adapter as step 0", "model", h.opt.Name)
+	} else {
+		h.latest = steps[len(steps)-1]
+		if a, opt, err = train.LoadCheckpoint(h.dir.CheckpointDir(h.latest), h.model.Config); err != nil {
+			return fmt.Errorf("native: resume step %d: %w", h.latest, err)
+		}
+		h.log.Info("native: resumed", "model", h.opt.Name, "step", h.latest)
+	}
+	h.adapters[h.latest] = a.Clone()
+	h.trainer = &train.Trainer{Model: h.model, Adapter: a, Opt: opt, Log: h.log,
+		Tokenizer: h.folder.TrainTokenizer(), RecomputeActivations: h.opt.RecomputeActivations}
+	return nil
+}
+
+// Info describes the hosted model; LoRA is the adapter's own configuration
+// (a resumed checkpoint keeps the one it was created with).
+func (h *Host) Info() host.Info {
+	return host.Info{Name: h.opt.Name, Project: h.opt.Project, BaseModel: h.opt.BaseModel, Path: h.opt.Path,
+		MaxModelLen: h.model.Config.MaxPositions, LoRA: sdkLoRAConfig(h.trainer.Adapter.Config),
+		ToolFormat: toolFormat(h.folder.ToolFormat)}
+}
+
+// Load returns the sequences being generated and the most generated at once.
+func (h *Host) Load() (running, capacity int) { return len(h.slots), cap(h.slots) }
+
+// Step returns the latest checkpoint step.
+func (h *Host) Step() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
+}
+
+// Checkpoints lists the steps with a checkpoint on disk, oldest first.
+func (h *Host) Checkpoints() ([]int, error) {
+	steps, err := h.dir.ListCheckpoints()
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	return steps, nil
+}
+
+// Resolve maps a requested model id to a checkpoint step. "name@N" is step
+// N; a bare "name" means the latest step. Anything else, or a step with no
+// checkpoint, wraps host.ErrUnknownModel with the list of what is served.
+func (h *Host) Resolve(id string) (int, error) {
+	name, stepStr, hasStep := strings.Cut(id, "@")
+	if name != h.opt.Name {
+		return 0, h.unknown(id)
+	}
+	if !hasStep {
+		return h.Step(), nil
+	}
+	step, err := strconv.Atoi(stepStr)
+	if err != nil || step < 0 {
+		return 0, h.unknown(id)
+	}
+	if _, err := os.Stat(h.dir.CheckpointDir(step)); err != nil {
+		return 0, h.unknown(id)
+	}
+	return step, nil
+}
+
+func (h *Host) unknown(id string) error {
+	served, _ := host.ModelIDs(h)
+	return fmt.Errorf("%w %q; served: %s (a bare %q means the latest step)", host.ErrUnknownModel, id, strings.Join(served, ", "), h.opt.Name)
+}
+
+// adapter returns the adapter of step, loading it from its checkpoint.
+func (h *Host) adapter(step int) (*lora.Adapter, error) {
+	h.mu.Lock()
+	a, ok := h.adapters[step]
+	h.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	a, err := lora.Load(h.dir.CheckpointDir(step), h.model.Config)
+	if err != nil {
+		return nil, fmt.Errorf("native: load step %d: %w", step, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if b, ok := h.adapters[step]; ok {
+		return b, nil
+	}
+	h.adapters[step] = a
+	h.evictLocked()
+	return a, nil
+}
+
+// maxCachedAdapters bounds the adapters kept in memory; the latest is
+// always kept, older ones are reloaded from disk on demand.
+const maxCachedAdapters = 8
+
+func (h *Host) evictLocked() {
+	if len(h.adapters) <= maxCachedAdapters {
+		return
+	}
+	var steps []int
+	for st := range h.adapters {
+		if st != h.latest {
+			steps = append(steps, st)
+		}
+	}
+	sort.Ints(steps)
+	for _, st := range steps[:len(h.adapters)-maxCachedAdapters] {
+		delete(h.adapters, st)
+	}
+}
+
+// DeleteCheckpoints removes every checkpoint not in keep, except the latest.
+func (h *Host) DeleteCheckpoints(keep []int) error {
+	h.trainMu.Lock()
+	defer h.trainMu.Unlock()
+	latest := h.Step()
+	if !slices.Contains(keep, latest) {
+		keep = append(slices.Clone(keep), latest)
+	}
+	if err := h.dir.DeleteCheckpoints(keep); err != nil {
+		return fmt.Errorf("native: %w", err)
+	}
+	h.mu.Lock()
+	for st := range h.adapters {
+		if !slices.Contains(keep, st) {
+			delete(h.adapters, st)
+		}
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// CheckpointPath returns the folder of a step's checkpoint.
+func (h *Host) CheckpointPath(step int) string { return filepath.Clean(h.dir.CheckpointDir(step)) }

@@ -23,8 +23,21 @@ race_pkgs=$(go list ./... | grep -E '/art$|/store|/server|/backend|/ruler|/inter
 go test -count=1 -race -timeout 20m $race_pkgs
 
 echo "== fuzz (brief)"
-go test -run='^$' -fuzz='^FuzzOpen$' -fuzztime=15s ./engine/safetensors/
-go test -run='^$' -fuzz='^FuzzMatcher$' -fuzztime=15s ./engine/grammar/
+# Each fuzzer runs briefly on top of its seeds (the found corpus lives in
+# testdata/fuzz when a crash was fixed); -fuzzminimizetime bounds the time
+# spent shrinking an interesting input.
+fuzz() { go test -run='^$' -fuzz="^$1\$" -fuzztime="$3" -fuzzminimizetime=5s "$2"; }
+fuzz FuzzOpen ./engine/safetensors/ 15s
+fuzz FuzzMatcher ./engine/grammar/ 15s
+fuzz FuzzParseToolCalls ./engine/chat/ 10s
+fuzz FuzzRender ./engine/chat/ 10s
+fuzz FuzzParse ./engine/tokenizer/ 10s
+fuzz FuzzExportTokenizer ./engine/gguf/ 10s
+fuzz FuzzRead ./engine/gguf/ 10s
+fuzz FuzzHistory ./store/ 10s
+fuzz FuzzReadTrajectories ./store/ 10s
+fuzz FuzzChatCompletions ./server/ 15s
+fuzz FuzzTrainingAPI ./server/ 15s
 if go test -list '^FuzzEncodeDecode$' ./engine/tokenizer/ 2>/dev/null | grep -q FuzzEncodeDecode; then
   go test -run='^$' -fuzz='^FuzzEncodeDecode$' -fuzztime=15s ./engine/tokenizer/
 fi

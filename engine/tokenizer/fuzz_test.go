@@ -135,3 +135,33 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParse feeds arbitrary tokenizer.json documents to Parse: a bad file is
+// an error, never a panic; a file that parses encodes and decodes text
+// without panicking, and every id it produces is in its vocabulary.
+func FuzzParse(f *testing.F) {
+	f.Add(tinyJSON(f, [][2]string{{"a", "b"}, {" ", "a"}, {"\n", "\n"}}, gpt2PreTokenizer))
+	f.Add(tinyJSON(f, nil, nil))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]},"added_tokens":[{"id":3,"content":"<s>","special":true}]}`))
+	f.Add([]byte(`{"model":{"type":"WordPiece"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tk, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, s := range []string{"hello <|end|> wörld\n\n", "ab ab", "\xff\xfe", ""} {
+			ids := tk.Encode(s)
+			for _, id := range ids {
+				if id < 0 || id >= tk.VocabSize() {
+					t.Fatalf("Encode(%q) gave id %d outside the vocabulary of %d", s, id, tk.VocabSize())
+				}
+			}
+			tk.Decode(ids)
+			dec := tk.NewDecoder()
+			for _, id := range ids {
+				dec.Next(id)
+			}
+		}
+		tk.VocabBytes()
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // CheckpointDir returns the directory of the checkpoint for step:
@@ -81,6 +82,36 @@ func (d *ModelDir) DeleteCheckpoints(keep []int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveLeftovers deletes what an interrupted checkpoint write or deletion
+// left in the checkpoints folder: hidden ".<step>.tmp-*" and ".deleting-*"
+// entries. Only the process that trains the model may call it (it would
+// delete another writer's checkpoint in progress). It returns the names
+// removed.
+func (d *ModelDir) RemoveLeftovers() ([]string, error) {
+	root := filepath.Join(d.path, CheckpointsDir)
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: clean checkpoints: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, ".deleting-") && !(strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(root, name)); err != nil {
+			errs = append(errs, fmt.Errorf("store: clean checkpoints: %w", err))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
 }
 
 // parseStep parses a checkpoint directory name: ASCII digits only.

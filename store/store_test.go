@@ -463,3 +463,33 @@ func TestUpdateState(t *testing.T) {
 		t.Fatalf("state %v, %v; want n=1", st, err)
 	}
 }
+
+// Ensure RemoveLeftovers deletes only what interrupted checkpoint writes and
+// deletions leave behind.
+func TestRemoveLeftovers(t *testing.T) {
+	d, err := New(t.TempDir(), "p", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(d.Path(), CheckpointsDir)
+	for _, name := range []string{"0001", ".0002.tmp-123", ".deleting-0000-ab12", ".keep"} {
+		if err := os.MkdirAll(filepath.Join(root, name, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := d.RemoveLeftovers()
+	if err != nil || strings.Join(removed, ",") != ".0002.tmp-123,.deleting-0000-ab12" {
+		t.Fatalf("removed %v, %v", removed, err)
+	}
+	entries, _ := os.ReadDir(root)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if strings.Join(left, ",") != ".keep,0001,notes.txt" {
+		t.Fatalf("left %v", left)
+	}
+}

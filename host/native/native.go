@@ -128,6 +128,13 @@ func (h *Host) resume(ctx context.Context) error {
 	if err := os.MkdirAll(h.dir.Path(), 0o755); err != nil {
 		return fmt.Errorf("native: %w", err)
 	}
+	// A process killed while saving or deleting a checkpoint leaves hidden
+	// folders behind; this host is the model's only trainer.
+	if removed, err := h.dir.RemoveLeftovers(); err != nil {
+		return fmt.Errorf("native: %w", err)
+	} else if len(removed) > 0 {
+		h.log.Warn("native: removed what an interrupted checkpoint write left behind", "model", h.opt.Name, "removed", removed)
+	}
 	steps, err := h.dir.ListCheckpoints()
 	if err != nil {
 		return fmt.Errorf("native: %w", err)

@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // BaseOptions control how the base model is built.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // Ensure the default base model builds quickly and ends where the demo

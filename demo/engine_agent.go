@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // promptEncoder renders one move's chat with the model's template and

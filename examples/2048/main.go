@@ -38,7 +38,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 	"github.com/openai/openai-go/v3"
 )
 
@@ -177,7 +177,7 @@ func evalScenarios(n int) []Scenario {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := benchmark.Report{Example: "2048", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := experiment.Report{Example: "2048", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"invalid_penalty": cfg.invalidPenalty, "target": cfg.target, "max_moves": cfg.maxMoves, "prompt": cfg.prompt, "system": cfg.system,
 		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch}}
@@ -233,7 +233,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 			firstEval = groups
 		}
 		latestEval = groups
-		mean, stderr, metrics = benchmark.Summarize(groups)
+		mean, stderr, metrics = experiment.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f max_tile %.1f invalid %.3f noop_moves %.1f\n", step, mean, stderr,
 			metrics["max_tile"], metrics["invalid_move"], metrics["noop_moves"])
 		return mean, stderr, metrics, nil
@@ -252,7 +252,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
+		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, cfg.invalidPenalty),
 			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
 		if err != nil {
 			return err
@@ -273,13 +273,13 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
+		rep.DiffStderr = experiment.PairedStderr(firstEval, latestEval)
 		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by game, %d games) after %d steps\n", rep.Before, rep.After,
 			rep.DiffStderr, cfg.eval, rep.Steps)
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return benchmark.WriteReport(cfg.report, rep)
+		return experiment.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 )
 
 // config is the command line.
@@ -181,7 +181,7 @@ func splitProblems(cfg config) (train, val []Problem) {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := benchmark.Report{Example: "calculator", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := experiment.Report{Example: "calculator", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"problems": cfg.problems, "max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
 		"compact_tool": cfg.compactTool, "lora_rank": cfg.loraRank, "sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "sft_noise": cfg.sftNoise}}
@@ -239,7 +239,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 			firstEval = groups
 		}
 		latestEval = groups
-		mean, stderr, metrics = benchmark.Summarize(groups)
+		mean, stderr, metrics = experiment.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f tool_calls %.2f\n", step, mean, stderr,
 			metrics["correct"], metrics["tool_calls"])
 		return mean, stderr, metrics, nil
@@ -309,13 +309,13 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep, true); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
+		rep.DiffStderr = experiment.PairedStderr(firstEval, latestEval)
 		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by problem, %d problems) after %d steps\n", rep.Before, rep.After,
 			rep.DiffStderr, cfg.eval, rep.Steps)
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return benchmark.WriteReport(cfg.report, rep)
+		return experiment.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

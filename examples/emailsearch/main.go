@@ -62,7 +62,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 )
 
 // config is the command line.
@@ -170,7 +170,7 @@ func main() {
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	t0 := time.Now()
-	rep := benchmark.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
+	rep := experiment.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
 		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
 		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
 		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "compact": cfg.compact, "teacher_retry": cfg.teacherRetry}}
@@ -253,7 +253,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 			firstEval = groups
 		}
 		latestEval = groups
-		mean, stderr, metrics = benchmark.Summarize(groups)
+		mean, stderr, metrics = experiment.Summarize(groups)
 		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f format_error %.3f searches %.2f\n", step, mean, stderr,
 			metrics["correct"], metrics["format_error"], metrics["searches"])
 		return mean, stderr, metrics, nil
@@ -330,13 +330,13 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep, true); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
+		rep.DiffStderr = experiment.PairedStderr(firstEval, latestEval)
 		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by question, %d questions) after %d steps\n", rep.Before, rep.After,
 			rep.DiffStderr, cfg.eval, rep.Steps)
 	}
 	rep.TotalSeconds = time.Since(t0).Seconds()
 	if cfg.report != "" {
-		return benchmark.WriteReport(cfg.report, rep)
+		return experiment.WriteReport(cfg.report, rep)
 	}
 	return nil
 }

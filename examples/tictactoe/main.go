@@ -23,8 +23,8 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/demo/tictactoe"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // demoBase is where `art demo` leaves its tic-tac-toe base model.
@@ -122,7 +122,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
+		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, cfg.invalidPenalty),
 			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: 32})
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package benchmark
+package experiment
 
 import (
 	"encoding/json"

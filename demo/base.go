@@ -175,7 +175,9 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 			every = max(1, every/5) // close to the target: stop near it
 		}
 		if step%every == 0 || step == opt.SFTSteps {
-			info.Reward, info.Invalid = tictactoe.Expected(enginePolicy(m, nil, enc))
+			if info.Reward, info.Invalid, err = tictactoe.Expected(enginePolicy(m, nil, enc)); err != nil {
+				return fmt.Errorf("demo: sft step %d: exact evaluation: %w", step, err)
+			}
 			if opt.Eval != nil {
 				opt.Eval(step, info.Reward, info.Invalid)
 			}

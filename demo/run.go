@@ -371,8 +371,12 @@ func exactBeforeAfter(rep *Report, step int) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	rep.ExpectedBefore, rep.ExpectedInvalidBefore = tictactoe.Expected(enginePolicy(m, nil, enc))
-	rep.ExpectedAfter, rep.ExpectedInvalidAfter = tictactoe.Expected(enginePolicy(m, ad, enc))
+	if rep.ExpectedBefore, rep.ExpectedInvalidBefore, err = tictactoe.Expected(enginePolicy(m, nil, enc)); err != nil {
+		return err
+	}
+	if rep.ExpectedAfter, rep.ExpectedInvalidAfter, err = tictactoe.Expected(enginePolicy(m, ad, enc)); err != nil {
+		return err
+	}
 	return nil
 }
 

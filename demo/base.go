@@ -260,6 +260,12 @@ func (e *sftExample) add(row, target int, w float64, move bool) {
 
 // sft trains every weight of a small model with the engine's full
 // fine-tuning (train.FullSFT); only its soft-target loss is the demo's own.
+// BuildBase keeps its own loop rather than package pretrain's: pretrain
+// trains on a fixed file of transcripts (epochs of shuffled batches, hard
+// targets, stopping on a held-out loss), while every step here draws fresh
+// positions, learns soft targets that transcripts cannot express, and
+// stops on an exact game-tree evaluation whose cadence depends on its last
+// result. What the two share, the optimizer step, is train.FullSFT.
 type sft struct {
 	full *train.FullSFT
 }

@@ -53,7 +53,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Path, "path", f.Path, "root of checkpoints and logs")
 	fs.StringVar(&f.Project, "project", f.Project, "project name")
 	fs.StringVar(&f.Name, "name", f.Name, "model name")
-	fs.IntVar(&f.Steps, "steps", f.Steps, "training steps to reach (an SFT warm-up is step 1)")
+	fs.IntVar(&f.Steps, "steps", f.Steps, "training step to reach (an SFT warm-up, if any, is step 1)")
 	fs.IntVar(&f.Groups, "groups", f.Groups, "scenarios per step")
 	fs.IntVar(&f.GroupSize, "group-size", f.GroupSize, "rollouts per scenario (GRPO compares the rollouts of a group)")
 	fs.Float64Var(&f.LR, "lr", f.LR, "learning rate")

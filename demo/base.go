@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // BaseOptions control how the base model is built.
@@ -175,7 +175,9 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 			every = max(1, every/5) // close to the target: stop near it
 		}
 		if step%every == 0 || step == opt.SFTSteps {
-			info.Reward, info.Invalid = tictactoe.Expected(enginePolicy(m, nil, enc))
+			if info.Reward, info.Invalid, err = tictactoe.Expected(enginePolicy(m, nil, enc)); err != nil {
+				return fmt.Errorf("demo: sft step %d: exact evaluation: %w", step, err)
+			}
 			if opt.Eval != nil {
 				opt.Eval(step, info.Reward, info.Invalid)
 			}
@@ -258,6 +260,12 @@ func (e *sftExample) add(row, target int, w float64, move bool) {
 
 // sft trains every weight of a small model with the engine's full
 // fine-tuning (train.FullSFT); only its soft-target loss is the demo's own.
+// BuildBase keeps its own loop rather than package pretrain's: pretrain
+// trains on a fixed file of transcripts (epochs of shuffled batches, hard
+// targets, stopping on a held-out loss), while every step here draws fresh
+// positions, learns soft targets that transcripts cannot express, and
+// stops on an exact game-tree evaluation whose cadence depends on its last
+// result. What the two share, the optimizer step, is train.FullSFT.
 type sft struct {
 	full *train.FullSFT
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/artgo/art/demo/tictactoe"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // Ensure the default base model builds quickly and ends where the demo
@@ -41,8 +44,8 @@ func TestBuildBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, inv := tictactoe.Expected(enginePolicy(m, nil, enc)); r != info.Reward || inv != info.Invalid {
-		t.Errorf("reloaded model: expected reward %v invalid %v; the build measured %v %v", r, inv, info.Reward, info.Invalid)
+	if r, inv, err := tictactoe.Expected(enginePolicy(m, nil, enc)); err != nil || r != info.Reward || inv != info.Invalid {
+		t.Errorf("reloaded model: expected reward %v invalid %v (%v); the build measured %v %v", r, inv, err, info.Reward, info.Invalid)
 	}
 	agent := engineAgent(m, nil, enc, 5)
 	var sum, invalid float64
@@ -60,5 +63,26 @@ func TestBuildBase(t *testing.T) {
 	t.Logf("%d sampled games: reward %.3f invalid %.3f; exact %.3f %.3f (%.1fs)", n, sum/n, invalid/n, info.Reward, info.Invalid, time.Since(start).Seconds())
 	if math.Abs(sum/n-info.Reward) > 0.08 || math.Abs(invalid/n-info.Invalid) > 0.08 {
 		t.Errorf("sampled games disagree with the exact expectation")
+	}
+}
+
+// Ensure a prompt the engine cannot render is an error of the exact
+// evaluation, not a board where every move is invalid.
+func TestEnginePolicy_Error(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer,
+		DType: kernels.F32, Seed: 1, ChatTemplate: `{{ raise_exception("no template") }}`}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := newPromptEncoder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tictactoe.Expected(enginePolicy(m, nil, enc)); err == nil || !strings.Contains(err.Error(), "no template") {
+		t.Errorf("Expected with an unrenderable prompt: %v; want the template's error", err)
 	}
 }

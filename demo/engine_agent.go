@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // promptEncoder renders one move's chat with the model's template and
@@ -58,7 +58,10 @@ func newPromptEncoder(dir string) (*promptEncoder, error) {
 func (e *promptEncoder) encode(prompt string) ([]int, error) {
 	var msgs []json.RawMessage
 	for _, m := range tictactoe.Messages(prompt) {
-		b, _ := json.Marshal(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
 		msgs = append(msgs, b)
 	}
 	text, err := e.tmpl.Render(msgs, nil, chat.RenderOptions{AddGenerationPrompt: true})
@@ -71,21 +74,22 @@ func (e *promptEncoder) encode(prompt string) ([]int, error) {
 // enginePolicy is the model's move distribution, computed with the engine
 // directly: the probability of each digit as the reply's first token.
 // (Replies that continue after the digit are counted as the digit; a base
-// model trained here ends its reply after one digit.)
+// model trained here ends its reply after one digit.) A prompt that cannot
+// be rendered or run is an error, not an invalid move.
 func enginePolicy(m *model.Model, ad model.Adapter, enc *promptEncoder) tictactoe.Policy {
 	var ws model.Workspace
 	logits := make([]float32, m.Config.VocabSize)
 	C := m.Config.HiddenSize
-	return func(b *tictactoe.Board) [9]float64 {
+	return func(b *tictactoe.Board) ([9]float64, error) {
 		var p [9]float64
 		ids, err := enc.encode(b.Prompt())
 		if err != nil {
-			return p // all mass invalid
+			return p, err
 		}
 		cache := m.NewKVCache(len(ids))
 		h, err := m.Forward(&ws, ids, []model.Segment{{Cache: cache, N: len(ids), Adapter: ad}})
 		if err != nil {
-			return p
+			return p, fmt.Errorf("demo: forward: %w", err)
 		}
 		m.Logits(logits, h[(len(ids)-1)*C:len(ids)*C], 1)
 		maxv := math.Inf(-1)
@@ -99,7 +103,7 @@ func enginePolicy(m *model.Model, ad model.Adapter, enc *promptEncoder) tictacto
 		for i, id := range enc.digit {
 			p[i] = math.Exp(float64(logits[id])-maxv) / sum
 		}
-		return p
+		return p, nil
 	}
 }
 
@@ -121,7 +125,10 @@ func engineAgent(m *model.Model, ad model.Adapter, enc *promptEncoder, seed uint
 		if res.FinishReason == generate.FinishStop {
 			out = out[:len(out)-1]
 		}
-		s, _ := enc.tok.Decode(out)
+		s, err := enc.tok.Decode(out)
+		if err != nil {
+			return "", fmt.Errorf("demo: %w", err)
+		}
 		return s, nil
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/chart"
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // Options configure Run. Zero fields take the defaults of DefaultOptions.
@@ -253,7 +253,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
+		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
 		if err != nil {
 			return rep, err
 		}
@@ -371,8 +371,12 @@ func exactBeforeAfter(rep *Report, step int) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	rep.ExpectedBefore, rep.ExpectedInvalidBefore = tictactoe.Expected(enginePolicy(m, nil, enc))
-	rep.ExpectedAfter, rep.ExpectedInvalidAfter = tictactoe.Expected(enginePolicy(m, ad, enc))
+	if rep.ExpectedBefore, rep.ExpectedInvalidBefore, err = tictactoe.Expected(enginePolicy(m, nil, enc)); err != nil {
+		return err
+	}
+	if rep.ExpectedAfter, rep.ExpectedInvalidAfter, err = tictactoe.Expected(enginePolicy(m, ad, enc)); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 	"github.com/artgo/art/pretrain"
 )
 
@@ -34,7 +34,7 @@ type exampleBench struct {
 	// example runs (see pretrainBench).
 	pretrain *pretrainBench
 	// notes summarises the report's metrics for the table.
-	notes func(r benchmark.Report) string
+	notes func(r experiment.Report) string
 }
 
 // pretrainBench builds an example's base the way `art demo` builds its
@@ -106,7 +106,7 @@ var exampleBenches = map[string]exampleBench{
 			"--sft-warmup", "2000", "--sft-lr", "6e-3", "--sft-batch", "32",
 			"--steps", "41", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "64",
 			"--eval", "200", "--concurrency", "32"},
-		notes: func(r benchmark.Report) string {
+		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("invalid games %.0f%% → %.0f%%; max tile %.1f → %.1f", 100*r.BeforeMetrics["invalid_move"],
 				100*r.AfterMetrics["invalid_move"], r.BeforeMetrics["max_tile"], r.AfterMetrics["max_tile"])
 		},
@@ -131,7 +131,7 @@ var exampleBenches = map[string]exampleBench{
 			"--max-turns", "3", "--max-tokens", "100", "--train-size", "4000", "--sft-noise", "0.5",
 			"--steps", "40", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
 			"--eval", "200", "--eval-every", "0", "--concurrency", "32"},
-		notes: func(r benchmark.Report) string {
+		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("correct %.0f%% → %.0f%%; tool calls %.2f → %.2f", 100*r.BeforeMetrics["correct"],
 				100*r.AfterMetrics["correct"], r.BeforeMetrics["tool_calls"], r.AfterMetrics["tool_calls"])
 		},
@@ -159,7 +159,7 @@ var exampleBenches = map[string]exampleBench{
 			"--teacher-retry", "0.3", "--max-turns", "4", "--max-tokens", "160",
 			"--steps", "480", "--groups", "8", "--group-size", "4", "--lr", "1e-3", "--grad-accum", "64",
 			"--eval", "200", "--eval-every", "120", "--concurrency", "32"},
-		notes: func(r benchmark.Report) string {
+		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("correct %.0f%% → %.0f%%; format errors %.0f%% → %.0f%%", 100*r.BeforeMetrics["correct"],
 				100*r.AfterMetrics["correct"], 100*r.BeforeMetrics["format_error"], 100*r.AfterMetrics["format_error"])
 		},
@@ -220,7 +220,7 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	if err != nil {
 		return "", fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
 	}
-	var r benchmark.Report
+	var r experiment.Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return "", fmt.Errorf("%s seed %d: %s: %w", eb.name, seed, report, err)
 	}

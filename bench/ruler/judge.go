@@ -11,9 +11,9 @@ import (
 	"strconv"
 
 	"github.com/artgo/art"
-	"github.com/artgo/art/demo/tictactoe"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/games/tictactoe"
 	"github.com/artgo/art/pretrain"
 	"github.com/artgo/art/ruler"
 )

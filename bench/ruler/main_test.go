@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/artgo/art/demo/tictactoe"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // Ensure the whole comparison runs end to end in a smoke configuration:

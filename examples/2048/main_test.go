@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/artgo/art/arttest"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 )
 
 // Ensure the program trains for two steps on a tiny random model (whose
@@ -116,7 +116,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep benchmark.Report
+	var rep experiment.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

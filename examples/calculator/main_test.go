@@ -13,7 +13,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 )
 
 // Ensure the program trains for two steps on a tiny random model, logs the
@@ -105,7 +105,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep benchmark.Report
+	var rep experiment.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -54,72 +54,44 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"time"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
 )
 
-// config is the command line.
+// config is the command line: the flags the examples share and the task's.
 type config struct {
-	base, path, project, name string
-	corpus, index             string
-	steps, groups, groupSize  int
-	lr                        float64
-	seed                      uint64
-	valSize, evalEvery        int
-	maxTurns, maxTokens       int
-	system                    string
-	gradAccum                 int
-	sftWarmup, sftBatch       int
-	sftLR                     float64
-	eval                      int
-	report                    string
-	concurrency               int
-	callTimeout               time.Duration
-	maxExceptions             float64
-	quiet                     bool
-	compact                   bool
-	writeTeacher              string
-	teacher                   int
-	teacherRetry              float64
+	experiment.Flags
+	corpus, index       string
+	valSize, evalEvery  int
+	maxTurns, maxTokens int
+	system              string
+	compact             bool
+	writeTeacher        string
+	teacher             int
+	teacherRetry        float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	var c config
+	c := config{Flags: experiment.Defaults("emailsearch")}
+	c.SFTBatch = 8
 	fs := flag.NewFlagSet("emailsearch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.base, "base-model", "", "Hugging Face model folder to train (required)")
-	fs.StringVar(&c.path, "path", ".art", "root of checkpoints and logs")
-	fs.StringVar(&c.project, "project", "examples", "project name")
-	fs.StringVar(&c.name, "name", "emailsearch-example", "model name")
+	c.Register(fs)
+	c.RegisterWarmup(fs)
 	fs.StringVar(&c.corpus, "corpus", ".assets/spam_assassin", "folder of raw mails (*.txt), as scripts/fetch-assets.sh installs it")
 	fs.StringVar(&c.index, "index", "", "search index cache file (default <path>/cache/emailsearch-index.db)")
-	fs.IntVar(&c.steps, "steps", 50, "training steps to reach")
-	fs.IntVar(&c.groups, "groups", 8, "questions per step")
-	fs.IntVar(&c.groupSize, "group-size", 8, "attempts per question")
-	fs.Float64Var(&c.lr, "lr", 1e-5, "learning rate")
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the train/held-out split and the question order")
-	fs.IntVar(&c.valSize, "val-size", 50, "held-out questions")
+	fs.IntVar(&c.valSize, "val-size", 50, "held-out questions (at least --eval)")
 	fs.IntVar(&c.evalEvery, "eval-every", 10, "evaluate the held-out set every this many steps (0: never)")
 	fs.IntVar(&c.maxTurns, "max-turns", 10, "model calls per episode")
 	fs.IntVar(&c.maxTokens, "max-tokens", 256, "completion tokens per model call")
 	fs.StringVar(&c.system, "system", "", "system message (default: the task instructions)")
-	fs.IntVar(&c.gradAccum, "grad-accum", 0, "episodes per optimizer step (0: one per episode, ART's default)")
-	fs.IntVar(&c.sftWarmup, "sft-warmup", 0, "at step 0, first train by SFT on this many scripted episodes (search, read, answer)")
-	fs.IntVar(&c.sftBatch, "sft-batch", 8, "episodes per SFT optimizer step")
-	fs.Float64Var(&c.sftLR, "sft-lr", 6e-3, "SFT learning rate")
-	fs.IntVar(&c.eval, "eval", 0, "held-out questions run before and after training, with seeded sampling (0: none; the held-out set grows to at least this size)")
-	fs.StringVar(&c.report, "report", "", "write a JSON summary of the run to this file")
-	fs.IntVar(&c.concurrency, "concurrency", 16, "episodes run at once")
-	fs.DurationVar(&c.callTimeout, "call-timeout", 3*time.Minute, "bound on each chat completion")
-	fs.Float64Var(&c.maxExceptions, "max-exceptions", 0.1, "failed rollouts (errors, timeouts) a gather tolerates: a fraction in (0, 1) or a count")
-	fs.BoolVar(&c.quiet, "quiet", false, "no progress bars")
 	fs.BoolVar(&c.compact, "compact", false, "compact mode: short tool results and mail ids, sender and date questions only (episodes of a few hundred bytes)")
 	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher scripted episodes of training questions to this JSONL file (one art.Trajectory a line) and exit")
 	fs.IntVar(&c.teacher, "teacher", 1000, "scripted episodes --write-teacher writes (fewer if the teacher finds fewer training questions' mails)")
@@ -130,28 +102,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.base == "" && c.writeTeacher == "":
-		return c, errors.New("--base-model is required: a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)")
-	case c.steps < 0 || c.groups < 1 || c.groupSize < 1 || c.valSize < 0 || c.evalEvery < 0:
-		return c, errors.New("--steps, --val-size and --eval-every must be >= 0 and --groups, --group-size >= 1")
-	case c.maxTurns < 1 || c.maxTokens < 1 || c.concurrency < 1:
-		return c, errors.New("--max-turns, --max-tokens and --concurrency must be >= 1")
-	case c.callTimeout <= 0:
-		return c, errors.New("--call-timeout must be > 0")
-	case c.maxExceptions < 0:
-		return c, errors.New("--max-exceptions must be >= 0")
-	}
-	if c.gradAccum < 0 || c.sftWarmup < 0 || c.sftBatch < 1 || !(c.sftLR > 0) || c.eval < 0 || c.teacher < 1 {
-		return c, errors.New("--grad-accum, --sft-warmup and --eval must be >= 0, --sft-batch and --teacher >= 1 and --sft-lr > 0")
-	}
-	if !(c.teacherRetry >= 0 && c.teacherRetry <= 1) {
+	case c.valSize < 0 || c.evalEvery < 0:
+		return c, errors.New("--val-size and --eval-every must be >= 0")
+	case c.maxTurns < 1 || c.maxTokens < 1 || c.teacher < 1:
+		return c, errors.New("--max-turns, --max-tokens and --teacher must be >= 1")
+	case !(c.teacherRetry >= 0 && c.teacherRetry <= 1):
 		return c, errors.New("--teacher-retry must be in [0, 1]")
 	}
-	c.valSize = max(c.valSize, c.eval)
+	c.valSize = max(c.valSize, c.Eval)
 	if c.index == "" {
-		c.index = filepath.Join(c.path, "cache", "emailsearch-index.db")
+		c.index = filepath.Join(c.Path, "cache", "emailsearch-index.db")
 	}
-	return c, nil
+	return c, c.Check(c.writeTeacher == "")
 }
 
 func main() {
@@ -169,11 +131,6 @@ func main() {
 }
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
-	t0 := time.Now()
-	rep := benchmark.Report{Example: "emailsearch", Seed: cfg.seed, EvalScenarios: cfg.eval, Config: map[string]any{
-		"groups": cfg.groups, "group_size": cfg.groupSize, "lr": cfg.lr, "grad_accum": cfg.gradAccum,
-		"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
-		"sft_lr": cfg.sftLR, "sft_batch": cfg.sftBatch, "compact": cfg.compact, "teacher_retry": cfg.teacherRetry}}
 	if _, err := os.Stat(cfg.corpus); err != nil {
 		return fmt.Errorf("emailsearch: no corpus at %s (run scripts/fetch-assets.sh spam_assassin, or pass --corpus): %w", cfg.corpus, err)
 	}
@@ -193,21 +150,21 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if cfg.compact {
 		questions = CompactQuestions(headers)
 	}
-	trainSet, valSet := SplitQuestions(questions, cfg.seed, cfg.valSize)
+	trainSet, valSet := SplitQuestions(questions, cfg.Seed, cfg.valSize)
 	if len(trainSet) == 0 {
 		return fmt.Errorf("emailsearch: no training questions (%d mails, %d held out)", len(headers), len(valSet))
 	}
 	fmt.Fprintf(stdout, "%d mails, %d training and %d held-out questions\n", len(headers), len(trainSet), len(valSet))
-	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.callTimeout, System: cfg.system, Compact: cfg.compact}
+	opt := RolloutOptions{MaxTurns: cfg.maxTurns, MaxTokens: cfg.maxTokens, CallTimeout: cfg.CallTimeout, System: cfg.system, Compact: cfg.compact}
 	if cfg.writeTeacher != "" {
 		return writeTeacher(ctx, cfg, inbox, trainSet, opt, stdout)
 	}
 
-	backend := local.New(local.Options{Quiet: cfg.quiet, Seed: cfg.seed})
+	backend := local.New(local.Options{Quiet: cfg.Quiet, Seed: cfg.Seed})
 	defer backend.Close()
 	model := &art.TrainableModel{
-		Model:     art.Model{Name: cfg.name, Project: cfg.project, BasePath: cfg.path},
-		BaseModel: cfg.base,
+		Model:     art.Model{Name: cfg.Name, Project: cfg.Project, BasePath: cfg.Path},
+		BaseModel: cfg.BaseModel,
 	}
 	if err := model.Register(ctx, backend); err != nil {
 		return err
@@ -221,124 +178,71 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		return art.GatherGroups(ctx, qs, size, func(ctx context.Context, q Question) (art.Trajectory, error) {
 			o := opt
 			if seeded { // the same samples for the same checkpoint: a fair before/after
-				ss := hash64(cfg.seed, q.ID) >> 8
+				ss := hash64(cfg.Seed, q.ID) >> 8
 				o.SampleSeed = &ss
 			}
 			return Rollout(ctx, client, name, inbox, q, o)
-		}, art.GatherOptions{Concurrency: cfg.concurrency, MaxExceptions: cfg.maxExceptions, Quiet: cfg.quiet, Description: desc})
+		}, cfg.GatherOptions(desc))
 	}
-	lastEval := -1
-	var firstEval, latestEval []art.TrajectoryGroup // held-out groups, for the paired error
-	// evaluate runs the held-out set at step when forced (the first and
-	// last step of an --eval run) or every --eval-every steps.
-	evaluate := func(step int, force bool) (mean, stderr float64, metrics map[string]float64, err error) {
-		if step == lastEval || len(valSet) == 0 || !force && (cfg.evalEvery == 0 || step%cfg.evalEvery != 0) {
-			return 0, 0, nil, nil
+	var heldOut experiment.HeldOut // the first --eval questions, seeded, or the whole held-out set
+	if len(valSet) > 0 {
+		heldOut = func(ctx context.Context, step int) ([]art.TrajectoryGroup, error) {
+			if cfg.Eval > 0 {
+				return gather(ctx, step, valSet[:cfg.Eval], 1, fmt.Sprintf("val step %d", step), true)
+			}
+			return gather(ctx, step, valSet, 1, fmt.Sprintf("val step %d", step), false)
 		}
-		lastEval = step
-		t := time.Now()
-		defer func() { rep.EvalSeconds += time.Since(t).Seconds() }()
-		set := valSet
-		if cfg.eval > 0 {
-			set = valSet[:cfg.eval]
-		}
-		groups, err := gather(ctx, step, set, 1, fmt.Sprintf("val step %d", step), cfg.eval > 0)
-		if err != nil {
-			return 0, 0, nil, err
-		}
-		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &step}); err != nil {
-			return 0, 0, nil, err
-		}
-		if firstEval == nil {
-			firstEval = groups
-		}
-		latestEval = groups
-		mean, stderr, metrics = benchmark.Summarize(groups)
-		fmt.Fprintf(stdout, "val step %d: reward %.3f ± %.3f correct %.3f format_error %.3f searches %.2f\n", step, mean, stderr,
-			metrics["correct"], metrics["format_error"], metrics["searches"])
-		return mean, stderr, metrics, nil
 	}
+	run := experiment.NewRun("emailsearch", cfg.Flags, model, heldOut, stdout)
+	run.Unit, run.Metrics, run.EvalEvery = "question", []string{"correct", "format_error", "searches"}, cfg.evalEvery
+	maps.Copy(run.Report.Config, map[string]any{"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
+		"compact": cfg.compact, "teacher_retry": cfg.teacherRetry})
 
 	start, err := model.Step(ctx) // resume where the last run stopped
 	if err != nil {
 		return err
 	}
-	if start >= cfg.steps {
-		return nil
-	}
-	if start == 0 && cfg.sftWarmup > 0 {
-		t := time.Now()
-		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.sftWarmup, opt, cfg.seed, cfg.teacherRetry)
+	if start == 0 && cfg.SFTWarmup > 0 && cfg.Steps > 0 {
+		trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.SFTWarmup, opt, cfg.Seed, cfg.teacherRetry)
 		if err != nil {
 			return err
 		}
 		if len(trajs) == 0 {
 			return errors.New("emailsearch: the teacher found no training question's mail")
 		}
-		res, err := model.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRate: cfg.sftLR, BatchSize: cfg.sftBatch})
-		if err != nil {
-			return err
-		}
-		start = res.Step
-		rep.SFTTrajectories, rep.SFTSeconds = len(trajs), time.Since(t).Seconds()
-		fmt.Fprintf(stdout, "sft warm-up: %d scripted episodes, %.0f tokens, loss %.4f, %.1fs\n", len(trajs),
-			res.Metrics["data/step_trainer_tokens"], res.Metrics["loss/train"], rep.SFTSeconds)
-	}
-	rep.StartStep, rep.FinalStep = start, start
-	if start == 0 || cfg.eval > 0 { // the score before training
-		if rep.Before, rep.BeforeStderr, rep.BeforeMetrics, err = evaluate(start, cfg.eval > 0); err != nil {
+		if start, err = run.Warmup(ctx, trajs, "scripted episodes"); err != nil {
 			return err
 		}
 	}
-	tRL := time.Now()
-	evalBefore := rep.EvalSeconds
-	// Enough epochs to reach cfg.steps; IterateDataset resumes at start.
-	epochs := int(math.Ceil(float64(cfg.steps) / float64(art.DatasetSteps(len(trainSet), cfg.groups, 1))))
-	batches, err := art.IterateDataset(trainSet, cfg.groups, epochs, start, int64(cfg.seed))
+	if err := run.Begin(ctx, start); err != nil {
+		return err
+	}
+	// Enough epochs to reach cfg.Steps; IterateDataset resumes at start.
+	epochs := int(math.Ceil(float64(cfg.Steps) / float64(art.DatasetSteps(len(trainSet), cfg.Groups, 1))))
+	batches, err := art.IterateDataset(trainSet, cfg.Groups, epochs, start, int64(cfg.Seed))
 	if err != nil {
 		return err
 	}
 	for batch := range batches {
-		step := batch.Step
-		if step >= cfg.steps {
+		if batch.Step >= cfg.Steps {
 			break
 		}
-		groups, err := gather(ctx, step, batch.Items, cfg.groupSize, fmt.Sprintf("train step %d", step), false)
+		groups, err := gather(ctx, batch.Step, batch.Items, cfg.GroupSize, fmt.Sprintf("train step %d", batch.Step), false)
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, groups, art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
+		res, err := backend.Train(ctx, model, groups, cfg.TrainConfig())
 		if err != nil {
 			return err
 		}
 		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
-		rep.Steps++
-		rep.FinalStep = res.Step
-		fmt.Fprintf(stdout, "step %d: reward %.3f correct %.3f searches %.2f loss %.4f skipped=%v %s\n", res.Step,
-			mean(groups, "reward"), mean(groups, "correct"), mean(groups, "searches"),
-			res.Metrics["loss/train"], res.Skipped, res.SkipReason)
-		if res.Step < cfg.steps || cfg.eval == 0 {
-			if _, _, _, err := evaluate(res.Step, false); err != nil {
-				return err
-			}
-		}
-	}
-	rep.RLSeconds = time.Since(tRL).Seconds() - (rep.EvalSeconds - evalBefore)
-	if cfg.eval > 0 && rep.Steps > 0 {
-		if rep.After, rep.AfterStderr, rep.AfterMetrics, err = evaluate(rep.FinalStep, true); err != nil {
+		if err := run.Step(ctx, groups, res); err != nil {
 			return err
 		}
-		rep.DiffStderr = benchmark.PairedStderr(firstEval, latestEval)
-		fmt.Fprintf(stdout, "held-out reward %.3f → %.3f (± %.3f paired by question, %d questions) after %d steps\n", rep.Before, rep.After,
-			rep.DiffStderr, cfg.eval, rep.Steps)
 	}
-	rep.TotalSeconds = time.Since(t0).Seconds()
-	if cfg.report != "" {
-		return benchmark.WriteReport(cfg.report, rep)
-	}
-	return nil
+	return run.Finish(ctx)
 }
 
 // writeTeacher writes cfg.teacher scripted episodes of training questions
@@ -350,7 +254,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 // next to its destination and renamed into place, so a failed run leaves
 // no partial file.
 func writeTeacher(ctx context.Context, cfg config, inbox *Inbox, trainSet []Question, opt RolloutOptions, stdout io.Writer) (err error) {
-	trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.teacher, opt, cfg.seed, cfg.teacherRetry)
+	trajs, err := TeacherTranscripts(ctx, inbox, trainSet, cfg.teacher, opt, cfg.Seed, cfg.teacherRetry)
 	if err != nil {
 		return err
 	}
@@ -412,25 +316,4 @@ func episodeBytes(t art.Trajectory) int {
 		}
 	}
 	return n
-}
-
-// mean averages the reward (key "reward") or a metric over the
-// trajectories of groups, 0 if there are none.
-func mean(groups []art.TrajectoryGroup, key string) float64 {
-	var sum float64
-	n := 0
-	for _, g := range groups {
-		for _, t := range g.Trajectories {
-			if key == "reward" {
-				sum += t.Reward
-			} else {
-				sum += t.Metrics[key]
-			}
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / float64(n)
 }

@@ -7,7 +7,9 @@
 //
 // DIR is a Hugging Face model folder; `art demo` builds a suitable one under
 // .art/demo/base-tictactoe. Any other chat model is told the rules in a
-// system prompt (--instructions, on by default for other folders).
+// system prompt (--instructions, on by default for other folders). --eval N
+// plays N held-out games before and after training and prints the mean
+// reward; --report FILE writes a JSON summary.
 package main
 
 import (
@@ -23,45 +25,36 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/demo/tictactoe"
-	"github.com/artgo/art/examples/benchmark"
+	"github.com/artgo/art/experiment"
+	"github.com/artgo/art/games/tictactoe"
 )
 
 // demoBase is where `art demo` leaves its tic-tac-toe base model.
 var demoBase = filepath.Join(".art", "demo", "base-tictactoe")
 
+// config is the command line: the flags the examples share and the game's.
 type config struct {
-	base, path, name   string
-	steps, groups, n   int
-	lr, invalidPenalty float64
-	instructions       bool
-	quiet              bool
+	experiment.Flags
+	invalidPenalty float64
+	instructions   bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	var c config
+	c := config{Flags: experiment.Defaults("tictactoe")}
+	c.BaseModel, c.Steps, c.LR, c.GradAccum = demoBase, 100, 1e-3, 32
 	fs := flag.NewFlagSet("tictactoe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.base, "base-model", demoBase, "Hugging Face model folder")
-	fs.StringVar(&c.path, "path", ".art", "root of checkpoints and logs")
-	fs.StringVar(&c.name, "name", "tictactoe-example", "model name (project \"examples\")")
-	fs.IntVar(&c.steps, "steps", 100, "training steps to reach")
-	fs.IntVar(&c.groups, "groups", 8, "scenarios (opponent seeds) per step")
-	fs.IntVar(&c.n, "group-size", 8, "games per scenario")
-	fs.Float64Var(&c.lr, "lr", 1e-3, "learning rate")
+	c.Register(fs)
 	fs.Float64Var(&c.invalidPenalty, "invalid-penalty", 1, "subtracted from the training reward of a game lost to an invalid move")
 	instructions := fs.String("instructions", "auto", `send the rules as a system prompt: "on", "off", or "auto" (on unless the base model is art demo's)`)
-	fs.BoolVar(&c.quiet, "quiet", false, "no progress bars")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.steps < 0 || c.groups < 1 || c.n < 2:
-		return c, errors.New("--steps must be >= 0, --groups >= 1 and --group-size >= 2 (GRPO compares games of a group)")
-	case !(c.lr > 0):
-		return c, fmt.Errorf("--lr %v: want > 0", c.lr)
+	case c.GroupSize < 2:
+		return c, errors.New("--group-size must be >= 2: GRPO compares the games of a group")
 	case c.invalidPenalty < 0:
 		return c, fmt.Errorf("--invalid-penalty %v: want >= 0", c.invalidPenalty)
 	}
@@ -70,11 +63,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.instructions = true
 	case "off":
 	case "auto":
-		c.instructions = filepath.Clean(c.base) != demoBase
+		c.instructions = filepath.Clean(c.BaseModel) != demoBase
 	default:
 		return c, fmt.Errorf("--instructions %q: want on, off or auto", *instructions)
 	}
-	return c, nil
+	return c, c.Check(true)
 }
 
 func main() {
@@ -92,9 +85,9 @@ func main() {
 }
 
 func train(ctx context.Context, cfg config, stdout io.Writer) error {
-	backend := local.New(local.Options{Quiet: cfg.quiet})
+	backend := local.New(local.Options{Quiet: cfg.Quiet, Seed: cfg.Seed})
 	defer backend.Close()
-	model := &art.TrainableModel{Model: art.Model{Name: cfg.name, Project: "examples", BasePath: cfg.path}, BaseModel: cfg.base}
+	model := &art.TrainableModel{Model: art.Model{Name: cfg.Name, Project: cfg.Project, BasePath: cfg.Path}, BaseModel: cfg.BaseModel}
 	if err := model.Register(ctx, backend); err != nil {
 		return err
 	}
@@ -102,42 +95,56 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var opt tictactoe.RolloutOptions
+	opt := tictactoe.RolloutOptions{CallTimeout: cfg.CallTimeout}
 	if cfg.instructions {
 		opt.System = tictactoe.Instructions
 	}
+	heldOut := func(ctx context.Context, step int) ([]art.TrajectoryGroup, error) {
+		seeds := make([]uint64, cfg.Eval) // opponent seeds apart from every training game's
+		for i := range seeds {
+			seeds[i] = 1<<63 | uint64(i)
+		}
+		name := model.InferenceName(step)
+		return art.GatherGroups(ctx, seeds, 1, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
+			o := opt
+			ss := seed << 4 // reproducible sampling: the same games for the same checkpoint
+			o.SampleSeed = &ss
+			return tictactoe.RolloutWith(ctx, client, name, seed, o)
+		}, cfg.GatherOptions(fmt.Sprintf("eval step %d", step)))
+	}
+	run := experiment.NewRun("tictactoe", cfg.Flags, model, heldOut, stdout)
+	run.Unit, run.Metrics = "game", []string{"win", "invalid_move"}
+	run.Report.Config["invalid_penalty"], run.Report.Config["instructions"] = cfg.invalidPenalty, cfg.instructions
+
 	start, err := model.Step(ctx) // resume where the last run stopped
 	if err != nil {
 		return err
 	}
-	for step := start; step < cfg.steps; step++ {
-		scenarios := make([]uint64, cfg.groups) // opponent seeds, the same on a resumed run
+	if err := run.Begin(ctx, start); err != nil {
+		return err
+	}
+	for step := start; step < cfg.Steps; step++ {
+		scenarios := make([]uint64, cfg.Groups) // opponent seeds, the same on a resumed run
 		for i := range scenarios {
-			scenarios[i] = uint64(step*cfg.groups + i)
+			scenarios[i] = cfg.Seed<<32 | uint64(step*cfg.Groups+i)
 		}
 		name := model.InferenceName(step)
-		groups, err := art.GatherGroups(ctx, scenarios, cfg.n, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
+		groups, err := art.GatherGroups(ctx, scenarios, cfg.GroupSize, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
 			return tictactoe.RolloutWith(ctx, client, name, seed, opt)
-		}, art.GatherOptions{Concurrency: 16, Quiet: cfg.quiet, Description: fmt.Sprintf("step %d", step)})
+		}, cfg.GatherOptions(fmt.Sprintf("step %d", step)))
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
-			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: 32})
+		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, cfg.invalidPenalty), cfg.TrainConfig())
 		if err != nil {
 			return err
 		}
 		if err := model.Log(ctx, groups, res.LogOptions()); err != nil { // logged with the real rewards
 			return err
 		}
-		var reward, invalid, n float64
-		for _, g := range groups {
-			for _, t := range g.Trajectories {
-				reward, invalid, n = reward+t.Reward, invalid+t.Metrics["invalid_move"], n+1
-			}
+		if err := run.Step(ctx, groups, res); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "step %d: reward %.3f invalid %.2f loss %.4f skipped=%v\n", res.Step, reward/n, invalid/n,
-			res.Metrics["loss/train"], res.Skipped)
 	}
-	return nil
+	return run.Finish(ctx)
 }

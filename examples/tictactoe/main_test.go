@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/experiment"
 )
 
 // Ensure the program trains two steps on a tiny random model, logs and
@@ -56,6 +59,47 @@ func TestTrain_Smoke(t *testing.T) {
 	}
 }
 
+// Ensure --eval plays the held-out games before and after training, logs
+// them as the val split, and --report writes the summary.
+func TestTrain_EvalReport(t *testing.T) {
+	base, root := arttest.TinyModel(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report := filepath.Join(root, "report.json")
+	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--groups", "2", "--group-size", "2", "--steps", "1",
+		"--eval", "3", "--report", report, "--quiet"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := train(ctx, cfg, &out); err != nil {
+		t.Fatalf("train: %v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{"val step 0:", "step 1:", "val step 1:", "paired by game, 3 games"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	dir := filepath.Join(root, "examples", "models", "tictactoe-example")
+	for _, p := range []string{"trajectories/val/0000.parquet", "trajectories/val/0001.parquet"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("missing %s: %v", p, err)
+		}
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep experiment.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Example != "tictactoe" || rep.Steps != 1 || rep.FinalStep != 1 || rep.EvalScenarios != 3 || rep.AfterMetrics == nil {
+		t.Errorf("report: %+v", rep)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--group-size", "1"},
@@ -69,7 +113,7 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 	c, err := parseFlags(nil, io.Discard)
-	if err != nil || c.instructions || c.base != demoBase {
+	if err != nil || c.instructions || c.BaseModel != demoBase {
 		t.Errorf("defaults: %+v, %v; want the demo's base without instructions", c, err)
 	}
 }

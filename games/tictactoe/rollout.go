@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 
@@ -30,6 +31,8 @@ type RolloutOptions struct {
 	// ("Game over: you won." ...; see OutcomeMessage), to the last move's
 	// chat: context a judge can read (RULER), never trained.
 	Outcome bool
+	// CallTimeout, if > 0, bounds each chat completion.
+	CallTimeout time.Duration
 }
 
 // OutcomeMessage is the environment's last word on a game.
@@ -85,6 +88,11 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(move)) & math.MaxInt64))
 		}
 		move++
+		if opt.CallTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, opt.CallTimeout)
+			defer cancel()
+		}
 		resp, err := client.Chat.Completions.New(ctx, params)
 		if err != nil {
 			return "", fmt.Errorf("tictactoe: chat: %w", err)

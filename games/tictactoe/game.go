@@ -1,4 +1,5 @@
-// Package tictactoe is the demo's environment: tic-tac-toe played as a chat.
+// Package tictactoe is tic-tac-toe played as a chat, the environment of
+// `art demo` and of examples/tictactoe (and bench/ruler's judge tests).
 // The agent is X and moves first; each turn it sees the board (empty cells
 // numbered 1-9) and replies with the number of an empty cell; the opponent
 // plays uniformly random legal moves from a seeded source. Reward: win 1,

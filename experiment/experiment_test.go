@@ -1,7 +1,9 @@
-package benchmark
+package experiment
 
 import (
 	"encoding/json"
+	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,5 +56,44 @@ func TestPairedStderr(t *testing.T) {
 	}
 	if got := PairedStderr(before[:1], after); got != 0 {
 		t.Errorf("PairedStderr with one pair = %v; want 0", got)
+	}
+}
+
+// Ensure Register takes the struct's values as defaults, the command line
+// overrides them, and Check refuses what the examples cannot run.
+func TestFlags(t *testing.T) {
+	f := Defaults("x")
+	f.Steps = 7
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.Register(fs)
+	f.RegisterWarmup(fs)
+	if err := fs.Parse([]string{"--base-model", "m", "--eval", "5", "--sft-warmup", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Steps != 7 || f.Name != "x-example" || f.BaseModel != "m" || f.Eval != 5 || f.SFTWarmup != 3 || f.Check(true) != nil {
+		t.Errorf("flags %+v (check: %v)", f, f.Check(true))
+	}
+	if c := f.TrainConfig(); c.LearningRate != f.LR || c.GradAccumulationSequences != f.GradAccum {
+		t.Errorf("TrainConfig %+v", c)
+	}
+	for _, bad := range []func(*Flags){
+		func(f *Flags) { f.BaseModel = "" },
+		func(f *Flags) { f.GroupSize = 0 },
+		func(f *Flags) { f.LR = 0 },
+		func(f *Flags) { f.CallTimeout = 0 },
+		func(f *Flags) { f.Eval = -1 },
+		func(f *Flags) { f.SFTBatch = 0 },
+	} {
+		g := f
+		bad(&g)
+		if g.Check(true) == nil {
+			t.Errorf("Check accepted %+v", g)
+		}
+	}
+	g := f
+	g.BaseModel = ""
+	if err := g.Check(false); err != nil {
+		t.Errorf("Check(false) without a base model: %v", err)
 	}
 }

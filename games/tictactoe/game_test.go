@@ -2,6 +2,7 @@ package tictactoe
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -43,5 +44,34 @@ func TestRandomAgent(t *testing.T) {
 	}
 	if m := sum / n; m < 0.6 || m > 0.7 {
 		t.Fatalf("random-legal mean reward %.3f; want about 0.65", m)
+	}
+}
+
+// Ensure Expected scores the random legal player exactly (no invalid
+// moves, the mean reward the sampled games approach) and stops at the
+// policy's first error instead of counting it as an invalid move.
+func TestExpected(t *testing.T) {
+	uniform := func(b *Board) ([9]float64, error) {
+		var p [9]float64
+		free := b.Empty()
+		for _, c := range free {
+			p[c] = 1 / float64(len(free))
+		}
+		return p, nil
+	}
+	r, inv, err := Expected(uniform)
+	if err != nil || inv > 1e-12 || r < 0.6 || r > 0.7 {
+		t.Errorf("Expected(uniform) = %v, %v, %v; want about 0.65, 0, nil", r, inv, err)
+	}
+	boom := errors.New("boom")
+	calls := 0
+	failing := func(b *Board) ([9]float64, error) {
+		if calls++; calls > 3 {
+			return [9]float64{}, boom
+		}
+		return uniform(b)
+	}
+	if _, _, err := Expected(failing); !errors.Is(err, boom) {
+		t.Errorf("Expected with a failing policy: %v; want %v", err, boom)
 	}
 }

@@ -1,8 +1,12 @@
-// Package benchmark holds what the examples and `art demo` share for their benchmark
-// configurations (--eval, --report, training-only reward shaping) and the
-// --report format bench/learning reads back; the examples' agents
-// themselves use only the public SDK.
-package benchmark
+// Package experiment holds what the examples, `art demo` and bench/learning
+// share for benchmark runs: the examples' common command-line flags
+// (Flags), the record of a run with its held-out evaluation before, during
+// and after training (Run), the --report JSON format (Report) that
+// bench/learning reads back, the mean and paired standard errors of
+// held-out rewards, and training-only reward shaping (PenalizeInvalid).
+// The examples' agents themselves use only the public SDK; this package
+// only keeps score.
+package experiment
 
 import (
 	"encoding/json"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/hfmodel"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
 	"github.com/artgo/art/games/tictactoe"
@@ -23,23 +24,12 @@ type promptEncoder struct {
 }
 
 func newPromptEncoder(dir string) (*promptEncoder, error) {
-	tok, err := tokenizer.LoadDir(dir)
+	f, err := hfmodel.OpenText(dir)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	cfg, err := chat.LoadConfig(dir)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	src, err := cfg.TemplateSource(false)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	tmpl, err := chat.NewTemplate(src)
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	e := &promptEncoder{tok: tok, tmpl: tmpl}
+	tok := f.Tokenizer
+	e := &promptEncoder{tok: tok, tmpl: f.Template}
 	for i := range e.digit {
 		ids := tok.Encode(string(rune('1' + i)))
 		if len(ids) != 1 {

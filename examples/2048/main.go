@@ -252,12 +252,9 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
-			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
+		res, err := model.Train(ctx, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
+			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum}, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
 		rep.Steps++

@@ -286,11 +286,8 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, groups, art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
+		res, err := model.Train(ctx, groups, art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: cfg.gradAccum})
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
 		rep.Steps++

@@ -122,12 +122,9 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
-			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: 32})
+		res, err := model.Train(ctx, benchmark.PenalizeInvalid(groups, cfg.invalidPenalty),
+			art.TrainConfig{LearningRate: cfg.lr, GradAccumulationSequences: 32}, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil { // logged with the real rewards
 			return err
 		}
 		var reward, invalid, n float64

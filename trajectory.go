@@ -107,6 +107,18 @@ func (t *Trajectory) AddChoice(c Choice) {
 	t.MessagesAndChoices = append(t.MessagesAndChoices, MessageOrChoice{Choice: &c})
 }
 
+// AddHistory adds a conversation to t: as its main history while that is
+// empty, otherwise as an additional history. A rollout that holds one chat
+// per step (a game whose board is the whole state) adds each chat this way.
+func (t *Trajectory) AddHistory(h History) {
+	t.start()
+	if len(t.MessagesAndChoices) == 0 && len(t.Tools) == 0 {
+		t.MessagesAndChoices, t.Tools = h.MessagesAndChoices, h.Tools
+		return
+	}
+	t.AdditionalHistories = append(t.AdditionalHistories, h)
+}
+
 // Logf appends a formatted line to Logs.
 func (t *Trajectory) Logf(format string, args ...any) {
 	t.start()

@@ -254,7 +254,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	if start == 0 && cfg.sftWarmup > 0 {
 		t := time.Now()
-		trajs := TeacherTranscripts(trainSet, cfg.sftWarmup, cfg.sftNoise, cfg.seed, opt.system(), artCalculatorTool(cfg.compactTool))
+		trajs := TeacherTranscripts(trainSet, cfg.sftWarmup, cfg.sftNoise, cfg.seed, opt.system(), CalculatorTool(cfg.compactTool))
 		res, err := model.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRate: cfg.sftLR, BatchSize: cfg.sftBatch})
 		if err != nil {
 			return err

@@ -21,8 +21,8 @@ import (
 // Timeouts of the clients returned by OpenAIClient, as in ART: a completion
 // may take a long time on a busy server, a connection should not.
 const (
-	RequestTimeout = 20 * time.Minute
-	ConnectTimeout = 5 * time.Second
+	requestTimeout = 20 * time.Minute
+	connectTimeout = 5 * time.Second
 )
 
 // Model is a model that rollouts call through an OpenAI-compatible API and
@@ -117,7 +117,7 @@ func (m *Model) openAIClient() openai.Client {
 		option.WithAPIKey(m.InferenceAPIKey),
 		option.WithAdminAPIKey(""), // never forward OPENAI_ADMIN_KEY either
 		option.WithHTTPClient(hc),
-		option.WithRequestTimeout(RequestTimeout),
+		option.WithRequestTimeout(requestTimeout),
 	)
 }
 
@@ -131,7 +131,7 @@ var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	} else { // replaced by the program: start from the usual settings
 		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
 	}
-	t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.DialContext = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.MaxIdleConns = 0 // no limit
 	t.MaxIdleConnsPerHost = 1024
 	return &http.Client{Transport: t}
@@ -373,9 +373,9 @@ func unsupported(m *TrainableModel, b Backend, what, iface string) error {
 		m.Name, b, what, iface, errors.ErrUnsupported)
 }
 
-// DefaultBestCheckpointMetric is the metric DeleteCheckpoints keeps the best
+// defaultBestCheckpointMetric is the metric DeleteCheckpoints keeps the best
 // step by when given none.
-const DefaultBestCheckpointMetric = "val/reward"
+const defaultBestCheckpointMetric = "val/reward"
 
 // DeleteCheckpoints deletes every checkpoint but the latest and the best
 // one, as ART's model.delete_checkpoints does. The best step is the one with
@@ -395,7 +395,7 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 		return unsupported(m, b, "deleting checkpoints", "CheckpointDeleter")
 	}
 	if metric == "" {
-		metric = DefaultBestCheckpointMetric
+		metric = defaultBestCheckpointMetric
 	}
 	latest, err := m.Step(ctx)
 	if err != nil {

@@ -252,7 +252,8 @@ func (m *TrainableModel) OpenAIClient() (openai.Client, error) {
 // get_inference_name. The latest step is the newest one this model has
 // seen: Register, Step, Train and TrainSFT keep it current (a step trained
 // by calling the Backend directly shows only after the next Step call).
-// Before Register it is "name@0".
+// Before Register it is "name@0". Train and TrainSFT also set
+// InferenceModelName to it.
 func (m *TrainableModel) InferenceName(step int) string {
 	if step < 0 {
 		step = int(m.latest.Load())
@@ -271,11 +272,11 @@ func (m *TrainableModel) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("art: model %q: step: %w", m.Name, err)
 	}
-	m.setLatest(step)
+	m.latest.Store(int64(step))
 	return step, nil
 }
 
-// setLatest records step as the latest one served.
+// setLatest records step, just trained, as the latest one served.
 func (m *TrainableModel) setLatest(step int) {
 	m.latest.Store(int64(step))
 	m.InferenceModelName = m.Name + "@" + strconv.Itoa(step)

@@ -18,29 +18,35 @@
 //	}
 //
 // A rollout is an ordinary function that plays one episode with the stock
-// openai-go client from model.OpenAIClient, records every sampled turn as a
-// Choice (it carries the exact token ids and logprobs) and every other
-// message as context, and sets a reward:
+// openai-go client from model.OpenAIClient. Its trajectory is the history:
+// context messages are added with AddMessage, and Chat sends the history to
+// the model and appends the sampled turn, a Choice that carries the exact
+// token ids and logprobs that training needs. The rollout sets a reward:
 //
 //	func rollout(ctx context.Context, s Scenario) (art.Trajectory, error) {
 //		var t art.Trajectory
-//		t.AddMessage(art.SystemMsg(s.Prompt))
-//		// ... call the model, t.AddChoice(choice), ...
-//		t.Reward = score
+//		t.AddMessage(art.SystemMsg(s.Prompt), art.UserMsg(s.Question))
+//		choice, err := t.Chat(ctx, client, openai.ChatCompletionNewParams{Model: model.InferenceName(-1)})
+//		if err != nil {
+//			return t, err
+//		}
+//		t.Reward = score(s, choice.Message.Content.String())
 //		return t, nil
 //	}
 //
-// Training gathers groups of rollouts per scenario, trains on them, and logs
-// the results. Starting at the stored step makes the loop resumable:
+// Tool results are one line each, t.AddMessage(art.ToolMsg(call.ID, result)),
+// and the tools offered are the trajectory's Tools, sent with every Chat.
+//
+// Training gathers a group of rollouts per scenario (GatherGroups) and trains
+// on them (TrainableModel.Train), which also logs the step and serves the new
+// checkpoint. Starting at the stored step makes the loop resumable:
 //
 //	start, err := model.Step(ctx)
 //	...
 //	for step := start; step < steps; step++ {
 //		groups, err := art.GatherGroups(ctx, scenarios, 8, rollout, art.GatherOptions{MaxExceptions: 2})
 //		...
-//		res, err := backend.Train(ctx, model, groups, art.TrainConfig{LearningRate: 1e-5})
-//		...
-//		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
+//		if _, err := model.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-5}); err != nil {
 //			return err
 //		}
 //	}

@@ -11,7 +11,14 @@ var ErrNotRegistered = errors.New("art: model is not registered with a backend; 
 
 // Backend trains models and serves their checkpoints. Implementations live
 // in other packages (backend/local runs the engine in process,
-// backend/remote talks to `art serve`).
+// backend/remote talks to `art serve`). Users call the methods of
+// TrainableModel, which call these.
+//
+// Backend is what every backend must do. Further capabilities are optional
+// interfaces that a backend implements if it can, found by type assertion:
+// SFTTrainer (TrainableModel.TrainSFT) and CheckpointDeleter
+// (TrainableModel.DeleteCheckpoints). A model method whose backend lacks
+// the capability fails with an error wrapping errors.ErrUnsupported.
 //
 // A Backend must be safe for concurrent use. Every method receives the
 // model it acts on; a backend may keep per-model state keyed by
@@ -37,16 +44,6 @@ type Backend interface {
 	// new checkpoint was saved.
 	Train(ctx context.Context, m *TrainableModel, groups []TrajectoryGroup, cfg TrainConfig) (TrainResult, error)
 
-	// TrainSFT runs supervised fine-tuning on trajectories with cfg (one
-	// optimizer step per batch, learning every assistant turn) and saves the
-	// result as the next checkpoint, served right away. An error means no
-	// new checkpoint was saved and the adapter is unchanged.
-	TrainSFT(ctx context.Context, m *TrainableModel, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error)
-
-	// DeleteCheckpoints deletes every checkpoint of m whose step is not in
-	// keep. The latest checkpoint is never deleted, even if keep omits it.
-	DeleteCheckpoints(ctx context.Context, m *TrainableModel, keep []int) error
-
 	// InferenceEndpoint returns where to send chat completions for m at
 	// step, or at the latest step if step < 0. The checkpoint at step must
 	// exist.
@@ -55,6 +52,25 @@ type Backend interface {
 	// Close releases the backend's resources (servers, engines). The
 	// backend must not be used afterwards.
 	Close() error
+}
+
+// SFTTrainer is a Backend that can run supervised fine-tuning
+// (TrainableModel.TrainSFT).
+type SFTTrainer interface {
+	// TrainSFT runs supervised fine-tuning on trajectories with cfg (one
+	// optimizer step per batch, learning every assistant turn) and saves the
+	// result as the next checkpoint, served right away. An error means no
+	// new checkpoint was saved and the adapter is unchanged.
+	TrainSFT(ctx context.Context, m *TrainableModel, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error)
+}
+
+// CheckpointDeleter is a Backend that can delete checkpoints
+// (TrainableModel.DeleteCheckpoints).
+type CheckpointDeleter interface {
+	// DeleteCheckpointsExcept deletes every checkpoint of m whose step is
+	// not in keep. The latest checkpoint is never deleted, even if keep
+	// omits it.
+	DeleteCheckpointsExcept(ctx context.Context, m *TrainableModel, keep []int) error
 }
 
 // Endpoint is an OpenAI-compatible chat completions endpoint serving a model.
@@ -75,11 +91,4 @@ type TrainResult struct {
 	// was carried over unchanged); SkipReason says why.
 	Skipped    bool
 	SkipReason string
-}
-
-// LogOptions returns the options that log the step's training metrics under
-// the "train" split at its step: model.Log(ctx, groups, res.LogOptions()).
-func (r TrainResult) LogOptions() LogOptions {
-	step := r.Step
-	return LogOptions{Split: "train", Step: &step, Metrics: r.Metrics}
 }

@@ -111,10 +111,6 @@ type TrainConfig struct {
 	GradAccumulationSequences int `json:"grad_accumulation_sequences,omitempty"`
 }
 
-// DefaultTrainConfig returns ART's default configuration with every default
-// filled in.
-func DefaultTrainConfig() TrainConfig { return TrainConfig{}.WithDefaults() }
-
 // WithDefaults returns c with each zero field that stands for a default
 // replaced by that default.
 func (c TrainConfig) WithDefaults() TrainConfig {
@@ -217,9 +213,9 @@ func (c TrainConfig) Validate() error {
 
 func quote[S ~string](s S) string { return fmt.Sprintf("%q", string(s)) }
 
-// DefaultLoRATargetModules returns the modules that get adapters by default:
+// defaultLoRATargetModules returns the modules that get adapters by default:
 // every attention and MLP projection of Llama/Qwen-style models.
-func DefaultLoRATargetModules() []string {
+func defaultLoRATargetModules() []string {
 	return []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
 }
 
@@ -230,7 +226,7 @@ type LoRAConfig struct {
 	Rank              int      `json:"rank,omitempty"`                // 0 means 8
 	Alpha             float64  `json:"alpha,omitempty"`               // 0 means 16
 	Dropout           float64  `json:"dropout,omitempty"`             // in [0, 1)
-	TargetModules     []string `json:"target_modules,omitempty"`      // nil means DefaultLoRATargetModules
+	TargetModules     []string `json:"target_modules,omitempty"`      // nil means every attention and MLP projection
 	LayersToTransform []int    `json:"layers_to_transform,omitempty"` // nil means every layer
 	UseRSLoRA         bool     `json:"use_rslora,omitempty"`          // scale by alpha/√rank instead of alpha/rank
 }
@@ -250,7 +246,7 @@ func (c LoRAConfig) WithDefaults() LoRAConfig {
 		c.Alpha = DefaultLoRAAlpha
 	}
 	if c.TargetModules == nil {
-		c.TargetModules = DefaultLoRATargetModules()
+		c.TargetModules = defaultLoRATargetModules()
 	}
 	return c
 }

@@ -25,9 +25,9 @@ import (
 type Rollout func(ctx context.Context) (Trajectory, error)
 
 // GroupSpec describes one group for GatherTrajectoryGroups: either a list of
-// Rollouts, each producing one trajectory of the group, or a Run function
-// producing the whole group at once (a multi-agent game, say). Run wins when
-// both are set.
+// Rollouts, each producing one trajectory of the group (they may differ, by
+// a sampling seed say), or a Run function producing the whole group at once
+// (a multi-agent game, say). Run wins when both are set.
 type GroupSpec struct {
 	Rollouts []Rollout
 	Run      func(ctx context.Context) (TrajectoryGroup, error)
@@ -36,10 +36,7 @@ type GroupSpec struct {
 	Metadata map[string]any
 }
 
-// NewGroup returns the spec of a group made of the given rollouts.
-func NewGroup(rollouts ...Rollout) GroupSpec { return GroupSpec{Rollouts: rollouts} }
-
-// GatherOptions configures GatherTrajectoryGroups. The zero value runs every
+// GatherOptions configures GatherGroups and GatherTrajectoryGroups. The zero value runs every
 // rollout at once, tolerates no exception, and shows a progress bar on
 // stderr when it is a terminal.
 type GatherOptions struct {
@@ -114,7 +111,10 @@ func (o *GatherOptions) exceptionBudget(total int) float64 {
 	return o.MaxExceptions
 }
 
-// GatherTrajectoryGroups runs the rollouts of every group, each on its own
+// GatherTrajectoryGroups is the general form of GatherGroups, for groups
+// that are not groupSize runs of one rollout function: a group whose
+// rollouts differ, or one produced at once by a Run function. It runs the
+// rollouts of every group, each on its own
 // goroutine (at most opts.Concurrency at a time), and returns the groups in
 // the order of groups, whatever the order in which they complete.
 // Trajectories within a group keep the order of their rollouts.
@@ -301,8 +301,12 @@ func (ga *gatherer) record(r taskResult) (g TrajectoryGroup, full bool, err erro
 }
 
 // GatherGroups gathers one group of groupSize rollouts per scenario, each
-// calling rollout with its scenario; see GatherTrajectoryGroups. The i-th
-// group belongs to scenarios[i] (unless AfterEach drops or splits groups).
+// calling rollout with its scenario, as ART's gather_trajectory_groups does
+// with one TrajectoryGroup per scenario. It is the usual way to gather: the
+// rollout is one function of a scenario, and GRPO compares the rollouts of
+// the same scenario. The i-th group belongs to scenarios[i] (unless
+// AfterEach drops or splits groups). Failures, exceptions, metrics and
+// cancellation behave as in GatherTrajectoryGroups, the general form.
 func GatherGroups[S any](ctx context.Context, scenarios []S, groupSize int, rollout func(context.Context, S) (Trajectory, error), opts GatherOptions) ([]TrajectoryGroup, error) {
 	if groupSize < 1 {
 		return nil, fmt.Errorf("art: gather: group size %d: must be >= 1", groupSize)

@@ -52,7 +52,7 @@ func TestGather_Order(t *testing.T) {
 			d := time.Duration((groups-g)*size-r) * time.Millisecond
 			rs = append(rs, rewardRollout(float64(10*g+r), d))
 		}
-		specs = append(specs, NewGroup(rs...))
+		specs = append(specs, newGroup(rs...))
 	}
 	got, err := GatherTrajectoryGroups(context.Background(), specs, quiet)
 	if err != nil {
@@ -102,7 +102,7 @@ func TestGather_Concurrency(t *testing.T) {
 			}
 			var specs []GroupSpec
 			for range total / 4 {
-				specs = append(specs, NewGroup(r, r, r, r))
+				specs = append(specs, newGroup(r, r, r, r))
 			}
 			got, err := GatherTrajectoryGroups(context.Background(), specs, GatherOptions{Concurrency: tt.limit, Quiet: true})
 			if err != nil {
@@ -149,7 +149,7 @@ func TestGather_MaxExceptions(t *testing.T) {
 					}
 					n++
 				}
-				specs = append(specs, NewGroup(rs...))
+				specs = append(specs, newGroup(rs...))
 			}
 			got, err := GatherTrajectoryGroups(context.Background(), specs, GatherOptions{MaxExceptions: tt.max, Quiet: true, Concurrency: 1})
 			if tt.wantErr {
@@ -197,13 +197,13 @@ func TestGather_BadOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{NewGroup(rewardRollout(1, 0))}, tt.opts)
+			_, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{newGroup(rewardRollout(1, 0))}, tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v; want an error containing %q", err, tt.want)
 			}
 		})
 	}
-	_, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{NewGroup(nil)}, quiet)
+	_, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{newGroup(nil)}, quiet)
 	if err == nil || !strings.Contains(err.Error(), "group 0: rollout 0 is nil") {
 		t.Fatalf("nil rollout: got %v", err)
 	}
@@ -213,7 +213,7 @@ func TestGather_BadOptions(t *testing.T) {
 // an exception of its group, not a crash or a hang.
 func TestGather_PanicsAndInvalidResults(t *testing.T) {
 	errValue := errors.New("panicked with an error")
-	specs := []GroupSpec{NewGroup(
+	specs := []GroupSpec{newGroup(
 		func(context.Context) (Trajectory, error) { panic("boom") },
 		func(context.Context) (Trajectory, error) { panic(errValue) },
 		func(context.Context) (Trajectory, error) { runtime.Goexit(); return Trajectory{}, nil },
@@ -249,9 +249,9 @@ func TestGather_PanicsAndInvalidResults(t *testing.T) {
 
 func TestGather_AfterEach(t *testing.T) {
 	specs := []GroupSpec{
-		NewGroup(rewardRollout(1, 2*time.Millisecond), rewardRollout(2, 0)),
-		NewGroup(rewardRollout(3, 0), rewardRollout(4, 0)),
-		NewGroup(rewardRollout(5, 0), rewardRollout(6, 0)),
+		newGroup(rewardRollout(1, 2*time.Millisecond), rewardRollout(2, 0)),
+		newGroup(rewardRollout(3, 0), rewardRollout(4, 0)),
+		newGroup(rewardRollout(5, 0), rewardRollout(6, 0)),
 	}
 	// Group 0 is rescored (replaced), group 1 dropped, group 2 split in two.
 	after := func(ctx context.Context, g TrajectoryGroup) ([]TrajectoryGroup, error) {
@@ -323,7 +323,7 @@ func TestGather_Cancel(t *testing.T) {
 		<-release
 		return Trajectory{}, nil
 	}
-	specs := []GroupSpec{NewGroup(honours, ignores), NewGroup(honours, honours)}
+	specs := []GroupSpec{newGroup(honours, ignores), newGroup(honours, honours)}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
 	start := time.Now()
@@ -339,7 +339,7 @@ func TestGather_Cancel(t *testing.T) {
 
 	// A context already done fails at once, before any rollout starts.
 	var ran atomic.Bool
-	_, err = GatherTrajectoryGroups(ctx, []GroupSpec{NewGroup(func(context.Context) (Trajectory, error) {
+	_, err = GatherTrajectoryGroups(ctx, []GroupSpec{newGroup(func(context.Context) (Trajectory, error) {
 		ran.Store(true)
 		return Trajectory{}, nil
 	})}, quiet)
@@ -366,7 +366,7 @@ func TestGather_BudgetCancelsTheRest(t *testing.T) {
 	for range 10 {
 		rs = append(rs, late)
 	}
-	specs := []GroupSpec{NewGroup(rs...)}
+	specs := []GroupSpec{newGroup(rs...)}
 	start := time.Now()
 	_, err := GatherTrajectoryGroups(context.Background(), specs, GatherOptions{Concurrency: 3, Quiet: true})
 	if !errors.Is(err, ErrTooManyExceptions) {
@@ -409,7 +409,7 @@ func TestGather_CompletionTokens(t *testing.T) {
 		return tr, nil
 	}
 	plain := func(context.Context) (Trajectory, error) { return Trajectory{Reward: 0}, nil }
-	got, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{NewGroup(r, plain)}, quiet)
+	got, err := GatherTrajectoryGroups(context.Background(), []GroupSpec{newGroup(r, plain)}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestGather_RunGroups(t *testing.T) {
 			return TrajectoryGroup{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}}, nil
 		}, Metadata: map[string]any{"game": "self-play"}},
 		{Run: func(context.Context) (TrajectoryGroup, error) { return TrajectoryGroup{}, errors.New("engine crashed") }},
-		NewGroup(), // an empty group completes at once
+		newGroup(), // an empty group completes at once
 	}
 	got, err := GatherTrajectoryGroups(context.Background(), specs, GatherOptions{MaxExceptions: 1, Quiet: true})
 	if err != nil {
@@ -501,3 +501,5 @@ func TestProgress(t *testing.T) {
 		}
 	}
 }
+
+func newGroup(rollouts ...Rollout) GroupSpec { return GroupSpec{Rollouts: rollouts} }

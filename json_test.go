@@ -84,7 +84,7 @@ func goldenCases() []struct {
 		value any
 	}{
 		{"message_text", UserMsg("Hello")},
-		{"message_unicode", Msg(RoleUser, "héllo wörld — 日本語 🎉 <b>&amp;</b> \"quoted\"\n\ttab \u2028 end")},
+		{"message_unicode", msg(RoleUser, "héllo wörld — 日本語 🎉 <b>&amp;</b> \"quoted\"\n\ttab \u2028 end")},
 		{"message_named", Message{Role: RoleUser, Content: Text("hi"), Name: "alice"}},
 		{"message_parts", Message{Role: RoleUser, Content: Content{Parts: []ContentPart{
 			TextPart("What is on this board?"),

@@ -36,18 +36,17 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// Msg returns a message with the given role and text.
-func Msg(role, text string) Message { return Message{Role: role, Content: Text(text)} }
+func msg(role, text string) Message { return Message{Role: role, Content: Text(text)} }
 
 // SystemMsg returns a system message.
-func SystemMsg(text string) Message { return Msg(RoleSystem, text) }
+func SystemMsg(text string) Message { return msg(RoleSystem, text) }
 
 // UserMsg returns a user message.
-func UserMsg(text string) Message { return Msg(RoleUser, text) }
+func UserMsg(text string) Message { return msg(RoleUser, text) }
 
 // AssistantMsg returns an assistant message. It is context, not a trainable
 // turn; sampled turns are Choices.
-func AssistantMsg(text string) Message { return Msg(RoleAssistant, text) }
+func AssistantMsg(text string) Message { return msg(RoleAssistant, text) }
 
 // ToolMsg returns the result of the tool call with the given id.
 func ToolMsg(toolCallID, text string) Message {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -20,8 +21,8 @@ import (
 // Timeouts of the clients returned by OpenAIClient, as in ART: a completion
 // may take a long time on a busy server, a connection should not.
 const (
-	RequestTimeout = 20 * time.Minute
-	ConnectTimeout = 5 * time.Second
+	requestTimeout = 20 * time.Minute
+	connectTimeout = 5 * time.Second
 )
 
 // Model is a model that rollouts call through an OpenAI-compatible API and
@@ -116,7 +117,7 @@ func (m *Model) openAIClient() openai.Client {
 		option.WithAPIKey(m.InferenceAPIKey),
 		option.WithAdminAPIKey(""), // never forward OPENAI_ADMIN_KEY either
 		option.WithHTTPClient(hc),
-		option.WithRequestTimeout(RequestTimeout),
+		option.WithRequestTimeout(requestTimeout),
 	)
 }
 
@@ -130,7 +131,7 @@ var sharedHTTPClient = sync.OnceValue(func() *http.Client {
 	} else { // replaced by the program: start from the usual settings
 		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
 	}
-	t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.DialContext = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.MaxIdleConns = 0 // no limit
 	t.MaxIdleConnsPerHost = 1024
 	return &http.Client{Transport: t}
@@ -180,7 +181,8 @@ type TrainableModel struct {
 	// LoRA configures the adapter; the zero value is ART's default.
 	LoRA LoRAConfig `json:"lora_config"`
 
-	backend Backend // set by Register
+	backend Backend      // set by Register
+	latest  atomic.Int64 // the latest step this model has seen: at Register, Step, Train and TrainSFT
 }
 
 // modelRecord is the content of model.json.
@@ -208,7 +210,11 @@ func (m *TrainableModel) Register(ctx context.Context, b Backend) error {
 	if err := b.Register(ctx, m); err != nil {
 		return fmt.Errorf("art: register model %q: %w", m.Name, err)
 	}
-	ep, err := b.InferenceEndpoint(ctx, m, -1)
+	step, err := b.Step(ctx, m)
+	if err != nil {
+		return fmt.Errorf("art: register model %q: step: %w", m.Name, err)
+	}
+	ep, err := b.InferenceEndpoint(ctx, m, step)
 	if err != nil {
 		return fmt.Errorf("art: register model %q: inference endpoint: %w", m.Name, err)
 	}
@@ -220,6 +226,7 @@ func (m *TrainableModel) Register(ctx context.Context, b Backend) error {
 	if err := d.WriteModel(modelRecord{m, true}); err != nil {
 		return fmt.Errorf("art: register model %q: %w", m.Name, err)
 	}
+	m.latest.Store(int64(step))
 	m.backend = b
 	return nil
 }
@@ -241,14 +248,17 @@ func (m *TrainableModel) OpenAIClient() (openai.Client, error) {
 }
 
 // InferenceName returns the model id that serves the checkpoint at step,
-// "name@step". For step < 0 it returns InferenceModelName, which Register set
-// to the latest step at that time (after training, ask Step for the newest),
-// or "name@0" before Register.
+// "name@step", or at the latest step if step < 0, as ART's
+// get_inference_name. The latest step is the newest one this model has
+// seen: Register, Step, Train and TrainSFT keep it current (a step trained
+// by calling the Backend directly shows only after the next Step call).
+// Before Register it is "name@0". Train and TrainSFT also set
+// InferenceModelName to it.
 func (m *TrainableModel) InferenceName(step int) string {
-	if step < 0 && m.InferenceModelName != "" {
-		return m.InferenceModelName
+	if step < 0 {
+		step = int(m.latest.Load())
 	}
-	return m.Name + "@" + strconv.Itoa(max(step, 0))
+	return m.Name + "@" + strconv.Itoa(step)
 }
 
 // Step returns the latest checkpoint step, 0 before any training. Start a
@@ -262,50 +272,131 @@ func (m *TrainableModel) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("art: model %q: step: %w", m.Name, err)
 	}
+	m.latest.Store(int64(step))
 	return step, nil
 }
 
+// setLatest records step, just trained, as the latest one served.
+func (m *TrainableModel) setLatest(step int) {
+	m.latest.Store(int64(step))
+	m.InferenceModelName = m.Name + "@" + strconv.Itoa(step)
+}
+
+// A TrainOption adjusts TrainableModel.Train.
+type TrainOption func(*trainOptions)
+
+type trainOptions struct {
+	logGroups    []TrajectoryGroup
+	logGroupsSet bool
+}
+
+// LogGroups makes Train log groups instead of the groups it trains on: for
+// reward shaping meant for training only, train on the shaped groups and
+// log the original ones, whose rewards keep their meaning.
+func LogGroups(groups []TrajectoryGroup) TrainOption {
+	return func(o *trainOptions) { o.logGroups, o.logGroupsSet = groups, true }
+}
+
+// Train runs one GRPO training step on groups (see Backend.Train and
+// TrainConfig), which saves and serves the next checkpoint, then logs the
+// step as ART's model.train does: the groups to
+// trajectories/train/<step>.parquet and one history.jsonl row with their
+// aggregate metrics and the step's training metrics, under the "train"
+// split at the new step (see Log). From then on InferenceName(-1) names the
+// new step.
+//
+// A step with nothing to train is still saved and logged, with
+// TrainResult.Skipped set. If training succeeds but logging fails, Train
+// returns the result and the logging error.
+func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (TrainResult, error) {
+	b, err := m.registered()
+	if err != nil {
+		return TrainResult{}, err
+	}
+	var o trainOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := cfg.Validate(); err != nil {
+		return TrainResult{}, err
+	}
+	res, err := b.Train(ctx, m, groups, cfg)
+	if err != nil {
+		return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
+	}
+	m.setLatest(res.Step)
+	logged := groups
+	if o.logGroupsSet {
+		logged = o.logGroups
+	}
+	step := res.Step
+	if err := m.Log(ctx, logged, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
 // TrainSFT fine-tunes the model on trajectories by supervised learning (see
-// Backend.TrainSFT and TrainSFTConfig), then logs the step's metrics to
-// history.jsonl as the "train" split at the new step, as ART's
-// model.train_sft does, and makes InferenceName(-1) name the new step.
-// Assistant messages and choices are learned; the trajectories' rewards are
-// ignored.
+// SFTTrainer and TrainSFTConfig), which saves and serves the next
+// checkpoint, then logs the step's training metrics to history.jsonl under
+// the "train" split at the new step, as ART's model.train_sft does. From
+// then on InferenceName(-1) names the new step. Assistant messages and
+// choices are learned; the trajectories' rewards are ignored.
+//
+// It fails with an error wrapping errors.ErrUnsupported if the backend is
+// not an SFTTrainer.
 func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
 	b, err := m.registered()
 	if err != nil {
 		return TrainResult{}, err
 	}
+	sft, ok := b.(SFTTrainer)
+	if !ok {
+		return TrainResult{}, unsupported(m, b, "supervised fine-tuning", "SFTTrainer")
+	}
 	if err := cfg.Validate(len(trajectories)); err != nil {
 		return TrainResult{}, err
 	}
-	res, err := b.TrainSFT(ctx, m, trajectories, cfg)
+	res, err := sft.TrainSFT(ctx, m, trajectories, cfg)
 	if err != nil {
 		return TrainResult{}, fmt.Errorf("art: model %q: train sft: %w", m.Name, err)
 	}
+	m.setLatest(res.Step)
 	step := res.Step
-	m.InferenceModelName = m.InferenceName(step) // InferenceName(-1) is the new step from now on
 	if err := m.Log(ctx, nil, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
 		return res, err
 	}
 	return res, nil
 }
 
-// DefaultBestCheckpointMetric is the metric DeleteCheckpoints keeps the best
-// step by when given none.
-const DefaultBestCheckpointMetric = "val/reward"
+func unsupported(m *TrainableModel, b Backend, what, iface string) error {
+	return fmt.Errorf("art: model %q: backend %T does not support %s (it does not implement art.%s): %w",
+		m.Name, b, what, iface, errors.ErrUnsupported)
+}
 
-// DeleteCheckpoints deletes every checkpoint but the latest and the best one.
-// The best step is the one with the highest value of metric (""
-// means "val/reward") averaged over its history.jsonl rows; if no row has
-// the metric, only the latest is kept and a warning is logged.
+// defaultBestCheckpointMetric is the metric DeleteCheckpoints keeps the best
+// step by when given none.
+const defaultBestCheckpointMetric = "val/reward"
+
+// DeleteCheckpoints deletes every checkpoint but the latest and the best
+// one, as ART's model.delete_checkpoints does. The best step is the one with
+// the highest value of metric ("" means "val/reward") averaged over its
+// history.jsonl rows; if no row has the metric, only the latest is kept and
+// a warning is logged.
+//
+// It fails with an error wrapping errors.ErrUnsupported if the backend is
+// not a CheckpointDeleter.
 func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) error {
 	b, err := m.registered()
 	if err != nil {
 		return err
 	}
+	del, ok := b.(CheckpointDeleter)
+	if !ok {
+		return unsupported(m, b, "deleting checkpoints", "CheckpointDeleter")
+	}
 	if metric == "" {
-		metric = DefaultBestCheckpointMetric
+		metric = defaultBestCheckpointMetric
 	}
 	latest, err := m.Step(ctx)
 	if err != nil {
@@ -330,7 +421,7 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 		m.logger().Warn("art: no history row has the metric; keeping only the latest checkpoint",
 			"model", m.Name, "metric", metric, "latest", latest)
 	}
-	if err := b.DeleteCheckpoints(ctx, m, keep); err != nil {
+	if err := del.DeleteCheckpointsExcept(ctx, m, keep); err != nil {
 		return fmt.Errorf("art: model %q: delete checkpoints: %w", m.Name, err)
 	}
 	return nil

@@ -101,7 +101,7 @@ func (b *fakeBackend) TrainSFT(ctx context.Context, m *TrainableModel, trajector
 	return TrainResult{Step: b.steps[key(m)], Metrics: map[string]float64{"loss/train": 1.5, "data/step_num_trajectories": float64(len(trajectories))}}, nil
 }
 
-func (b *fakeBackend) DeleteCheckpoints(ctx context.Context, m *TrainableModel, keep []int) error {
+func (b *fakeBackend) DeleteCheckpointsExcept(ctx context.Context, m *TrainableModel, keep []int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.deleted = append(b.deleted, slices.Clone(keep))
@@ -461,36 +461,45 @@ func TestTrainableModel_TrainAndLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := sampleGroups()
-	res, err := b.Train(ctx, m, groups, TrainConfig{})
+	res, err := m.Train(ctx, groups, TrainConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Step != 1 || res.Skipped {
-		t.Fatalf("Train = %+v; want step 1, not skipped", res)
+	if res.Step != 1 || res.Skipped || m.InferenceName(-1) != "agent-1@1" {
+		t.Fatalf("Train = %+v serving %q; want step 1, not skipped, served as agent-1@1", res, m.InferenceName(-1))
 	}
-	if err := m.Log(ctx, groups, res.LogOptions()); err != nil {
-		t.Fatal(err)
-	}
-	// A step with nothing to learn still advances, and says so.
+	// A step with nothing to learn still advances, and says so. Shaped
+	// rewards train while the original groups are logged.
 	flat := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}, {Reward: 1}}}}
-	res, err = b.Train(ctx, m, flat, TrainConfig{})
-	if err != nil || res.Step != 2 || !res.Skipped || res.SkipReason == "" {
+	shaped := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 0}, {Reward: 0}}}}
+	res, err = m.Train(ctx, shaped, TrainConfig{}, LogGroups(flat))
+	if err != nil || res.Step != 2 || !res.Skipped || res.SkipReason == "" || m.InferenceName(-1) != "agent-1@2" {
 		t.Fatalf("Train on equal rewards = %+v, %v; want step 2 skipped with a reason", res, err)
 	}
 	// Log defaults to the latest step.
 	if err := m.Log(ctx, flat, LogOptions{Split: "val"}); err != nil {
 		t.Fatal(err)
 	}
+	// Training through the backend directly shows after the next Step.
+	if _, err := b.Train(ctx, m, groups, TrainConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if step, err := m.Step(ctx); err != nil || step != 3 || m.InferenceName(-1) != "agent-1@3" {
+		t.Fatalf("Step = %d, %v serving %q; want 3 and agent-1@3", step, err, m.InferenceName(-1))
+	}
 
 	d, _ := m.Dir()
-	if _, err := d.ReadTrajectories("train", 1); err != nil {
-		t.Fatalf("train parquet at step 1: %v", err)
-	}
-	if _, err := d.ReadTrajectories("val", 2); err != nil {
-		t.Fatalf("val parquet at step 2: %v", err)
+	for _, p := range []struct {
+		split string
+		step  int
+	}{{"train", 1}, {"train", 2}, {"val", 2}} {
+		if _, err := d.ReadTrajectories(p.split, p.step); err != nil {
+			t.Fatalf("%s parquet at step %d: %v", p.split, p.step, err)
+		}
 	}
 	hist, _ := d.ReadHistory()
-	if len(hist) != 2 || hist[0]["loss/train"] != 0.25 || hist[0]["train/reward"] != 0.5 || hist[0]["step"] != 1.0 || hist[1]["step"] != 2.0 {
+	if len(hist) != 3 || hist[0]["loss/train"] != 0.25 || hist[0]["train/reward"] != 0.5 || hist[0]["step"] != 1.0 ||
+		hist[1]["step"] != 2.0 || hist[1]["train/reward"] != 1.0 || hist[2]["step"] != 2.0 || hist[2]["val/reward"] != 1.0 {
 		t.Fatalf("history = %v", hist)
 	}
 
@@ -500,8 +509,8 @@ func TestTrainableModel_TrainAndLog(t *testing.T) {
 	if err := again.Register(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if step, _ := again.Step(ctx); step != 2 || again.InferenceName(-1) != "agent-1@2" {
-		t.Fatalf("resumed at step %d serving %q; want 2 and agent-1@2", step, again.InferenceName(-1))
+	if step, _ := again.Step(ctx); step != 3 || again.InferenceName(-1) != "agent-1@3" {
+		t.Fatalf("resumed at step %d serving %q; want 3 and agent-1@3", step, again.InferenceName(-1))
 	}
 }
 

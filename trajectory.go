@@ -21,9 +21,9 @@ type History struct {
 // message: the form to send back to a chat completions API.
 func (h History) Messages() []Message { return messagesOf(h.MessagesAndChoices) }
 
-// AddMessage appends a context message.
-func (h *History) AddMessage(m Message) {
-	h.MessagesAndChoices = append(h.MessagesAndChoices, MessageOrChoice{Message: &m})
+// AddMessage appends context messages.
+func (h *History) AddMessage(ms ...Message) {
+	h.MessagesAndChoices = appendMessages(h.MessagesAndChoices, ms)
 }
 
 // AddChoice appends a sampled turn.
@@ -38,6 +38,13 @@ func (h History) MarshalJSON() ([]byte, error) {
 		h.MessagesAndChoices = []MessageOrChoice{}
 	}
 	return json.Marshal(history(h))
+}
+
+func appendMessages(items []MessageOrChoice, ms []Message) []MessageOrChoice {
+	for _, m := range ms {
+		items = append(items, MessageOrChoice{Message: &m})
+	}
+	return items
 }
 
 func messagesOf(items []MessageOrChoice) []Message {
@@ -88,16 +95,28 @@ func (t *Trajectory) Histories() []History {
 // Messages returns the main history as chat messages (see History.Messages).
 func (t *Trajectory) Messages() []Message { return messagesOf(t.MessagesAndChoices) }
 
-// AddMessage appends a context message to the main history.
-func (t *Trajectory) AddMessage(m Message) {
+// AddMessage appends context messages to the main history.
+func (t *Trajectory) AddMessage(ms ...Message) {
 	t.start()
-	t.MessagesAndChoices = append(t.MessagesAndChoices, MessageOrChoice{Message: &m})
+	t.MessagesAndChoices = appendMessages(t.MessagesAndChoices, ms)
 }
 
 // AddChoice appends a sampled turn to the main history.
 func (t *Trajectory) AddChoice(c Choice) {
 	t.start()
 	t.MessagesAndChoices = append(t.MessagesAndChoices, MessageOrChoice{Choice: &c})
+}
+
+// AddHistory adds a conversation to t: as its main history while that is
+// empty, otherwise as an additional history. A rollout that holds one chat
+// per step (a game whose board is the whole state) adds each chat this way.
+func (t *Trajectory) AddHistory(h History) {
+	t.start()
+	if len(t.MessagesAndChoices) == 0 && len(t.Tools) == 0 {
+		t.MessagesAndChoices, t.Tools = h.MessagesAndChoices, h.Tools
+		return
+	}
+	t.AdditionalHistories = append(t.AdditionalHistories, h)
 }
 
 // Logf appends a formatted line to Logs.

@@ -75,20 +75,48 @@ func ReadHistory(tb testing.TB, modelDir string) []map[string]any {
 // for the second, to check that registering again resumes.
 type NewBackend func(t *testing.T, env Env) art.Backend
 
+// Capability names an optional interface of art.Backend.
+type Capability string
+
+// The optional capabilities of art.Backend.
+const (
+	SFT               Capability = "art.SFTTrainer"        // TrainableModel.TrainSFT
+	DeleteCheckpoints Capability = "art.CheckpointDeleter" // TrainableModel.DeleteCheckpoints
+)
+
+// has reports whether b implements the optional interface c.
+func (c Capability) has(b art.Backend) bool {
+	switch c {
+	case SFT:
+		_, ok := b.(art.SFTTrainer)
+		return ok
+	case DeleteCheckpoints:
+		_, ok := b.(art.CheckpointDeleter)
+		return ok
+	}
+	return false
+}
+
 // RunBackendTests runs the conformance suite of art.Backend against the
 // backends newBackend returns. Subtests run in order and share one model;
-// the suite stops at the first failing one.
+// the suite stops at the first failing one. want lists the optional
+// capabilities the backend declares: the suite fails if the backend does
+// not implement one of them.
 //
 // It checks: Register serves step 0; the model's stock openai-go client
 // gets choices with token ids and logprobs for "name@0", which
-// art.ChoiceFromOpenAI makes trainable; Train saves step 1, which is served
-// at once (by name@1 and by the bare name) while step 0 stays served; a
-// step with equal rewards is skipped with a reason and still advances; a
-// failed step saves nothing; DeleteCheckpoints keeps the latest; TrainSFT
-// saves a step per call, refuses a bad config without one, and lowers its
-// loss on the same transcripts; and a new
-// backend on the same store resumes at the latest step.
-func RunBackendTests(t *testing.T, newBackend NewBackend) {
+// art.ChoiceFromOpenAI makes trainable, and Trajectory.Chat records them;
+// TrainableModel.Train saves step 1, which is served at once (by name@1,
+// by the bare name and by InferenceName(-1)) while step 0 stays served,
+// and logs the step (history.jsonl and the parquet trajectories); a step
+// with equal rewards is skipped with a reason and still advances; a failed
+// step saves nothing; and a new backend on the same store resumes at the
+// latest step. Each optional capability the backend has is checked
+// (DeleteCheckpointsExcept keeps the latest; TrainSFT saves a step per
+// call, refuses a bad config without one, and lowers its loss on the same
+// transcripts); for each it lacks, the model method must fail with
+// errors.ErrUnsupported.
+func RunBackendTests(t *testing.T, newBackend NewBackend, want ...Capability) {
 	env := NewEnv(t)
 	ctx := context.Background()
 	b := newBackend(t, env)
@@ -97,9 +125,15 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			b.Close()
 		}
 	}()
+	for _, c := range want {
+		if !c.has(b) {
+			t.Fatalf("backend %T declares %s but does not implement it", b, c)
+		}
+	}
 	m := env.Model()
 	id := func(step int) string { return m.InferenceName(step) }
 	var groups []art.TrajectoryGroup
+	latest := 0
 
 	steps := []struct {
 		name string
@@ -109,7 +143,7 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			if err := m.Register(ctx, b); err != nil {
 				t.Fatalf("Register: %v", err)
 			}
-			if m.InferenceBaseURL == "" || m.InferenceModelName != id(0) {
+			if m.InferenceBaseURL == "" || m.InferenceModelName != id(0) || m.InferenceName(-1) != id(0) {
 				t.Fatalf("after Register: base URL %q, model name %q; want a URL and %q", m.InferenceBaseURL, m.InferenceModelName, id(0))
 			}
 			wantStep(t, ctx, b, m, 0)
@@ -126,23 +160,45 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 				}
 				groups = append(groups, grp)
 			}
+			client, err := m.OpenAIClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr art.Trajectory
+			tr.AddMessage(art.UserMsg("hi"))
+			c, err := tr.Chat(ctx, client, openai.ChatCompletionNewParams{Model: m.InferenceName(-1), MaxTokens: openai.Int(4)})
+			if err != nil || len(c.Logprobs) == 0 || len(tr.MessagesAndChoices) != 2 || tr.MessagesAndChoices[1].Choice == nil {
+				t.Fatalf("Trajectory.Chat = %+v, %v; want a trainable choice appended", c, err)
+			}
 		}},
 		{"TrainServesNextStep", func(t *testing.T) {
-			res, err := b.Train(ctx, m, groups, art.TrainConfig{LearningRate: 1e-3})
+			res, err := m.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3})
 			if err != nil {
 				t.Fatalf("Train: %v", err)
 			}
 			if res.Step != 1 || res.Skipped || res.Metrics["data/step_num_groups_trainable"] != 2 {
 				t.Fatalf("Train = %+v; want step 1 trained on 2 groups", res)
 			}
+			latest = 1
 			wantStep(t, ctx, b, m, 1)
 			ep, err := b.InferenceEndpoint(ctx, m, -1)
-			if err != nil || ep.Model != id(1) {
-				t.Fatalf("InferenceEndpoint(latest) = %+v, %v; want model %q", ep, err, id(1))
+			if err != nil || ep.Model != id(1) || m.InferenceName(-1) != id(1) {
+				t.Fatalf("InferenceEndpoint(latest) = %+v, %v, InferenceName(-1) = %q; want model %q", ep, err, m.InferenceName(-1), id(1))
 			}
 			chat(t, ctx, m, id(1), id(1), 1, 7)
 			chat(t, ctx, m, m.Name, id(1), 1, 7) // a bare name is the latest step
 			chat(t, ctx, m, id(0), id(0), 1, 7)  // older steps stay served
+			d, err := m.Dir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := ReadHistory(t, d.Path())
+			if len(rows) != 1 || rows[0]["step"] != 1.0 || rows[0]["train/reward"] != 0.5 || rows[0]["loss/train"] == nil {
+				t.Fatalf("history after Train = %v; want one train row at step 1 with reward and loss", rows)
+			}
+			if logged, err := d.ReadTrajectories("train", 1); err != nil || len(logged) != 8 {
+				t.Fatalf("logged trajectories at step 1: %d, %v; want 8", len(logged), err)
+			}
 		}},
 		{"EqualRewardsSkipAndAdvance", func(t *testing.T) {
 			same := cloneGroups(groups)
@@ -151,13 +207,14 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 					same[i].Trajectories[j].Reward = 0.5
 				}
 			}
-			res, err := b.Train(ctx, m, same, art.TrainConfig{LearningRate: 1e-3})
+			res, err := m.Train(ctx, same, art.TrainConfig{LearningRate: 1e-3})
 			if err != nil {
 				t.Fatalf("Train: %v", err)
 			}
 			if res.Step != 2 || !res.Skipped || res.SkipReason == "" {
 				t.Fatalf("Train with equal rewards = %+v; want step 2 skipped with a reason", res)
 			}
+			latest = 2
 			wantStep(t, ctx, b, m, 2)
 			chat(t, ctx, m, id(2), id(2), 1, 1)
 		}},
@@ -168,13 +225,21 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			wantStep(t, ctx, b, m, 2)
 		}},
 		{"DeleteCheckpointsKeepsLatest", func(t *testing.T) {
-			if err := b.DeleteCheckpoints(ctx, m, []int{0}); err != nil {
-				t.Fatalf("DeleteCheckpoints: %v", err)
+			del, ok := b.(art.CheckpointDeleter)
+			if !ok {
+				if err := m.DeleteCheckpoints(ctx, ""); !errors.Is(err, errors.ErrUnsupported) {
+					t.Fatalf("DeleteCheckpoints on a backend without it = %v; want errors.ErrUnsupported", err)
+				}
+				t.Logf("backend %T is not an art.CheckpointDeleter: DeleteCheckpoints fails with ErrUnsupported", b)
+				return
+			}
+			if err := del.DeleteCheckpointsExcept(ctx, m, []int{0}); err != nil {
+				t.Fatalf("DeleteCheckpointsExcept: %v", err)
 			}
 			for step, want := range map[int]bool{0: true, 1: false, 2: true} {
 				_, err := b.InferenceEndpoint(ctx, m, step)
 				if (err == nil) != want {
-					t.Errorf("after DeleteCheckpoints([0]): InferenceEndpoint(%d) error %v; want served=%v", step, err, want)
+					t.Errorf("after DeleteCheckpointsExcept([0]): InferenceEndpoint(%d) error %v; want served=%v", step, err, want)
 				}
 			}
 			client, err := m.OpenAIClient()
@@ -192,28 +257,38 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			var trajs []art.Trajectory
 			for i := range 4 {
 				var tr art.Trajectory
-				tr.AddMessage(art.UserMsg(fmt.Sprintf("ping %d", i)))
-				tr.AddMessage(art.AssistantMsg("pong"))
+				tr.AddMessage(art.UserMsg(fmt.Sprintf("ping %d", i)), art.AssistantMsg("pong"))
 				trajs = append(trajs, tr)
 			}
-			if _, err := b.TrainSFT(ctx, m, trajs, art.TrainSFTConfig{LearningRates: []float64{1e-2}}); err == nil {
+			if _, ok := b.(art.SFTTrainer); !ok {
+				if _, err := m.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRate: 1e-2}); !errors.Is(err, errors.ErrUnsupported) {
+					t.Fatalf("TrainSFT on a backend without it = %v; want errors.ErrUnsupported", err)
+				}
+				t.Logf("backend %T is not an art.SFTTrainer: TrainSFT fails with ErrUnsupported", b)
+				return
+			}
+			if _, err := m.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRates: []float64{1e-2}}); err == nil {
 				t.Fatal("TrainSFT with a schedule of 1 rate for 2 batches succeeded")
 			}
 			wantStep(t, ctx, b, m, 2)
 			var losses []float64
 			for want := 3; want <= 4; want++ {
-				res, err := b.TrainSFT(ctx, m, trajs, art.TrainSFTConfig{LearningRate: 1e-2})
+				res, err := m.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRate: 1e-2})
 				if err != nil {
 					t.Fatalf("TrainSFT: %v", err)
 				}
 				if res.Step != want || res.Skipped || res.Metrics["data/step_num_gradient_steps"] != 2 || res.Metrics["data/step_num_trajectories"] != 4 {
 					t.Fatalf("TrainSFT = %+v; want step %d, 2 optimizer steps on 4 trajectories", res, want)
 				}
+				if m.InferenceName(-1) != id(want) {
+					t.Fatalf("after TrainSFT: InferenceName(-1) = %q; want %q", m.InferenceName(-1), id(want))
+				}
 				losses = append(losses, res.Metrics["loss/train"])
 			}
 			if !(losses[1] < losses[0]) {
 				t.Errorf("SFT loss %v did not fall on the same transcripts", losses)
 			}
+			latest = 4
 			wantStep(t, ctx, b, m, 4)
 			chat(t, ctx, m, m.Name, id(4), 1, 5)
 		}},
@@ -226,11 +301,11 @@ func RunBackendTests(t *testing.T, newBackend NewBackend) {
 			if err := m.Register(ctx, b); err != nil {
 				t.Fatalf("Register again: %v", err)
 			}
-			if m.InferenceModelName != id(4) {
-				t.Errorf("InferenceModelName = %q after resuming; want %q", m.InferenceModelName, id(4))
+			if m.InferenceModelName != id(latest) || m.InferenceName(-1) != id(latest) {
+				t.Errorf("InferenceModelName = %q, InferenceName(-1) = %q after resuming; want %q", m.InferenceModelName, m.InferenceName(-1), id(latest))
 			}
-			wantStep(t, ctx, b, m, 4)
-			chat(t, ctx, m, m.Name, id(4), 1, 3)
+			wantStep(t, ctx, b, m, latest)
+			chat(t, ctx, m, m.Name, id(latest), 1, 3)
 		}},
 	}
 	for _, s := range steps {

@@ -196,14 +196,10 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			seeds[i] = evalSeedBase + uint64(i)
 		}
 		name := model.InferenceName(step)
-		specs := make([]art.GroupSpec, len(seeds))
-		for i, seed := range seeds {
-			specs[i] = art.NewGroup(func(ctx context.Context) (art.Trajectory, error) {
-				ss := sampleSeed(opt.Seed, 0, uint64(i))
-				return tictactoe.RolloutWith(ctx, client, name, seed, rollOpts(&ss))
-			})
-		}
-		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
+		groups, err := art.GatherGroups(ctx, seeds, 1, func(ctx context.Context, seed uint64) (art.Trajectory, error) {
+			ss := sampleSeed(opt.Seed, 0, seed-evalSeedBase)
+			return tictactoe.RolloutWith(ctx, client, name, seed, rollOpts(&ss))
+		}, art.GatherOptions{Concurrency: 32, Quiet: opt.Quiet, ProgressWriter: opt.Out, Description: "eval"})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -253,15 +249,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, opt.InvalidPenalty), cfg)
+		res, err := model.Train(ctx, experiment.PenalizeInvalid(groups, opt.InvalidPenalty), cfg, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
 			return rep, err
 		}
 		if res.Skipped {
 			rep.TrainedSkipped++
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
-			return rep, err
 		}
 		window.add(groups, res)
 		if res.Step%logEvery == 0 || step == opt.RLSteps-1 {

@@ -110,7 +110,7 @@ func knownProviders() string {
 }
 
 // FromEndpoint is a judge served by an art.Endpoint: `art serve`, or a
-// model of the in-process backend (TrainableModel.InferenceEndpoint).
+// model of the in-process backend (art.Backend.InferenceEndpoint).
 func FromEndpoint(ep art.Endpoint) Judge {
 	return Judge{Model: ep.Model, BaseURL: ep.BaseURL, APIKey: ep.APIKey}
 }

@@ -6,7 +6,7 @@
 // matter.
 //
 //	judge, err := ruler.NewJudge("openai/o3", "", "")        // or ruler.FromEndpoint(ep)
-//	groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{
+//	groups, err := art.GatherGroups(ctx, scenarios, 8, rollout, art.GatherOptions{
 //		AfterEach: ruler.AfterEach(judge, ruler.Options{}),   // score each group as it completes
 //	})
 //

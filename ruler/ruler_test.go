@@ -230,7 +230,7 @@ func TestGatherAndScoreGroups(t *testing.T) {
 			return tr, nil
 		}
 	}
-	specs := []art.GroupSpec{art.NewGroup(rollout(0), rollout(1)), art.NewGroup(rollout(2), rollout(3))}
+	specs := []art.GroupSpec{{Rollouts: []art.Rollout{rollout(0), rollout(1)}}, {Rollouts: []art.Rollout{rollout(2), rollout(3)}}}
 	groups, err := art.GatherTrajectoryGroups(context.Background(), specs, art.GatherOptions{Quiet: true, AfterEach: AfterEach(s.judge("j"), o)})
 	if err != nil || len(groups) != 2 || groups[1].Trajectories[1].Reward != 0.75 {
 		t.Fatalf("gather: %v, %+v", err, groups)

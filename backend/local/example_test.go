@@ -98,7 +98,7 @@ func Example_recorder() {
 	}
 	fmt.Println("every sampled token has its id:", withIDs)
 
-	res, err := b.Train(ctx, model, []art.TrajectoryGroup{group}, art.TrainConfig{LearningRate: 1e-3})
+	res, err := model.Train(ctx, []art.TrajectoryGroup{group}, art.TrainConfig{LearningRate: 1e-3}) // trains, logs, serves agent@1
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -80,7 +80,12 @@ type Backend struct {
 	closed bool
 }
 
-var _ art.Backend = (*Backend)(nil)
+// The backend has every optional capability of art.Backend.
+var (
+	_ art.Backend           = (*Backend)(nil)
+	_ art.SFTTrainer        = (*Backend)(nil)
+	_ art.CheckpointDeleter = (*Backend)(nil)
+)
 
 // hosted is one registered model and its server.
 type hosted struct {
@@ -209,7 +214,7 @@ func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art
 	return res, nil
 }
 
-// TrainSFT runs supervised fine-tuning in process (see art.Backend),
+// TrainSFT runs supervised fine-tuning in process (see art.SFTTrainer),
 // showing a progress bar over the batches on a terminal.
 func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajectories []art.Trajectory, cfg art.TrainSFTConfig) (art.TrainResult, error) {
 	h, err := b.lookup(m)
@@ -226,9 +231,9 @@ func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajector
 	return res, nil
 }
 
-// DeleteCheckpoints deletes every checkpoint whose step is not in keep,
+// DeleteCheckpointsExcept deletes every checkpoint whose step is not in keep,
 // except the latest.
-func (b *Backend) DeleteCheckpoints(ctx context.Context, m *art.TrainableModel, keep []int) error {
+func (b *Backend) DeleteCheckpointsExcept(ctx context.Context, m *art.TrainableModel, keep []int) error {
 	h, err := b.lookup(m)
 	if err != nil {
 		return err

@@ -114,9 +114,25 @@ func TestToolCallEndToEnd(t *testing.T) {
 			traj.AddMessage(art.ToolMsg(tc.ID, result))
 		}
 	}
+
+	// The same episode through Trajectory.Chat, which sends the tools as
+	// the trajectory records them, gives the same turns.
+	var viaChat art.Trajectory
+	viaChat.Tools = []art.Tool{tool}
+	viaChat.AddMessage(art.UserMsg(question))
+	chatParams := openai.ChatCompletionNewParams{Model: model.InferenceName(-1), Temperature: openai.Float(0), MaxTokens: openai.Int(100)}
+	first2, err := viaChat.Chat(ctx, client, chatParams)
+	if err != nil || len(first2.Message.ToolCalls) != 1 || first2.Message.ToolCalls[0].Function.Arguments != tc.Function.Arguments {
+		t.Fatalf("Chat, first turn: %+v, %v; want the tool call %s", first2.Message, err, tc.Function.Arguments)
+	}
+	viaChat.AddMessage(art.ToolMsg(first2.Message.ToolCalls[0].ID, result))
+	if second2, err := viaChat.Chat(ctx, client, chatParams); err != nil || second2.Message.Content.String() != answer {
+		t.Fatalf("Chat, after the tool result: %+v, %v; want %q", second2.Message, err, answer)
+	}
+
 	worse := art.Trajectory{Tools: traj.Tools, MessagesAndChoices: traj.MessagesAndChoices[:2], Reward: 0}
 	traj.Reward = 1
-	res, err := b.Train(ctx, model, []art.TrajectoryGroup{{Trajectories: []art.Trajectory{traj, worse}}}, art.TrainConfig{LearningRate: 1e-4})
+	res, err := model.Train(ctx, []art.TrajectoryGroup{{Trajectories: []art.Trajectory{traj, worse}}}, art.TrainConfig{LearningRate: 1e-4})
 	if err != nil || res.Skipped {
 		t.Fatalf("GRPO step on recorded tool-call turns: %+v, %v", res, err)
 	}

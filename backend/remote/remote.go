@@ -79,7 +79,12 @@ type Backend struct {
 	models map[string]bool
 }
 
-var _ art.Backend = (*Backend)(nil)
+// The backend has every optional capability of art.Backend.
+var (
+	_ art.Backend           = (*Backend)(nil)
+	_ art.SFTTrainer        = (*Backend)(nil)
+	_ art.CheckpointDeleter = (*Backend)(nil)
+)
 
 // New returns a Backend for the server at opt.BaseURL. It does not contact
 // the server; Register does.
@@ -301,9 +306,9 @@ func (b *Backend) stream(ctx context.Context, path string, body any, label strin
 	return art.TrainResult{}, fmt.Errorf("remote: POST %s: the stream ended without a result, so whether the step was saved is unknown (ask Step): %w", path, err)
 }
 
-// DeleteCheckpoints deletes every checkpoint on the server whose step is
+// DeleteCheckpointsExcept deletes every checkpoint on the server whose step is
 // not in keep, except the latest.
-func (b *Backend) DeleteCheckpoints(ctx context.Context, m *art.TrainableModel, keep []int) error {
+func (b *Backend) DeleteCheckpointsExcept(ctx context.Context, m *art.TrainableModel, keep []int) error {
 	if err := b.registered(m); err != nil {
 		return err
 	}

@@ -73,7 +73,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return backend{b, stop}
-	})
+	}, arttest.SFT, arttest.DeleteCheckpoints)
 }
 
 // Ensure Register refuses a server that trains another model, and that

@@ -193,11 +193,8 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, experiment.PenalizeInvalid(groups, cfg.invalidPenalty), cfg.TrainConfig())
+		res, err := model.Train(ctx, experiment.PenalizeInvalid(groups, cfg.invalidPenalty), cfg.TrainConfig(), art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil { // logged with the real rewards
 			return err
 		}
 		if err := run.Step(ctx, groups, res); err != nil {

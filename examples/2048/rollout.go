@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -40,46 +39,24 @@ type RolloutOptions struct {
 func Rollout(ctx context.Context, client openai.Client, modelName string, sc Scenario, opt RolloutOptions) (art.Trajectory, error) {
 	var traj art.Trajectory
 	calls := 0
-	var system []openai.ChatCompletionMessageParamUnion
-	if opt.System != "" {
-		system = []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(opt.System)}
-	}
 	agent := func(ctx context.Context, prompt string) (string, error) {
 		calls++
-		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
-		defer cancel()
-		params := openai.ChatCompletionNewParams{
-			Model:       modelName,
-			Messages:    append(system, openai.UserMessage(prompt)),
-			MaxTokens:   openai.Int(int64(opt.MaxTokens)),
-			Temperature: openai.Float(1),
-		}
-		if opt.SampleSeed != nil {
-			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(calls)) & math.MaxInt64))
-		}
-		resp, err := client.Chat.Completions.New(cctx, params)
-		if err != nil {
-			return "", fmt.Errorf("2048: move %d: chat: %w", calls, err)
-		}
-		if len(resp.Choices) == 0 {
-			return "", errors.New("2048: chat returned no choices")
-		}
-		choice, err := art.ChoiceFromOpenAI(resp.Choices[0])
-		if err != nil {
-			return "", err
-		}
 		var h art.History
 		if opt.System != "" {
 			h.AddMessage(art.SystemMsg(opt.System))
 		}
 		h.AddMessage(art.UserMsg(prompt))
-		h.AddChoice(choice)
-		if traj.MessagesAndChoices == nil {
-			traj.StartTime = time.Now()
-			traj.MessagesAndChoices = h.MessagesAndChoices
-		} else {
-			traj.AdditionalHistories = append(traj.AdditionalHistories, h)
+		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1)}
+		if opt.SampleSeed != nil {
+			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(calls)) & math.MaxInt64))
 		}
+		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
+		defer cancel()
+		choice, err := h.Chat(cctx, client, params)
+		if err != nil {
+			return "", fmt.Errorf("2048: move %d: %w", calls, err)
+		}
+		traj.AddHistory(h)
 		return choice.Message.Content.String(), nil
 	}
 	out, err := Play(ctx, agent, sc.Seed, opt.Rules)

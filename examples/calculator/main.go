@@ -192,7 +192,7 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		return err
 	}
 	if start == 0 && cfg.SFTWarmup > 0 && cfg.Steps > 0 {
-		trajs := TeacherTranscripts(trainSet, cfg.SFTWarmup, cfg.sftNoise, cfg.Seed, opt.system(), artCalculatorTool(cfg.compactTool))
+		trajs := TeacherTranscripts(trainSet, cfg.SFTWarmup, cfg.sftNoise, cfg.Seed, opt.system(), CalculatorTool(cfg.compactTool))
 		if start, err = run.Warmup(ctx, trajs, "teacher transcripts"); err != nil {
 			return err
 		}
@@ -214,11 +214,8 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, groups, cfg.TrainConfig())
+		res, err := model.Train(ctx, groups, cfg.TrainConfig())
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
 		if err := run.Step(ctx, groups, res); err != nil {

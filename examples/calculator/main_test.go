@@ -120,7 +120,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 // a wrong number without the tool.
 func TestTeacherTranscripts(t *testing.T) {
 	problems := ProductProblems(1, 40)
-	ts := TeacherTranscripts(problems, 60, 0.5, 1, SystemPrompt, artCalculatorTool(true))
+	ts := TeacherTranscripts(problems, 60, 0.5, 1, SystemPrompt, CalculatorTool(true))
 	if len(ts) != 60 {
 		t.Fatalf("%d transcripts", len(ts))
 	}
@@ -183,7 +183,7 @@ func TestWriteTeacher(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	trainSet, _ := splitProblems(cfg)
-	want := TeacherTranscripts(trainSet, 7, 0, 3, "Use the calculator.", artCalculatorTool(true))
+	want := TeacherTranscripts(trainSet, 7, 0, 3, "Use the calculator.", CalculatorTool(true))
 	if len(lines) != 7 {
 		t.Fatalf("%d lines; want 7", len(lines))
 	}

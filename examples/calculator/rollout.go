@@ -50,21 +50,11 @@ func calculatorSpec(compact bool) (string, map[string]any) {
 	return calculatorDesc, calculatorParams
 }
 
-// CalculatorTool is the tool as the chat request carries it; compact drops
-// the descriptions (--compact-tool).
-func CalculatorTool(compact bool) openai.ChatCompletionToolUnionParam {
+// CalculatorTool is the tool as the trajectory records it and the chat
+// request carries it; compact drops the descriptions (--compact-tool).
+func CalculatorTool(compact bool) art.Tool {
 	desc, params := calculatorSpec(compact)
-	def := openai.FunctionDefinitionParam{Name: calculatorName, Parameters: params}
-	if desc != "" {
-		def.Description = openai.String(desc)
-	}
-	return openai.ChatCompletionFunctionTool(def)
-}
-
-// artCalculatorTool is the same tool as the trajectory records it.
-func artCalculatorTool(compact bool) art.Tool {
-	desc, params := calculatorSpec(compact)
-	b, err := json.Marshal(params) // sorted keys, as the request encodes the map
+	b, err := json.Marshal(params)
 	if err != nil {
 		panic(err) // a constant map always encodes
 	}
@@ -157,38 +147,22 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, p Prob
 	if opt.MaxTurns < 1 {
 		return art.Trajectory{}, errors.New("calculator: MaxTurns must be >= 1")
 	}
-	system := opt.system()
-	traj := art.Trajectory{Tools: []art.Tool{artCalculatorTool(opt.CompactTool)}, Metadata: map[string]any{"scenario_id": p.ID}}
-	traj.AddMessage(art.SystemMsg(system))
-	traj.AddMessage(art.UserMsg(p.Question))
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(p.Question)}
-	tools := []openai.ChatCompletionToolUnionParam{CalculatorTool(opt.CompactTool)}
+	traj := art.Trajectory{Tools: []art.Tool{CalculatorTool(opt.CompactTool)}, Metadata: map[string]any{"scenario_id": p.ID}}
+	traj.AddMessage(art.SystemMsg(opt.system()), art.UserMsg(p.Question))
 	var turns, calls, bad int
 	final, answered := "", false
 	for turns < opt.MaxTurns && !answered {
 		turns++
-		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
-		params := openai.ChatCompletionNewParams{
-			Model: modelName, Messages: msgs, Tools: tools,
-			MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1),
-		}
+		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1)}
 		if opt.SampleSeed != nil {
 			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(turns)) & math.MaxInt64))
 		}
-		resp, err := client.Chat.Completions.New(cctx, params)
+		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
+		choice, err := traj.Chat(cctx, client, params)
 		cancel()
 		if err != nil {
-			return art.Trajectory{}, fmt.Errorf("calculator: problem %s turn %d: chat: %w", p.ID, turns, err)
+			return art.Trajectory{}, fmt.Errorf("calculator: problem %s turn %d: %w", p.ID, turns, err)
 		}
-		if len(resp.Choices) == 0 {
-			return art.Trajectory{}, fmt.Errorf("calculator: problem %s turn %d: chat returned no choices", p.ID, turns)
-		}
-		choice, err := art.ChoiceFromOpenAI(resp.Choices[0])
-		if err != nil {
-			return art.Trajectory{}, err
-		}
-		traj.AddChoice(choice)
-		msgs = append(msgs, resp.Choices[0].Message.ToParam())
 		if len(choice.Message.ToolCalls) == 0 {
 			final, answered = choice.Message.Content.String(), true
 			break
@@ -200,7 +174,6 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, p Prob
 				bad++
 			}
 			traj.AddMessage(art.ToolMsg(tc.ID, result))
-			msgs = append(msgs, openai.ToolMessage(result, tc.ID))
 		}
 	}
 	reward, correct, attempted := 0.0, false, false

@@ -99,7 +99,7 @@ func wrongGuess(r *rand.Rand, p Problem) string {
 func writeTeacher(cfg config, stdout io.Writer) error {
 	trainSet, _ := splitProblems(cfg)
 	opt := RolloutOptions{System: cfg.system}
-	trajs := TeacherTranscripts(trainSet, cfg.teacher, cfg.sftNoise, cfg.Seed, opt.system(), artCalculatorTool(cfg.compactTool))
+	trajs := TeacherTranscripts(trainSet, cfg.teacher, cfg.sftNoise, cfg.Seed, opt.system(), CalculatorTool(cfg.compactTool))
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for i := range trajs {

@@ -231,11 +231,8 @@ func train(ctx context.Context, cfg config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		res, err := backend.Train(ctx, model, groups, cfg.TrainConfig())
+		res, err := model.Train(ctx, groups, cfg.TrainConfig())
 		if err != nil {
-			return err
-		}
-		if err := model.Log(ctx, groups, res.LogOptions()); err != nil {
 			return err
 		}
 		if err := run.Step(ctx, groups, res); err != nil {

@@ -47,22 +47,12 @@ var tools = []tool{
 		}, "required": []string{"answer", "sources"}}},
 }
 
-// requestTools are the tools as the chat request carries them.
-func requestTools() []openai.ChatCompletionToolUnionParam {
-	out := make([]openai.ChatCompletionToolUnionParam, len(tools))
-	for i, t := range tools {
-		out[i] = openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
-			Name: t.name, Description: openai.String(t.desc), Parameters: t.params,
-		})
-	}
-	return out
-}
-
-// trajectoryTools are the same tools as the trajectory records them.
+// trajectoryTools are the tools as the trajectory records them and the
+// chat request carries them.
 func trajectoryTools() []art.Tool {
 	out := make([]art.Tool, len(tools))
 	for i, t := range tools {
-		params, err := json.Marshal(t.params) // sorted keys, as the request encodes the map
+		params, err := json.Marshal(t.params)
 		if err != nil {
 			panic(err) // constant maps always encode
 		}
@@ -362,13 +352,9 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 	if opt.MaxTurns < 1 {
 		return art.Trajectory{}, errors.New("emailsearch: MaxTurns must be >= 1")
 	}
-	system := opt.system()
 	traj := art.Trajectory{Tools: trajectoryTools(),
 		Metadata: map[string]any{"scenario_id": q.ID, "kind": q.Kind, "answer": q.Answer}}
-	traj.AddMessage(art.SystemMsg(system))
-	traj.AddMessage(art.UserMsg(q.Text))
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(q.Text)}
-	reqTools := requestTools()
+	traj.AddMessage(art.SystemMsg(opt.system()), art.UserMsg(q.Text))
 	var r Rubric
 	done := false
 	for !done {
@@ -377,28 +363,16 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 			break
 		}
 		r.Turns++
-		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
-		params := openai.ChatCompletionNewParams{
-			Model: modelName, Messages: msgs, Tools: reqTools,
-			MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1),
-		}
+		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(int64(opt.MaxTokens)), Temperature: openai.Float(1)}
 		if opt.SampleSeed != nil {
 			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(r.Turns)) & math.MaxInt64))
 		}
-		resp, err := client.Chat.Completions.New(cctx, params)
+		cctx, cancel := context.WithTimeout(ctx, opt.CallTimeout)
+		choice, err := traj.Chat(cctx, client, params)
 		cancel()
 		if err != nil {
-			return art.Trajectory{}, fmt.Errorf("emailsearch: question %s turn %d: chat: %w", q.ID, r.Turns, err)
+			return art.Trajectory{}, fmt.Errorf("emailsearch: question %s turn %d: %w", q.ID, r.Turns, err)
 		}
-		if len(resp.Choices) == 0 {
-			return art.Trajectory{}, fmt.Errorf("emailsearch: question %s turn %d: chat returned no choices", q.ID, r.Turns)
-		}
-		choice, err := art.ChoiceFromOpenAI(resp.Choices[0])
-		if err != nil {
-			return art.Trajectory{}, err
-		}
-		traj.AddChoice(choice)
-		msgs = append(msgs, resp.Choices[0].Message.ToParam())
 		if len(choice.Message.ToolCalls) == 0 {
 			r.FormatError = true
 			traj.Logf("turn %d: no tool call", r.Turns)
@@ -419,7 +393,6 @@ func Rollout(ctx context.Context, client openai.Client, modelName string, inbox 
 				break
 			}
 			traj.AddMessage(art.ToolMsg(tc.ID, result))
-			msgs = append(msgs, openai.ToolMessage(result, tc.ID))
 		}
 	}
 	traj.Reward = r.Reward()

@@ -2,7 +2,6 @@ package tictactoe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -73,17 +72,12 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 	var traj art.Trajectory
 	move := 0
 	agent := func(ctx context.Context, board string) (string, error) {
-		var msgs []openai.ChatCompletionMessageParamUnion
-		var history []art.MessageOrChoice
+		var h art.History
 		if opt.System != "" {
-			msgs = append(msgs, openai.SystemMessage(opt.System))
-			history = append(history, art.MessageOrChoice{Message: ptr(art.SystemMsg(opt.System))})
+			h.AddMessage(art.SystemMsg(opt.System))
 		}
-		msgs = append(msgs, openai.UserMessage(board))
-		history = append(history, art.MessageOrChoice{Message: ptr(art.UserMsg(board))})
-		params := openai.ChatCompletionNewParams{
-			Model: modelName, Messages: msgs, MaxTokens: openai.Int(maxReplyTokens(opt)), Temperature: openai.Float(1),
-		}
+		h.AddMessage(art.UserMsg(board))
+		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(maxReplyTokens(opt)), Temperature: openai.Float(1)}
 		if opt.SampleSeed != nil {
 			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(move)) & math.MaxInt64))
 		}
@@ -93,23 +87,11 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 			ctx, cancel = context.WithTimeout(ctx, opt.CallTimeout)
 			defer cancel()
 		}
-		resp, err := client.Chat.Completions.New(ctx, params)
+		choice, err := h.Chat(ctx, client, params)
 		if err != nil {
-			return "", fmt.Errorf("tictactoe: chat: %w", err)
+			return "", fmt.Errorf("tictactoe: %w", err)
 		}
-		if len(resp.Choices) == 0 {
-			return "", errors.New("tictactoe: chat returned no choices")
-		}
-		choice, err := art.ChoiceFromOpenAI(resp.Choices[0])
-		if err != nil {
-			return "", err
-		}
-		h := art.History{MessagesAndChoices: append(history, art.MessageOrChoice{Choice: &choice})}
-		if traj.MessagesAndChoices == nil {
-			traj.MessagesAndChoices = h.MessagesAndChoices
-		} else {
-			traj.AdditionalHistories = append(traj.AdditionalHistories, h)
-		}
+		traj.AddHistory(h)
 		return choice.Message.Content.String(), nil
 	}
 	out, _, err := Play(ctx, agent, seed)
@@ -133,8 +115,6 @@ func maxReplyTokens(opt RolloutOptions) int64 {
 	}
 	return 3
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func b2f(b bool) float64 {
 	if b {

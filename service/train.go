@@ -42,10 +42,8 @@ func (s *Service) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg a
 	}
 	var res train.StepResult
 	out, err := s.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
-		tr.KLReference = ref
-		defer func() { tr.KLReference = nil }()
 		var err error
-		res, err = tr.Step(ctx, tgroups, tc, next, progress)
+		res, err = tr.Step(ctx, tgroups, tc, next, ref, progress)
 		return res.Metrics, err
 	})
 	if err != nil {
@@ -143,13 +141,8 @@ func (s *Service) trainAndSave(step func(tr *train.Trainer, next int) (map[strin
 	defer s.trainMu.Unlock()
 	tr := s.trainer
 	next := s.Step() + 1
-	savedAdapter := tr.Adapter.Clone()
-	savedOpt := *tr.Opt
-	savedOpt.M, savedOpt.V = append([]float32(nil), tr.Opt.M...), append([]float32(nil), tr.Opt.V...)
-	restore := func() {
-		copy(tr.Adapter.Params(), savedAdapter.Params())
-		*tr.Opt = savedOpt
-	}
+	saved := tr.Snapshot()
+	restore := func() { tr.Restore(saved) }
 	start := time.Now()
 	metrics, err := step(tr, next)
 	if err != nil {

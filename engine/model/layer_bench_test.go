@@ -25,12 +25,14 @@ func benchModel(b *testing.B) *Model {
 
 // BenchmarkLayers times the three users of the layer composition:
 // inference prefill and batched decode with a KV cache, and the training
-// forward and backward passes (with and without recomputation).
+// forward and backward passes (with and without recomputation). On a
+// shared machine cpu-ms/op is the steadier figure.
 func BenchmarkLayers(b *testing.B) {
 	m := benchModel(b)
 	const T = 256
 	tokens := randomTokens(T, m.Config.VocabSize, 3)
 	b.Run("prefill", func(b *testing.B) {
+		defer reportCPU(b)()
 		var ws Workspace
 		c := m.NewKVCache(T)
 		for b.Loop() {
@@ -51,6 +53,7 @@ func BenchmarkLayers(b *testing.B) {
 			}
 		}
 		segs := make([]Segment, len(caches))
+		defer reportCPU(b)()
 		for b.Loop() {
 			for i, c := range caches {
 				c.Len = T - 16
@@ -73,6 +76,7 @@ func BenchmarkLayers(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			a := m.newActs(T, recompute)
 			dh := randVec(rand.New(rand.NewPCG(4, 5)), T*m.Config.HiddenSize, 1)
+			defer reportCPU(b)()
 			for b.Loop() {
 				if _, err := m.TrainForward(a, tokens, nil); err != nil {
 					b.Fatal(err)
@@ -81,4 +85,11 @@ func BenchmarkLayers(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportCPU returns a function that reports the process CPU time per
+// iteration since reportCPU was called.
+func reportCPU(b *testing.B) func() {
+	c0 := cpuSecs()
+	return func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }
 }

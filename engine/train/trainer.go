@@ -287,7 +287,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 			if orig != nil {
 				o = orig[i : i+1]
 			}
-			l, d := tokenTermsOrig(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
+			l, d := tokenTerms(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
 			loss += l / float64(n)
 			return d[0] / float64(n)
 		})
@@ -299,7 +299,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	}
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
-	loss, dlp = tokenTermsOrig(c, st.Logprobs, old, orig, adv, s.Weight)
+	loss, dlp = tokenTerms(c, st.Logprobs, old, orig, adv, s.Weight)
 	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return dlp[i] })
 	m.TrainBackward(a, dh, tr.Adapter)
 	for _, e := range st.Entropy {

@@ -30,7 +30,9 @@ func (tr *Trainer) Snapshot() Snapshot {
 }
 
 // Restore puts back the adapter and optimizer s was taken from, with the
-// values they had then. The snapshot stays valid: it can be restored again.
+// values they had then, and clears the adapter's gradients (a snapshot
+// is taken between steps, when they hold nothing). The snapshot stays
+// valid: it can be restored again.
 func (tr *Trainer) Restore(s Snapshot) {
 	tr.Adapter, tr.Opt = s.adapter, s.opt
 	if s.adapter != nil {

@@ -29,7 +29,7 @@ func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []f
 	kvh := h / (NH / KVH)
 	tk := start + n
 	p = p[:n*tk]
-	scale := float32(1 / math.Sqrt(float64(HD)))
+	scale := attnScale(HD)
 	kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
 	for i := 0; i < n; i++ {
 		softmaxCausal(p[i*tk:(i+1)*tk], start+i+1, scale)
@@ -76,6 +76,9 @@ func getScores(n int) *[]float32 {
 	s := make([]float32, n)
 	return &s
 }
+
+// attnScale is the factor of the attention scores, 1/√HD.
+func attnScale(HD int) float32 { return float32(1 / math.Sqrt(float64(HD))) }
 
 // softmaxCausal turns row (scores of one query) into probabilities over
 // its first visible entries after scaling, and zeroes the masked rest. The

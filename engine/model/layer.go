@@ -84,8 +84,8 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 // dres with the gradient w.r.t. the layer's input, and accumulates the
 // parameter gradients on the way (p.backDelta). s holds the forward
 // activations.
-func (m *Model) layerBackward(a *Acts, s *layerActs, l int, p *seqPass, dres []float32) {
-	cfg := m.Config
+func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
+	cfg, a := m.Config, p.a
 	T := a.T
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim

@@ -300,7 +300,7 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 		if a.recompute {
 			m.layerForward(s, T, l, &a.rope, p, a.workNext[:T*C])
 		}
-		m.layerBackward(a, s, l, p, dres)
+		m.layerBackward(s, l, p, dres)
 	}
 	if base != nil {
 		// The embedding lookup's gradient: each token's row gets its input's.

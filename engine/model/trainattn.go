@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -108,7 +107,7 @@ func scoresCausal(p, q, k []float32, h, kvh, T, Q, KV, HD int, scale float32) {
 func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
-	scale := float32(1 / math.Sqrt(float64(HD)))
+	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, nw)
 	forHeads(NH, nw, func(wk, h int) {
@@ -134,7 +133,7 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD i
 func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
-	scale := float32(1 / math.Sqrt(float64(HD)))
+	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, nw)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]

@@ -18,17 +18,16 @@ type HeldOut func(ctx context.Context, step int) ([]art.TrajectoryGroup, error)
 // Run keeps the record of one training run of an example: it evaluates
 // the held-out set before, during and after training, prints a line per
 // step and evaluation, and writes the Report when --report asks. The
-// example keeps its own loop (gather, Train, Log) and tells Run what
-// happened:
+// example keeps its own loop (gather, then model.Train, which also logs)
+// and tells Run what happened:
 //
 //	run := experiment.NewRun("2048", cfg.Flags, model, heldOut, stdout)
 //	start, _ := model.Step(ctx)
 //	... start, err = run.Warmup(ctx, teacherTranscripts, "teacher moves")
 //	run.Begin(ctx, start)
 //	for step := start; step < cfg.Steps; step++ {
-//		groups, _ := art.GatherTrajectoryGroups(...)
-//		res, _ := backend.Train(ctx, model, groups, cfg.TrainConfig())
-//		model.Log(ctx, groups, res.LogOptions())
+//		groups, _ := art.GatherGroups(...)
+//		res, _ := model.Train(ctx, groups, cfg.TrainConfig())
 //		run.Step(ctx, groups, res)
 //	}
 //	return run.Finish(ctx)

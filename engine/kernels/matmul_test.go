@@ -36,6 +36,17 @@ func forVariants(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// supportedVariants lists the implementations this CPU can run, fastest last.
+func supportedVariants() []variant {
+	vs := []variant{varGo}
+	for _, v := range []variant{varAVX2, varAVX512} {
+		if v <= bestVariant() {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
 // thin reports whether case i is skipped under the race detector, which
 // keeps every third case.
 func thin(i int) bool { return raceEnabled && i%3 != 0 }

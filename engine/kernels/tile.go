@@ -28,17 +28,6 @@ func (v variant) String() string {
 // kernel runs; nothing else writes it.
 var active = bestVariant()
 
-// supportedVariants lists the implementations this CPU can run, fastest last.
-func supportedVariants() []variant {
-	vs := []variant{varGo}
-	for _, v := range []variant{varAVX2, varAVX512} {
-		if v <= bestVariant() {
-			vs = append(vs, v)
-		}
-	}
-	return vs
-}
-
 // Tile flags: what the microkernel does with the tile it computed.
 const (
 	flagStore = 0      // C = A·B

@@ -36,7 +36,7 @@ func BenchmarkTrainAttention(b *testing.B) {
 			c0 := cpuSecs()
 			defer func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }()
 			for b.Loop() {
-				attentionForward(out, q, k, v, 0, T, NH, KVH, HD)
+				attentionForwardRef(out, q, k, v, T, NH, KVH, HD)
 			}
 		})
 		b.Run(fmt.Sprintf("T=%d/backward/blocks", T), func(b *testing.B) {
@@ -50,7 +50,7 @@ func BenchmarkTrainAttention(b *testing.B) {
 			c0 := cpuSecs()
 			defer func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }()
 			for b.Loop() {
-				attentionBackward(dq, dk, dv, dout, q, k, v, T, NH, KVH, HD)
+				attentionBackwardRef(dq, dk, dv, dout, q, k, v, T, NH, KVH, HD)
 			}
 		})
 	}

@@ -21,13 +21,14 @@ type Segment struct {
 // use.
 type Workspace struct {
 	T          int
-	x, xn, tmp []float32 // (T, C)
+	x, xn, mid []float32 // (T, C)
 	q, att     []float32 // (T, Q)
 	k, v       []float32 // (T, KV)
 	gate, up   []float32 // (T, F)
 	pos        []int     // (T)
 	offs       []int     // first row of each segment
 	hidden     []float32 // (T, C) final-normed output
+	rope       ropeTable // the angles of pos
 }
 
 func (ws *Workspace) ensure(cfg Config, T int) {
@@ -38,7 +39,7 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 	ws.T = T
 	ws.x = make([]float32, T*C)
 	ws.xn = make([]float32, T*C)
-	ws.tmp = make([]float32, T*C)
+	ws.mid = make([]float32, T*C)
 	ws.hidden = make([]float32, T*C)
 	ws.q = make([]float32, T*Q)
 	ws.att = make([]float32, T*Q)
@@ -47,6 +48,16 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 	ws.gate = make([]float32, T*F)
 	ws.up = make([]float32, T*F)
 	ws.pos = make([]int, T)
+}
+
+// layer lays a layer's activations onto the workspace: nothing is kept for a backward pass, so the residual stream
+// x is both the input and the output, one buffer holds both norms' output,
+// and SwiGLU writes over gate.
+func (ws *Workspace) layer() layerActs {
+	return layerActs{
+		in: ws.x, xn1: ws.xn, q: ws.q, k: ws.k, v: ws.v, att: ws.att,
+		mid: ws.mid, xn2: ws.xn, gate: ws.gate, up: ws.up, h: ws.gate,
+	}
 }
 
 // Forward runs the transformer over tokens, which is the concatenation of
@@ -59,11 +70,7 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 		return nil, err
 	}
 	ws.ensure(cfg, T)
-	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
-	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
-	x, xn, tmp := ws.x[:T*C], ws.xn[:T*C], ws.tmp[:T*C]
-	q, att, k, v := ws.q[:T*Q], ws.att[:T*Q], ws.k[:T*KV], ws.v[:T*KV]
-	gate, up := ws.gate[:T*F], ws.up[:T*F]
+	C := cfg.HiddenSize
 	pos := ws.pos[:T]
 	offs := ws.offs[:0]
 	t0 := 0
@@ -75,40 +82,14 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 		t0 += s.N
 	}
 	ws.offs = offs
+	ws.rope.set(m.freqs, pos)
 
+	x := ws.x[:T*C]
 	embeddingForward(x, tokens, m.W.Embed)
+	acts := ws.layer()
+	p := &batchPass{cfg: cfg, T: T, segs: segs, offs: offs}
 	for l := range m.W.Layers {
-		w := &m.W.Layers[l]
-		rmsNormForward(xn, nil, x, w.AttnNorm, T, C, cfg.RMSNormEps)
-		kernels.LinearMulti(xn, T,
-			kernels.LinearOp{Out: q, W: w.Q, Bias: w.QBias},
-			kernels.LinearOp{Out: k, W: w.K, Bias: w.KBias},
-			kernels.LinearOp{Out: v, W: w.V, Bias: w.VBias})
-		addDeltas(segs, q, xn, l, ModQ, Q, C)
-		addDeltas(segs, k, xn, l, ModK, KV, C)
-		addDeltas(segs, v, xn, l, ModV, KV, C)
-		ropeForward(q, pos, m.freqs, T, NH, HD)
-		ropeForward(k, pos, m.freqs, T, KVH, HD)
-		for i, s := range segs {
-			start, t0 := s.Cache.Len, offs[i]
-			copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
-			copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
-		}
-		attentionSegments(att, q, segs, offs, l, NH, KVH, HD)
-		kernels.Linear(tmp, att, w.O, w.OBias, T)
-		addDeltas(segs, tmp, att, l, ModO, C, Q)
-		addInPlace(x, tmp)
-
-		rmsNormForward(xn, nil, x, w.MLPNorm, T, C, cfg.RMSNormEps)
-		kernels.LinearMulti(xn, T,
-			kernels.LinearOp{Out: gate, W: w.Gate, Bias: w.GateBias},
-			kernels.LinearOp{Out: up, W: w.Up, Bias: w.UpBias})
-		addDeltas(segs, gate, xn, l, ModGate, F, C)
-		addDeltas(segs, up, xn, l, ModUp, F, C)
-		swigluForwardPar(gate, gate, up, T, F)
-		kernels.Linear(tmp, gate, w.Down, w.DownBias, T)
-		addDeltas(segs, tmp, gate, l, ModDown, C, F)
-		addInPlace(x, tmp)
+		m.layerForward(&acts, T, l, &ws.rope, p, x)
 	}
 	for _, s := range segs {
 		s.Cache.Len += s.N
@@ -118,16 +99,36 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 	return hidden, nil
 }
 
-// addDeltas applies each segment's adapter to its rows of a projection whose
-// output out has width N and input inp width K.
-func addDeltas(segs []Segment, out, inp []float32, l int, mod Module, N, K int) {
-	t0 := 0
-	for _, s := range segs {
+// batchPass runs the layers over a batch of segments, each with its own
+// adapter and KV cache.
+type batchPass struct {
+	cfg  Config
+	T    int
+	segs []Segment
+	offs []int // first row of each segment
+}
+
+// addDelta applies each segment's adapter to its rows.
+func (p *batchPass) addDelta(out, inp []float32, l int, mod Module) {
+	N, K := len(out)/p.T, len(inp)/p.T
+	for i, s := range p.segs {
 		if s.Adapter != nil {
+			t0 := p.offs[i]
 			s.Adapter.AddDelta(out[t0*N:(t0+s.N)*N], inp[t0*K:(t0+s.N)*K], s.N, l, mod)
 		}
-		t0 += s.N
 	}
+}
+
+// attend appends each segment's keys and values to its cache, then
+// attends over the whole cache.
+func (p *batchPass) attend(att, q, k, v []float32, l int) {
+	KV := p.cfg.KVDim()
+	for i, s := range p.segs {
+		start, t0 := s.Cache.Len, p.offs[i]
+		copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
+		copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
+	}
+	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim)
 }
 
 func (m *Model) checkBatch(tokens []int, segs []Segment) error {
@@ -161,12 +162,6 @@ func embeddingForward(out []float32, tokens []int, wte *kernels.Mat) {
 	C := wte.Cols
 	for t, id := range tokens {
 		wte.Row(out[t*C:(t+1)*C], id)
-	}
-}
-
-func addInPlace(dst, src []float32) {
-	for i, v := range src {
-		dst[i] += v
 	}
 }
 

@@ -78,9 +78,11 @@ func TestRopeBackward(t *testing.T) {
 	pos := []int{0, 3, 7, 100}
 	x, c := randVec(rng, T*nh*HD, 1), randVec(rng, T*nh*HD, 1)
 	y := make([]float32, len(x))
-	loss := func() float64 { copy(y, x); ropeForward(y, pos, freqs, T, nh, HD); return dot64(c, y) }
+	var rt ropeTable
+	rt.set(freqs, pos)
+	loss := func() float64 { copy(y, x); rt.forward(y, T, nh, HD); return dot64(c, y) }
 	dx := append([]float32(nil), c...)
-	ropeBackward(dx, pos, freqs, T, nh, HD)
+	rt.backward(dx, T, nh, HD)
 	checkGrad(t, "dx", x, dx, loss)
 }
 
@@ -89,9 +91,9 @@ func TestSwigluBackward(t *testing.T) {
 	n := 16
 	g, u, c := randVec(rng, n, 2), randVec(rng, n, 1), randVec(rng, n, 1)
 	h := make([]float32, n)
-	loss := func() float64 { swigluForward(h, g, u, n); return dot64(c, h) }
+	loss := func() float64 { swigluForward(h, g, u, 1, n); return dot64(c, h) }
 	dg, du := make([]float32, n), make([]float32, n)
-	swigluBackward(dg, du, c, g, u, n)
+	swigluBackward(dg, du, c, g, u, 1, n)
 	checkGrad(t, "dgate", g, dg, loss)
 	checkGrad(t, "dup", u, du, loss)
 }
@@ -103,9 +105,9 @@ func TestAttentionBackward(t *testing.T) {
 	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
 	c := randVec(rng, T*Q, 1)
 	out := make([]float32, T*Q)
-	loss := func() float64 { attentionForward(out, q, k, v, 0, T, NH, KVH, HD); return dot64(c, out) }
+	loss := func() float64 { attentionForwardRef(out, q, k, v, T, NH, KVH, HD); return dot64(c, out) }
 	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
-	attentionBackward(dq, dk, dv, c, q, k, v, T, NH, KVH, HD)
+	attentionBackwardRef(dq, dk, dv, c, q, k, v, T, NH, KVH, HD)
 	checkGrad(t, "dq", q, dq, loss)
 	checkGrad(t, "dk", k, dk, loss)
 	checkGrad(t, "dv", v, dv, loss)

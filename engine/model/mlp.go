@@ -1,26 +1,26 @@
 package model
 
-import "github.com/artgo/art/engine/kernels"
+import (
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/internal/parallel"
+)
 
-// swigluForward computes h = silu(gate) * up elementwise over n values.
-func swigluForward(h, gate, up []float32, n int) {
-	for i := 0; i < n; i++ {
-		g := gate[i]
-		h[i] = g / (1 + kernels.Expf(-g)) * up[i]
-	}
+// Rows per goroutine below which SwiGLU runs inline.
+const swigluMinRows = 2
+
+// swigluForward computes h = silu(gate) * up over T rows of F values, rows
+// split over the cores. h may alias gate.
+func swigluForward(h, gate, up []float32, T, F int) {
+	parallel.For(T, swigluMinRows, func(lo, hi int) {
+		kernels.SwiGLU(h[lo*F:hi*F], gate[lo*F:hi*F], up[lo*F:hi*F])
+	})
 }
 
-// swigluBackward computes dgate and dup (n) from dh, the gradient of
-// h = silu(gate)*up, overwriting them. dgate may alias gate only if the
-// forward values are no longer needed (they are read before the write).
-func swigluBackward(dgate, dup, dh, gate, up []float32, n int) {
-	for i := 0; i < n; i++ {
-		g := gate[i]
-		sig := 1 / (1 + kernels.Expf(-g))
-		silu := g * sig
-		dsilu := sig * (1 + g*(1-sig))
-		d := dh[i]
-		dup[i] = d * silu
-		dgate[i] = d * up[i] * dsilu
-	}
+// swigluBackward computes dgate and dup (T, F) from dh, the gradient of
+// h = silu(gate)*up, overwriting them.
+func swigluBackward(dgate, dup, dh, gate, up []float32, T, F int) {
+	parallel.For(T, swigluMinRows, func(lo, hi int) {
+		s := func(x []float32) []float32 { return x[lo*F : hi*F] }
+		kernels.SwiGLUBackward(s(dgate), s(dup), s(dh), s(gate), s(up))
+	})
 }

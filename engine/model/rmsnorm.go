@@ -1,12 +1,46 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/artgo/art/internal/parallel"
+)
+
+// Rows per goroutine below which a norm runs inline (a row costs about a
+// microsecond; starting a goroutine a few).
+const normMinRows = 16
 
 // rmsNormForward normalises each of the T rows of inp (T,C) by its root mean
 // square and scales by weight (C): out = inp * rstd * weight. It saves the
 // per-row reciprocal rms in rstd (T) for the backward pass; rstd may be nil.
-// out and inp may alias.
+// out and inp may alias. Rows are split over the cores; each row is
+// computed alone, so the result does not depend on their number.
 func rmsNormForward(out, rstd, inp, weight []float32, T, C int, eps float64) {
+	parallel.For(T, normMinRows, func(lo, hi int) {
+		var r []float32
+		if rstd != nil {
+			r = rstd[lo:hi]
+		}
+		rmsNormForwardRows(out[lo*C:hi*C], r, inp[lo*C:hi*C], weight, hi-lo, C, eps)
+	})
+}
+
+// rmsNormBackward accumulates dinp (T,C) += ∂loss/∂inp given dout (T,C),
+// the forward input inp, weight and the saved rstd. The weight gradient is
+// accumulated into dweight unless it is nil (frozen base weights).
+func rmsNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, T, C int) {
+	if dweight != nil {
+		// Every row adds to the same dweight (full fine-tuning): serial.
+		rmsNormBackwardRows(dinp, dweight, dout, inp, weight, rstd, T, C)
+		return
+	}
+	parallel.For(T, normMinRows, func(lo, hi int) {
+		rmsNormBackwardRows(dinp[lo*C:hi*C], nil, dout[lo*C:hi*C], inp[lo*C:hi*C], weight, rstd[lo:hi], hi-lo, C)
+	})
+}
+
+// rmsNormForwardRows is rmsNormForward on the caller's goroutine.
+func rmsNormForwardRows(out, rstd, inp, weight []float32, T, C int, eps float64) {
 	for t := 0; t < T; t++ {
 		x := inp[t*C : (t+1)*C]
 		var ss float64
@@ -24,10 +58,8 @@ func rmsNormForward(out, rstd, inp, weight []float32, T, C int, eps float64) {
 	}
 }
 
-// rmsNormBackward accumulates dinp (T,C) += ∂loss/∂inp given dout (T,C),
-// the forward input inp, weight and the saved rstd. The weight gradient is
-// accumulated into dweight unless it is nil (frozen base weights).
-func rmsNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, T, C int) {
+// rmsNormBackwardRows is rmsNormBackward on the caller's goroutine.
+func rmsNormBackwardRows(dinp, dweight, dout, inp, weight, rstd []float32, T, C int) {
 	for t := 0; t < T; t++ {
 		x := inp[t*C : (t+1)*C]
 		dy := dout[t*C : (t+1)*C]

@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/artgo/art/internal/parallel"
+)
 
 // ropeFreqs returns the HD/2 rotary inverse frequencies of cfg, including the
 // llama3 long-context rescaling when configured (as transformers computes it).
@@ -32,51 +36,73 @@ func ropeFreqs(cfg Config) []float64 {
 	return inv
 }
 
-// ropeForward rotates, in place, each of the nh heads (HD wide) of the T rows
-// of x (T, nh*HD) by the angle pos[t]*freq, pairing element i with i+HD/2
-// (the "rotate_half" convention of Llama and Qwen2 checkpoints).
-func ropeForward(x []float32, pos []int, freqs []float64, T, nh, HD int) {
-	half := HD / 2
-	cos := make([]float32, half)
-	sin := make([]float32, half)
-	for t := 0; t < T; t++ {
-		p := float64(pos[t])
+// ropeTable holds cos and sin of pos·freq, (rows, HD/2) each, for the
+// positions of a pass's rows: 0..cap-1 for training sequences, each
+// token's cache position for an inference batch. Rotating from a table
+// computes the angles once per pass instead of once per layer and tensor.
+type ropeTable struct {
+	half     int
+	cos, sin []float32
+}
+
+// set fills the table for rows at positions pos (row t at pos[t]).
+func (rt *ropeTable) set(freqs []float64, pos []int) {
+	half := len(freqs)
+	n := len(pos) * half
+	if cap(rt.cos) < n {
+		rt.cos, rt.sin = make([]float32, n), make([]float32, n)
+	}
+	rt.half, rt.cos, rt.sin = half, rt.cos[:n], rt.sin[:n]
+	for t, p := range pos {
 		for i, f := range freqs {
-			s, c := math.Sincos(p * f)
-			cos[i], sin[i] = float32(c), float32(s)
-		}
-		row := x[t*nh*HD : (t+1)*nh*HD]
-		for h := 0; h < nh; h++ {
-			v := row[h*HD : (h+1)*HD]
-			for i := 0; i < half; i++ {
-				x1, x2 := v[i], v[i+half]
-				v[i] = x1*cos[i] - x2*sin[i]
-				v[i+half] = x2*cos[i] + x1*sin[i]
-			}
+			s, c := math.Sincos(float64(p) * f)
+			rt.cos[t*half+i], rt.sin[t*half+i] = float32(c), float32(s)
 		}
 	}
 }
 
-// ropeBackward turns the gradient w.r.t. ropeForward's output into the
-// gradient w.r.t. its input, in place: the rotation's transpose.
-func ropeBackward(dx []float32, pos []int, freqs []float64, T, nh, HD int) {
+// Rows per goroutine below which the rotation runs inline (a row costs
+// about a microsecond; starting a goroutine a few).
+const ropeMinRows = 16
+
+// forward rotates, in place, each of the nh heads (HD wide) of the T rows
+// of x (T, nh*HD) by its row's angles, pairing element i with i+HD/2 (the
+// "rotate_half" convention of Llama and Qwen2 checkpoints).
+func (rt *ropeTable) forward(x []float32, T, nh, HD int) {
 	half := HD / 2
-	cos := make([]float32, half)
-	sin := make([]float32, half)
-	for t := 0; t < T; t++ {
-		p := float64(pos[t])
-		for i, f := range freqs {
-			s, c := math.Sincos(p * f)
-			cos[i], sin[i] = float32(c), float32(s)
-		}
-		row := dx[t*nh*HD : (t+1)*nh*HD]
-		for h := 0; h < nh; h++ {
-			v := row[h*HD : (h+1)*HD]
-			for i := 0; i < half; i++ {
-				d1, d2 := v[i], v[i+half]
-				v[i] = d1*cos[i] + d2*sin[i]
-				v[i+half] = d2*cos[i] - d1*sin[i]
+	parallel.For(T, ropeMinRows, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			cos, sin := rt.cos[t*rt.half:t*rt.half+half], rt.sin[t*rt.half:t*rt.half+half]
+			row := x[t*nh*HD : (t+1)*nh*HD]
+			for h := 0; h < nh; h++ {
+				a, b := row[h*HD:h*HD+half], row[h*HD+half:(h+1)*HD]
+				for i := range a {
+					x1, x2 := a[i], b[i]
+					a[i] = x1*cos[i] - x2*sin[i]
+					b[i] = x2*cos[i] + x1*sin[i]
+				}
 			}
 		}
-	}
+	})
+}
+
+// backward turns dx, the gradient w.r.t. forward's output, into the
+// gradient w.r.t. its input, in place: the rotation's transpose, a
+// rotation by the opposite angles.
+func (rt *ropeTable) backward(dx []float32, T, nh, HD int) {
+	half := HD / 2
+	parallel.For(T, ropeMinRows, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			cos, sin := rt.cos[t*rt.half:t*rt.half+half], rt.sin[t*rt.half:t*rt.half+half]
+			row := dx[t*nh*HD : (t+1)*nh*HD]
+			for h := 0; h < nh; h++ {
+				a, b := row[h*HD:h*HD+half], row[h*HD+half:(h+1)*HD]
+				for i := range a {
+					d1, d2 := a[i], b[i]
+					a[i] = d1*cos[i] + d2*sin[i]
+					b[i] = d2*cos[i] - d1*sin[i]
+				}
+			}
+		}
+	})
 }

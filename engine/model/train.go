@@ -8,21 +8,6 @@ import (
 	"github.com/artgo/art/internal/parallel"
 )
 
-// layerActs are one layer's forward activations kept for the backward pass.
-type layerActs struct {
-	in       []float32 // (T, C) residual stream entering the layer
-	rstd1    []float32 // (T)
-	xn1      []float32 // (T, C) attention-normed input of q, k, v
-	q        []float32 // (T, Q) after RoPE
-	k, v     []float32 // (T, KV), k after RoPE
-	att      []float32 // (T, Q) attention output, input of o_proj
-	mid      []float32 // (T, C) residual stream after attention
-	rstd2    []float32 // (T)
-	xn2      []float32 // (T, C) mlp-normed input of gate and up
-	gate, up []float32 // (T, F) before the activation
-	h        []float32 // (T, F) silu(gate)*up, input of down_proj
-}
-
 // Acts holds the activations of a training forward pass over one sequence
 // of up to cap tokens, sized once and reused across sequences.
 type Acts struct {
@@ -206,7 +191,11 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 		a.workNext = f(maxT * C)
 	}
 	a.out, a.rstdF, a.hidden = f(maxT*C), f(maxT), f(maxT*C)
-	a.rope = newRopeTable(m.freqs, maxT)
+	pos := make([]int, maxT)
+	for t := range pos {
+		pos[t] = t
+	}
+	a.rope.set(m.freqs, pos)
 	a.dres, a.dmid, a.dxn, a.dhidden = f(maxT*C), f(maxT*C), f(maxT*C), f(maxT*C)
 	a.dq, a.datt, a.dk, a.dv = f(maxT*Q), f(maxT*Q), f(maxT*KV), f(maxT*KV)
 	a.dgate, a.dup, a.dh = f(maxT*F), f(maxT*F), f(maxT*F)
@@ -244,59 +233,50 @@ func (m *Model) TrainForward(a *Acts, tokens []int, adapter Adapter) ([]float32,
 	a.tokens = append(a.tokens[:0], tokens...)
 	C := cfg.HiddenSize
 	embeddingForward(a.layers[0].in[:T*C], tokens, m.W.Embed)
+	p := &seqPass{m: m, a: a, adapter: adapter}
 	for l := range m.W.Layers {
 		next := a.out[:T*C]
 		if l+1 < len(a.layers) {
 			next = a.layers[l+1].in[:T*C]
 		}
-		m.layerForward(a, a.layer(l), l, adapter, next)
+		m.layerForward(a.layer(l), T, l, &a.rope, p, next)
 	}
 	hidden := a.hidden[:T*C]
-	rmsNormForwardPar(hidden, a.rstdF[:T], a.out[:T*C], m.W.FinalNorm, T, C, cfg.RMSNormEps)
+	rmsNormForward(hidden, a.rstdF[:T], a.out[:T*C], m.W.FinalNorm, T, C, cfg.RMSNormEps)
 	return hidden, nil
 }
 
-// layerForward runs layer l over the a.T positions of s.in, filling s's
-// activations, and writes the layer's output (the next residual stream)
-// into next.
-func (m *Model) layerForward(a *Acts, s *layerActs, l int, adapter Adapter, next []float32) {
-	cfg := m.Config
-	T := a.T
-	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
-	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
-	delta := func(out, inp []float32, mod Module) {
-		if adapter != nil {
-			adapter.AddDelta(out, inp, T, l, mod)
-		}
+// seqPass runs the layers over one whole training sequence with one
+// adapter (may be nil).
+type seqPass struct {
+	m       *Model
+	a       *Acts
+	adapter Adapter
+}
+
+func (p *seqPass) addDelta(out, inp []float32, l int, mod Module) {
+	if p.adapter != nil {
+		p.adapter.AddDelta(out, inp, p.a.T, l, mod)
 	}
-	w := &m.W.Layers[l]
-	in, xn1, q, k, v := s.in[:T*C], s.xn1[:T*C], s.q[:T*Q], s.k[:T*KV], s.v[:T*KV]
-	att, mid, xn2 := s.att[:T*Q], s.mid[:T*C], s.xn2[:T*C]
-	gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
+}
 
-	rmsNormForwardPar(xn1, s.rstd1, in, w.AttnNorm, T, C, cfg.RMSNormEps)
-	kernels.Linear(q, xn1, w.Q, w.QBias, T)
-	kernels.Linear(k, xn1, w.K, w.KBias, T)
-	kernels.Linear(v, xn1, w.V, w.VBias, T)
-	delta(q, xn1, ModQ)
-	delta(k, xn1, ModK)
-	delta(v, xn1, ModV)
-	a.rope.rope(q, T, NH, HD, false)
-	a.rope.rope(k, T, KVH, HD, false)
-	trainAttentionForward(&a.attn, att, q, k, v, T, NH, KVH, HD)
-	kernels.Linear(mid, att, w.O, w.OBias, T)
-	delta(mid, att, ModO)
-	addInPlace(mid, in)
+func (p *seqPass) attend(att, q, k, v []float32, _ int) {
+	cfg := p.m.Config
+	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim)
+}
 
-	rmsNormForwardPar(xn2, s.rstd2, mid, w.MLPNorm, T, C, cfg.RMSNormEps)
-	kernels.Linear(gate, xn2, w.Gate, w.GateBias, T)
-	kernels.Linear(up, xn2, w.Up, w.UpBias, T)
-	delta(gate, xn2, ModGate)
-	delta(up, xn2, ModUp)
-	swigluForwardPar(h, gate, up, T, F)
-	kernels.Linear(next, h, w.Down, w.DownBias, T)
-	delta(next, h, ModDown)
-	addInPlace(next, mid)
+// backDelta is addDelta's backward pass: it accumulates the input
+// gradient dinp and the adapter's parameter gradients, and with a.Base
+// the projection's weight gradient, given dout and the forward input inp.
+func (p *seqPass) backDelta(dinp, dout, inp []float32, l int, mod Module) {
+	T := p.a.T
+	if p.adapter != nil {
+		p.adapter.BackwardDelta(dinp, dout, inp, T, l, mod)
+	}
+	if base := p.a.Base; base != nil { // dW (out, in) += doutᵀ · inp
+		out, in := mod.Dims(p.m.Config)
+		kernels.Gemm(true, false, out, in, T, dout, out, inp, in, 1, base.Proj[l][mod], in)
+	}
 }
 
 // TrainBackward backpropagates dhidden (T, C), the loss gradient w.r.t. the
@@ -305,70 +285,22 @@ func (m *Model) layerForward(a *Acts, s *layerActs, l int, adapter Adapter, next
 // get no gradient.
 func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 	cfg := m.Config
-	T := a.T
-	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
-	NH, KVH, HD := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	T, C := a.T, cfg.HiddenSize
 	base := a.Base
-	back := func(dinp, dout, inp []float32, l int, mod Module) {
-		if adapter != nil {
-			adapter.BackwardDelta(dinp, dout, inp, T, l, mod)
-		}
-		if base != nil { // dW (out, in) += doutᵀ · inp
-			out, in := mod.Dims(cfg)
-			kernels.Gemm(true, false, out, in, T, dout, out, inp, in, 1, base.Proj[l][mod], in)
-		}
-	}
 	dres := a.dres[:T*C] // gradient w.r.t. the residual stream
 	clear(dres)
 	var dFinal []float32
 	if base != nil {
 		dFinal = base.FinalNorm
 	}
-	rmsNormBackwardPar(dres, dFinal, dhidden[:T*C], a.out[:T*C], m.W.FinalNorm, a.rstdF[:T], T, C)
-	dmid, dxn := a.dmid[:T*C], a.dxn[:T*C]
-	dq, datt, dk, dv := a.dq[:T*Q], a.datt[:T*Q], a.dk[:T*KV], a.dv[:T*KV]
-	dgate, dup, dh := a.dgate[:T*F], a.dup[:T*F], a.dh[:T*F]
+	rmsNormBackward(dres, dFinal, dhidden[:T*C], a.out[:T*C], m.W.FinalNorm, a.rstdF[:T], T, C)
+	p := &seqPass{m: m, a: a, adapter: adapter}
 	for l := len(m.W.Layers) - 1; l >= 0; l-- {
-		w, s := &m.W.Layers[l], a.layer(l)
+		s := a.layer(l)
 		if a.recompute {
-			m.layerForward(a, s, l, adapter, a.workNext[:T*C])
+			m.layerForward(s, T, l, &a.rope, p, a.workNext[:T*C])
 		}
-		// MLP block: next = mid + down(silu(gate(xn2)) * up(xn2)).
-		clear(dh)
-		kernels.LinearBackwardInput(dh, dres, w.Down, T)
-		back(dh, dres, s.h[:T*F], l, ModDown)
-		swigluBackwardPar(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T, F)
-		clear(dxn)
-		kernels.LinearBackwardInput(dxn, dgate, w.Gate, T)
-		kernels.LinearBackwardInput(dxn, dup, w.Up, T)
-		back(dxn, dgate, s.xn2[:T*C], l, ModGate)
-		back(dxn, dup, s.xn2[:T*C], l, ModUp)
-		copy(dmid, dres)
-		var dAttnNorm, dMLPNorm []float32
-		if base != nil {
-			dAttnNorm, dMLPNorm = base.AttnNorm[l], base.MLPNorm[l]
-		}
-		rmsNormBackwardPar(dmid, dMLPNorm, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
-
-		// Attention block: mid = in + o(attention(rope(q), rope(k), v)).
-		clear(datt)
-		kernels.LinearBackwardInput(datt, dmid, w.O, T)
-		back(datt, dmid, s.att[:T*Q], l, ModO)
-		clear(dq)
-		clear(dk)
-		clear(dv)
-		trainAttentionBackward(&a.attn, dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD)
-		a.rope.rope(dq, T, NH, HD, true)
-		a.rope.rope(dk, T, KVH, HD, true)
-		clear(dxn)
-		kernels.LinearBackwardInput(dxn, dq, w.Q, T)
-		kernels.LinearBackwardInput(dxn, dk, w.K, T)
-		kernels.LinearBackwardInput(dxn, dv, w.V, T)
-		back(dxn, dq, s.xn1[:T*C], l, ModQ)
-		back(dxn, dk, s.xn1[:T*C], l, ModK)
-		back(dxn, dv, s.xn1[:T*C], l, ModV)
-		copy(dres, dmid)
-		rmsNormBackwardPar(dres, dAttnNorm, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)
+		m.layerBackward(s, l, p, dres)
 	}
 	if base != nil {
 		// The embedding lookup's gradient: each token's row gets its input's.

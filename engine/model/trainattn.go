@@ -1,7 +1,6 @@
 package model
 
 import (
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,9 +9,10 @@ import (
 )
 
 // Causal attention for the training passes, over one whole sequence (T
-// tokens at positions 0..T-1). It computes what attentionForward and
-// attentionBackward (the references) compute, but skips the masked upper
-// triangle block-wise and keeps its scratch in a reusable workspace.
+// tokens at positions 0..T-1). It computes what attentionHead computes for
+// a cache holding just the sequence, but skips the masked upper triangle
+// block-wise, keeps its scratch in a reusable workspace and has a backward
+// pass.
 //
 // Keys are cut into blocks of attnBlock. Score block jb, S[j0:T, j0:j1] =
 // Q[j0:T]·K[j0:j1]ᵀ, holds every query that sees any key of the block; the
@@ -98,16 +98,16 @@ func scoresCausal(p, q, k []float32, h, kvh, T, Q, KV, HD int, scale float32) {
 		kernels.Gemm(false, true, T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, k[j0*KV+kvh*HD:], KV, 0, p[j0*T+j0:], T)
 	}
 	for i := 0; i < T; i++ {
-		softmaxCausalVec(p[i*T:i*T+blockEnd(i, T)], i+1, scale)
+		softmaxCausal(p[i*T:i*T+blockEnd(i, T)], i+1, scale)
 	}
 }
 
-// trainAttentionForward is attentionForward for a whole sequence (start 0,
-// n = T): out (T, Q) from q (T, Q) and k, v (T, KV), all post-RoPE.
+// trainAttentionForward is causal attention over a whole sequence: out
+// (T, Q) from q (T, Q) and k, v (T, KV), all post-RoPE.
 func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
-	scale := float32(1 / math.Sqrt(float64(HD)))
+	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, nw)
 	forHeads(NH, nw, func(wk, h int) {
@@ -126,13 +126,14 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD i
 	})
 }
 
-// trainAttentionBackward is attentionBackward using w: given dout (T, Q) it
-// accumulates dq (T, Q), dk and dv (T, KV). The probabilities are
-// recomputed per head.
+// trainAttentionBackward is trainAttentionForward's gradient: given dout
+// (T, Q) it accumulates dq (T, Q), dk and dv (T, KV). The probabilities are
+// recomputed per head instead of being kept, so only one (T, T) matrix per
+// worker is alive at a time.
 func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
-	scale := float32(1 / math.Sqrt(float64(HD)))
+	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, nw)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]
@@ -150,12 +151,7 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 		// dS = P∘(dP − Σ_j P∘dP)·scale, row by row (masked entries have P = 0).
 		for i := 0; i < T; i++ {
 			e := blockEnd(i, T)
-			pr, dr := p[i*T:i*T+e], dp[i*T:i*T+e]
-			pdp := kernels.Dot(pr[:i+1], dr[:i+1])
-			for j := 0; j <= i; j++ {
-				dr[j] = pr[j] * (dr[j] - pdp) * scale
-			}
-			clear(dr[i+1:])
+			softmaxCausalBackward(dp[i*T:i*T+e], p[i*T:i*T+e], i+1, scale)
 		}
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)

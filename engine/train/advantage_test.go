@@ -54,7 +54,7 @@ func TestTokenTerms(t *testing.T) {
 	r0 := math.Exp(0.5)
 
 	// CISPO: L_t = -clip(r,0,5)·A·lp · w/n
-	loss, d := tokenTerms(cispo, lp, old, adv, w)
+	loss, d := tokenTerms(cispo, lp, old, nil, adv, w)
 	wantLoss := (-r0*2*(-1) - 1*(-1)*(-2)) * w / 2
 	if !near(loss, wantLoss, 1e-12) {
 		t.Errorf("cispo loss %v; want %v", loss, wantLoss)
@@ -64,7 +64,7 @@ func TestTokenTerms(t *testing.T) {
 	}
 
 	// PPO: token 0 has A>0 and r > 1.2, so the clipped branch wins: no grad.
-	loss, d = tokenTerms(ppo, lp, old, adv, w)
+	loss, d = tokenTerms(ppo, lp, old, nil, adv, w)
 	wantLoss = (-1.2*2 + -(1 * -1)) * w / 2
 	if !near(loss, wantLoss, 1e-12) {
 		t.Errorf("ppo loss %v; want %v", loss, wantLoss)
@@ -75,14 +75,14 @@ func TestTokenTerms(t *testing.T) {
 
 	// PPO gradient equals the finite difference of its loss in the unclipped regime.
 	lp2, old2, adv2 := []float64{-1.1, -0.7}, []float64{-1.0, -0.75}, []float64{0.8, -0.3}
-	_, d2 := tokenTerms(ppo, lp2, old2, adv2, 1)
+	_, d2 := tokenTerms(ppo, lp2, old2, nil, adv2, 1)
 	for i := range lp2 {
 		const eps = 1e-6
 		p := append([]float64(nil), lp2...)
 		p[i] += eps
-		lpPlus, _ := tokenTerms(ppo, p, old2, adv2, 1)
+		lpPlus, _ := tokenTerms(ppo, p, old2, nil, adv2, 1)
 		p[i] -= 2 * eps
-		lpMinus, _ := tokenTerms(ppo, p, old2, adv2, 1)
+		lpMinus, _ := tokenTerms(ppo, p, old2, nil, adv2, 1)
 		if num := (lpPlus - lpMinus) / (2 * eps); !near(num, d2[i], 1e-6) {
 			t.Errorf("ppo token %d: grad %v; finite difference %v", i, d2[i], num)
 		}
@@ -94,7 +94,7 @@ func TestTokenTerms_Sequence(t *testing.T) {
 	c := DefaultConfig()
 	c.ImportanceSamplingLevel = "sequence"
 	lp, old, adv := []float64{-1, -2}, []float64{-1.2, -1.6}, []float64{1, 1}
-	_, d := tokenTerms(c, lp, old, adv, 1)
+	_, d := tokenTerms(c, lp, old, nil, adv, 1)
 	s := math.Exp(((-1 + 1.2) + (-2 + 1.6)) / 2)
 	for i := range d {
 		if !near(d[i], -s/2, 1e-12) {

@@ -29,8 +29,8 @@ type Config struct {
 	KimiK2Tau                    float64 // advantage -= τ·(logπ - logπ_old) (0: off)
 	TruncatedIS                  float64 // multiply the loss by min(ratio, U) (0: off)
 	// KLPenaltyCoef > 0 shapes advantages by the divergence from the
-	// reference (Trainer.KLReference; the base model, adapter off, by
-	// default): A_t += coef·(mean k - k_t), k_t = logπ_t - logπ_ref,t.
+	// reference (Trainer.Step's klRef; the base model, adapter off, when
+	// nil): A_t += coef·(mean k - k_t), k_t = logπ_t - logπ_ref,t.
 	KLPenaltyCoef float64
 	// KLSourceSample compares the sampling-time logprobs, rather than the
 	// learner's, with the reference (ART's kl_penalty_source "sample");

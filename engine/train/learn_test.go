@@ -163,7 +163,7 @@ func TestLearning_SFTThenGRPO(t *testing.T) {
 			}
 			groups = append(groups, grp)
 		}
-		if _, err := c.tr.Step(ctx, groups, cfg, step, nil); err != nil {
+		if _, err := c.tr.Step(ctx, groups, cfg, step, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if step%5 == 4 {

@@ -5,19 +5,16 @@ import "math"
 // tokenTerms computes, for each sampled token of one sequence, the loss
 // value and its derivative with respect to the token's new log probability.
 //
-// lp are the new log probabilities, old the sampling-time ones (NaN = use lp,
-// ratio 1), adv the per-token advantages and w the sequence's token weight.
-// The row loss is Σ L_t·w / n over its n sampled tokens (ART's "mean"
+// lp are the new log probabilities, old the old ones (NaN = use lp, ratio
+// 1), adv the per-token advantages and w the sequence's token weight. The
+// row loss is Σ L_t·w / n over its n sampled tokens (ART's "mean"
 // reduction), so the per-token terms returned here already include w/n.
-func tokenTerms(c Config, lp, old, adv []float64, w float64) (loss float64, dlp []float64) {
-	return tokenTermsOrig(c, lp, old, nil, adv, w)
-}
-
-// tokenTermsOrig is tokenTerms for precalculated old logprobs: orig are the
-// sampling-time ones, used only by truncated importance sampling, whose
-// weight becomes min(e^(old-orig), U) (the trainer-vs-sampler mismatch)
-// instead of min(r, U). A nil orig, or a NaN in it, falls back to r.
-func tokenTermsOrig(c Config, lp, old, orig, adv []float64, w float64) (loss float64, dlp []float64) {
+//
+// orig are the sampling-time logprobs when old were precalculated, else
+// nil. Only truncated importance sampling reads them: its weight becomes
+// min(e^(old-orig), U) (the trainer-vs-sampler mismatch) instead of
+// min(r, U). A NaN in orig falls back to r.
+func tokenTerms(c Config, lp, old, orig, adv []float64, w float64) (loss float64, dlp []float64) {
 	n := len(lp)
 	dlp = make([]float64, n)
 	if n == 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/artgo/art/engine/lora"
+	"github.com/artgo/art/engine/model"
 )
 
 // optionGroups samples two groups of the color task with varied rewards;
@@ -36,10 +37,11 @@ func optionGroups(c *colorTask, shift float64) []Group {
 func stepFrom(t *testing.T, c *colorTask, start *lora.Adapter, ref *lora.Adapter, groups []Group, cfg Config) ([]float32, StepResult) {
 	t.Helper()
 	tr := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z}
+	var klRef model.Adapter // nil, not a nil *lora.Adapter: the base model
 	if ref != nil {
-		tr.KLReference = ref
+		klRef = ref
 	}
-	res, err := tr.Step(context.Background(), groups, cfg, 0, nil)
+	res, err := tr.Step(context.Background(), groups, cfg, 0, klRef, nil)
 	if err != nil || !res.Trained {
 		t.Fatalf("step: %+v, %v", res, err)
 	}
@@ -128,7 +130,7 @@ func TestStep_RecomputeActivations(t *testing.T) {
 	var params [2][]float32
 	for i, recompute := range []bool{false, true} {
 		tr := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z, RecomputeActivations: recompute}
-		if res, err := tr.Step(context.Background(), groups, cfg, 0, nil); err != nil || !res.Trained {
+		if res, err := tr.Step(context.Background(), groups, cfg, 0, nil, nil); err != nil || !res.Trained {
 			t.Fatalf("step: %+v, %v", res, err)
 		}
 		params[i] = tr.Adapter.Params()

@@ -35,7 +35,7 @@ func TestResume_BitIdentical(t *testing.T) {
 
 	run := func(tr *Trainer, from, to int) {
 		for step := from; step < to; step++ {
-			res, err := tr.Step(ctx, groups, cfg, step, nil)
+			res, err := tr.Step(ctx, groups, cfg, step, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestStep_NothingToTrain(t *testing.T) {
 		{Reward: 1, Histories: []History{c.history(ans, s)}},
 	}}
 	before := append([]float32(nil), c.tr.Adapter.Params()...)
-	res, err := c.tr.Step(context.Background(), []Group{g}, DefaultConfig(), 0, nil)
+	res, err := c.tr.Step(context.Background(), []Group{g}, DefaultConfig(), 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,11 +34,6 @@ type Trainer struct {
 	// about a third more compute, the same gradients.
 	RecomputeActivations bool
 
-	// KLReference is the reference policy of KL shaping
-	// (Config.KLPenaltyCoef): an adapter such as an earlier checkpoint's,
-	// or nil for the base model (adapter off).
-	KLReference model.Adapter
-
 	acts *model.Acts
 	base *baseOptimizer // with TrainBase, made by the first SFTStep
 }
@@ -168,8 +163,14 @@ func distinct(v []float64) int {
 
 // Step runs one training step over groups: prepare, then one optimizer
 // update per GradAccumulationSequences sequences, in a shuffled order fixed
-// by c.Seed and step. progress (may be nil) is called after each sequence.
-func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int, progress func(done, total int)) (StepResult, error) {
+// by c.Seed and step. klRef is the reference policy of KL shaping
+// (c.KLPenaltyCoef > 0): an adapter such as an earlier checkpoint's, or nil
+// for the base model (adapter off); it is only read. progress (may be nil)
+// is called after each sequence.
+//
+// An error can leave the adapter and optimizer partly updated; a caller
+// that must not keep such a step takes a Snapshot first.
+func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int, klRef model.Adapter, progress func(done, total int)) (StepResult, error) {
 	if err := c.Validate(); err != nil {
 		return StepResult{}, err
 	}
@@ -208,7 +209,7 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 	var shaping [][]float64
 	if c.KLPenaltyCoef > 0 {
 		var klMean float64
-		if shaping, klMean, err = tr.klShaping(ctx, seqs, c); err != nil {
+		if shaping, klMean, err = tr.klShaping(ctx, seqs, c, klRef); err != nil {
 			return res, err
 		}
 		res.Metrics["loss/kl_policy_ref"] = klMean
@@ -286,7 +287,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 			if orig != nil {
 				o = orig[i : i+1]
 			}
-			l, d := tokenTermsOrig(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
+			l, d := tokenTerms(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
 			loss += l / float64(n)
 			return d[0] / float64(n)
 		})
@@ -298,7 +299,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	}
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
-	loss, dlp = tokenTermsOrig(c, st.Logprobs, old, orig, adv, s.Weight)
+	loss, dlp = tokenTerms(c, st.Logprobs, old, orig, adv, s.Weight)
 	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return dlp[i] })
 	m.TrainBackward(a, dh, tr.Adapter)
 	for _, e := range st.Entropy {
@@ -360,9 +361,9 @@ func (tr *Trainer) precalculate(ctx context.Context, seqs []Sequence) error {
 // klShaping computes, per sequence and sampled token, coef·(k̄ - k_t) with
 // k_t = logπ_source - logπ_ref, and returns k̄, the mean over the step. The
 // source is the learner (or, with KLSourceSample, the sampling-time
-// logprobs where known); the reference is tr.KLReference (nil: the base
-// model, adapter off).
-func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config) ([][]float64, float64, error) {
+// logprobs where known); the reference is ref (nil: the base model,
+// adapter off).
+func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config, ref model.Adapter) ([][]float64, float64, error) {
 	m, a := tr.Model, tr.acts
 	ks := make([][]float64, len(seqs))
 	var sum float64
@@ -377,20 +378,20 @@ func (tr *Trainer) klShaping(ctx context.Context, seqs []Sequence, c Config) ([]
 			old = orig // the sampler's, not the precalculated ones
 		}
 		if _, err := m.TrainForward(a, s.Tokens, tr.Adapter); err != nil {
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("train: KL learner of %s: %w", s.Name, err)
 		}
 		learner, _ := m.LMHeadBackward(a, rows, targets, nil)
-		if _, err := m.TrainForward(a, s.Tokens, tr.KLReference); err != nil {
-			return nil, 0, err
+		if _, err := m.TrainForward(a, s.Tokens, ref); err != nil {
+			return nil, 0, fmt.Errorf("train: KL reference of %s: %w", s.Name, err)
 		}
-		ref, _ := m.LMHeadBackward(a, rows, targets, nil)
+		refSt, _ := m.LMHeadBackward(a, rows, targets, nil)
 		ks[i] = make([]float64, len(rows))
 		for t := range rows {
 			src := learner.Logprobs[t]
 			if c.KLSourceSample && !math.IsNaN(old[t]) {
 				src = old[t]
 			}
-			ks[i][t] = src - ref.Logprobs[t]
+			ks[i][t] = src - refSt.Logprobs[t]
 			sum += ks[i][t]
 			n++
 		}

@@ -40,10 +40,8 @@ func (h *Host) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.
 	}
 	var res train.StepResult
 	out, err := h.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
-		tr.KLReference = ref
-		defer func() { tr.KLReference = nil }()
 		var err error
-		res, err = tr.Step(ctx, tgroups, tc, next, progress)
+		res, err = tr.Step(ctx, tgroups, tc, next, ref, progress)
 		return res.Metrics, err
 	})
 	if err != nil {
@@ -125,13 +123,8 @@ func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]f
 	defer h.trainMu.Unlock()
 	tr := h.trainer
 	next := h.Step() + 1
-	savedAdapter := tr.Adapter.Clone()
-	savedOpt := *tr.Opt
-	savedOpt.M, savedOpt.V = append([]float32(nil), tr.Opt.M...), append([]float32(nil), tr.Opt.V...)
-	restore := func() {
-		copy(tr.Adapter.Params(), savedAdapter.Params())
-		*tr.Opt = savedOpt
-	}
+	saved := tr.Snapshot()
+	restore := func() { tr.Restore(saved) }
 	start := time.Now()
 	metrics, err := step(tr, next)
 	if err != nil {

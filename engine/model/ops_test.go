@@ -20,7 +20,7 @@ func maxRelDiff(a, b []float32) float64 {
 }
 
 // TestTrainAttention compares the block-causal training attention with the
-// references attentionForward and attentionBackward, on lengths around the
+// references attentionForwardRef and attentionBackwardRef, on lengths around the
 // key block size, and checks its gradient by finite differences.
 func TestTrainAttention(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -32,7 +32,7 @@ func TestTrainAttention(t *testing.T) {
 			q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
 			dout := randVec(rng, T*Q, 1)
 			want, got := make([]float32, T*Q), randVec(rng, T*Q, 1) // got starts dirty
-			attentionForward(want, q, k, v, 0, T, NH, KVH, HD)
+			attentionForwardRef(want, q, k, v, T, NH, KVH, HD)
 			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD)
 			if d := maxRelDiff(got, want); d > 1e-5 {
 				t.Errorf("forward: max relative difference %.3g", d)
@@ -41,7 +41,7 @@ func TestTrainAttention(t *testing.T) {
 			init := func(n int) []float32 { return randVec(rng, n, 1) }
 			dq0, dk0, dv0 := init(T*Q), init(T*KV), init(T*KV)
 			dq1, dk1, dv1 := append([]float32(nil), dq0...), append([]float32(nil), dk0...), append([]float32(nil), dv0...)
-			attentionBackward(dq0, dk0, dv0, dout, q, k, v, T, NH, KVH, HD)
+			attentionBackwardRef(dq0, dk0, dv0, dout, q, k, v, T, NH, KVH, HD)
 			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD)
 			for _, c := range []struct {
 				name      string
@@ -67,9 +67,9 @@ func TestTrainAttention(t *testing.T) {
 	checkGrad(t, "dv", v, dv, loss)
 }
 
-// TestTrainLayersMatchReference checks the row-parallel layers against the
+// TestLayersMatchReference checks the row-parallel layers against the
 // serial references (they must be bit-identical).
-func TestTrainLayersMatchReference(t *testing.T) {
+func TestLayersMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	T, C, nh, HD := 67, 24, 3, 8
 	x, w, dy := randVec(rng, T*C, 1), randVec(rng, C, 1), randVec(rng, T*C, 1)
@@ -93,22 +93,22 @@ func TestTrainLayersMatchReference(t *testing.T) {
 		}
 	}
 	o1, o2, r1, r2 := make([]float32, T*C), make([]float32, T*C), make([]float32, T), make([]float32, T)
-	rmsNormForward(o1, r1, x, w, T, C, 1e-6)
-	rmsNormForwardPar(o2, r2, x, w, T, C, 1e-6)
+	rmsNormForwardRows(o1, r1, x, w, T, C, 1e-6)
+	rmsNormForward(o2, r2, x, w, T, C, 1e-6)
 	same("rmsnorm out", o2, o1)
 	same("rmsnorm rstd", r2, r1)
 	d1, d2 := make([]float32, T*C), make([]float32, T*C)
-	rmsNormBackward(d1, nil, dy, x, w, r1, T, C)
-	rmsNormBackwardPar(d2, nil, dy, x, w, r1, T, C)
+	rmsNormBackwardRows(d1, nil, dy, x, w, r1, T, C)
+	rmsNormBackward(d2, nil, dy, x, w, r1, T, C)
 	same("rmsnorm dx", d2, d1)
 
 	g, u := randVec(rng, T*C, 3), randVec(rng, T*C, 1)
-	swigluForward(o1, g, u, T*C)
-	swigluForwardPar(o2, g, u, T, C)
+	kernels.SwiGLURef(o1, g, u)
+	swigluForward(o2, g, u, T, C)
 	close1("swiglu", o2, o1)
 	dg1, du1, dg2, du2 := make([]float32, T*C), make([]float32, T*C), make([]float32, T*C), make([]float32, T*C)
-	swigluBackward(dg1, du1, dy, g, u, T*C)
-	swigluBackwardPar(dg2, du2, dy, g, u, T, C)
+	kernels.SwiGLUBackwardRef(dg1, du1, dy, g, u)
+	swigluBackward(dg2, du2, dy, g, u, T, C)
 	close1("swiglu dgate", dg2, dg1)
 	close1("swiglu dup", du2, du1)
 
@@ -117,14 +117,15 @@ func TestTrainLayersMatchReference(t *testing.T) {
 	for i := range pos {
 		pos[i] = i
 	}
-	rt := newRopeTable(freqs, T+5)
+	var rt ropeTable
+	rt.set(freqs, pos)
 	xr := randVec(rng, T*nh*HD, 1)
 	a, b := append([]float32(nil), xr...), append([]float32(nil), xr...)
-	ropeForward(a, pos, freqs, T, nh, HD)
-	rt.rope(b, T, nh, HD, false)
+	ropeRef(a, pos, freqs, T, nh, HD, false)
+	rt.forward(b, T, nh, HD)
 	same("rope", b, a)
-	ropeBackward(a, pos, freqs, T, nh, HD)
-	rt.rope(b, T, nh, HD, true)
+	ropeRef(a, pos, freqs, T, nh, HD, true)
+	rt.backward(b, T, nh, HD)
 	same("rope backward", b, a)
 }
 

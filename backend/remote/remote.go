@@ -46,6 +46,9 @@ import (
 const (
 	DefaultBaseURL = "http://127.0.0.1:7999"
 	DefaultTimeout = time.Minute
+	// DefaultRetryFor is how long idempotent requests are retried while
+	// the server cannot be reached.
+	DefaultRetryFor = 10 * time.Second
 	// ConnectTimeout bounds dialing the server.
 	ConnectTimeout = 5 * time.Second
 )
@@ -60,6 +63,11 @@ type Options struct {
 	// Timeout bounds each request but training steps (0 means
 	// DefaultTimeout).
 	Timeout time.Duration
+	// RetryFor bounds how long an idempotent request (reads, Register,
+	// checkpoint deletion) is retried while the server cannot be reached,
+	// e.g. while it restarts (0 means DefaultRetryFor, < 0 no retries).
+	// Training and logging are never retried: the error says to ask Step.
+	RetryFor time.Duration
 	// HTTPClient carries the requests; nil means a client with a 5-second
 	// connect timeout. Its own Timeout, if any, also applies to training.
 	HTTPClient *http.Client
@@ -100,6 +108,12 @@ func New(opt Options) (*Backend, error) {
 	base := strings.TrimSuffix(strings.TrimSuffix(u.String(), "/"), "/v1")
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
+	}
+	switch {
+	case opt.RetryFor == 0:
+		opt.RetryFor = DefaultRetryFor
+	case opt.RetryFor < 0:
+		opt.RetryFor = 0
 	}
 	hc := opt.HTTPClient
 	if hc == nil {
@@ -180,8 +194,34 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*http.
 }
 
 // call sends a request with the backend's timeout and decodes the JSON
-// answer into out.
+// answer into out. An idempotent request that cannot reach the server is
+// retried for up to Options.RetryFor (a restarting server comes back);
+// anything else fails at once.
 func (b *Backend) call(ctx context.Context, method, path string, body, out any) error {
+	retryUntil := time.Now().Add(b.opt.RetryFor)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := b.callOnce(ctx, method, path, body, out)
+		if err == nil || !errors.Is(err, ErrUnreachable) || !idempotent(method, path) || time.Now().Add(wait).After(retryUntil) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// idempotent reports whether sending a request twice does what sending it
+// once does: reads, registration and deleting checkpoints by a keep list.
+// Logging and training are not: a retry could log twice or train a step
+// twice.
+func idempotent(method, path string) bool {
+	path, _, _ = strings.Cut(path, "?")
+	return method == http.MethodGet || path == "/v1/art/register" || path == "/v1/art/checkpoints/delete"
+}
+
+func (b *Backend) callOnce(ctx context.Context, method, path string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, b.opt.Timeout)
 	defer cancel()
 	resp, err := b.do(ctx, method, path, body)

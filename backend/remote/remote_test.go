@@ -166,3 +166,4 @@ func TestLog(t *testing.T) {
 		t.Error("Log accepted the split ../x")
 	}
 }
+

@@ -200,12 +200,21 @@ func TestKillServeDuringTraining(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := startServe(t, base, data, addr)
-	b, err := remote.New(remote.Options{BaseURL: "http://" + addr, Quiet: true, Timeout: 20 * time.Second})
+	// b gives up on an unreachable server after 2s of retries; patient
+	// waits up to a minute, long enough for a restart.
+	b, err := remote.New(remote.Options{BaseURL: "http://" + addr, Quiet: true, Timeout: 20 * time.Second, RetryFor: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patient, err := remote.New(remote.Options{BaseURL: "http://" + addr, Quiet: true, RetryFor: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}, BaseModel: base}
 	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := patient.Register(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	groups := faultGroups(t, m, 24)
@@ -267,14 +276,21 @@ func TestKillServeDuringTraining(t *testing.T) {
 		}
 		t.Logf("round %d: from step %d, %d steps completed, then: %v", round, step, len(o.trained), o.err)
 
-		// While the server is down, calls fail fast with a clear error.
+		// While the server is down, a read is retried for its bound and
+		// then fails with a clear error; a patient read started now
+		// succeeds once the server is back.
 		start := time.Now()
 		if _, err := b.Step(ctx, m); !errors.Is(err, remote.ErrUnreachable) {
 			t.Errorf("round %d: Step while the server is down: %v; want ErrUnreachable", round, err)
 		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("round %d: Step took %s to fail while the server was down", round, d)
+		if d := time.Since(start); d < time.Second || d > 8*time.Second {
+			t.Errorf("round %d: Step failed after %s while the server was down; want about its 2s of retries", round, d)
 		}
+		patientStep := make(chan error, 1)
+		go func() {
+			_, err := patient.Step(ctx, m)
+			patientStep <- err
+		}()
 
 		after := checkpointHashes(t, dir, cfg)
 		for st, h := range before {
@@ -283,6 +299,14 @@ func TestKillServeDuringTraining(t *testing.T) {
 			}
 		}
 		srv = startServe(t, base, data, addr)
+		select {
+		case err := <-patientStep:
+			if err != nil {
+				t.Errorf("round %d: a Step that began while the server was down: %v", round, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: a Step that began while the server was down still waits after the restart", round)
+		}
 		resumed, err := b.Step(ctx, m)
 		if err != nil {
 			t.Fatal(err)

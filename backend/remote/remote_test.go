@@ -166,4 +166,3 @@ func TestLog(t *testing.T) {
 		t.Error("Log accepted the split ../x")
 	}
 }
-

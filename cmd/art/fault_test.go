@@ -49,6 +49,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// writeTiny writes a tiny random model with the byte tokenizer to dir.
+func writeTiny(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // serveProcess is `art serve` running in a child process.
 type serveProcess struct {
 	cmd    *exec.Cmd
@@ -185,9 +193,7 @@ func TestKillServeDuringTraining(t *testing.T) {
 		t.Skip("starts and kills art serve several times")
 	}
 	base := filepath.Join(t.TempDir(), "base")
-	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
-		t.Fatal(err)
-	}
+	writeTiny(t, base)
 	cfg, err := model.ReadConfig(base)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/backend/remote"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
@@ -35,6 +37,14 @@ import (
 const runArtEnv = "ART_TEST_RUN_ART"
 
 func TestMain(m *testing.M) {
+	if dirs := os.Getenv(localLoopEnv); dirs != "" {
+		base, data, _ := strings.Cut(dirs, "|")
+		if err := localTrainingLoop(base, data); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if args := os.Getenv(runArtEnv); args != "" {
 		var argv []string
 		if err := json.Unmarshal([]byte(args), &argv); err != nil {
@@ -54,6 +64,38 @@ func writeTiny(t *testing.T, dir string) {
 	t.Helper()
 	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// localLoopEnv, when set to "BASE|DATA" in a child of the test binary, makes
+// the child a user's training loop on the in-process backend: it resumes at
+// the stored step and trains and logs until it is killed, printing
+// "resumed N" and then "trained N" and "logged N" as each call returns.
+const localLoopEnv = "ART_TEST_LOCAL_LOOP"
+
+func localTrainingLoop(base, data string) error {
+	ctx := context.Background()
+	b := local.New(local.Options{Path: data, Quiet: true, Seed: 1})
+	defer b.Close()
+	m := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base}
+	if err := m.Register(ctx, b); err != nil {
+		return err
+	}
+	step, err := m.Step(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("resumed %d\n", step)
+	groups, err := sampleGroups(m, 24)
+	if err != nil {
+		return err
+	}
+	for {
+		res, err := m.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("trained %d\n", res.Step)
 	}
 }
 
@@ -122,22 +164,30 @@ func (p *serveProcess) training() bool {
 // a training step lasts long enough to be killed in the middle.
 func faultGroups(t *testing.T, m *art.TrainableModel, n int) []art.TrajectoryGroup {
 	t.Helper()
-	client, err := m.OpenAIClient()
+	groups, err := sampleGroups(m, n)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return groups
+}
+
+func sampleGroups(m *art.TrainableModel, n int) ([]art.TrajectoryGroup, error) {
+	client, err := m.OpenAIClient()
+	if err != nil {
+		return nil, err
 	}
 	var groups []art.TrajectoryGroup
 	for g := range n {
 		resp, err := client.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: m.InferenceName(0),
 			Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("play")}, N: oai.Int(4), MaxTokens: oai.Int(24), Seed: oai.Int(int64(g))})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		var grp art.TrajectoryGroup
 		for i, c := range resp.Choices {
 			ac, err := art.ChoiceFromOpenAI(c)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			tr := art.Trajectory{Reward: float64(i % 2)}
 			tr.AddMessage(art.UserMsg("play"))
@@ -146,7 +196,7 @@ func faultGroups(t *testing.T, m *art.TrainableModel, n int) []art.TrajectoryGro
 		}
 		groups = append(groups, grp)
 	}
-	return groups
+	return groups, nil
 }
 
 // checkpointHashes checks that every checkpoint on disk loads (adapter and
@@ -357,5 +407,109 @@ func TestKillServeDuringTraining(t *testing.T) {
 	}
 	if len(logged) == 0 {
 		t.Error("no log call completed in any round")
+	}
+}
+
+// Ensure a training loop on the in-process backend, killed with SIGKILL at
+// random moments, resumes where it stopped: each restart starts at the last
+// step it saw complete (or one later, when the kill came after the step
+// landed but before the loop heard of it), every checkpoint loads, and
+// history.jsonl holds exactly one train row per completed step.
+func TestKillLocalBackendDuringTraining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills training processes")
+	}
+	base := filepath.Join(t.TempDir(), "base")
+	writeTiny(t, base)
+	cfg, err := model.ReadConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), ".art")
+	dir, err := store.New(data, "p", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	last, completed := 0, map[int]bool{}
+	for round := range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), localLoopEnv+"="+base+"|"+data)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			for sc := bufio.NewScanner(stdout); sc.Scan(); {
+				lines <- sc.Text()
+			}
+		}()
+		var resumed int
+		select {
+		case l := <-lines:
+			if _, err := fmt.Sscanf(l, "resumed %d", &resumed); err != nil {
+				t.Fatalf("round %d: first line %q:\n%s", round, l, stderr.String())
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			t.Fatalf("round %d: the loop did not start:\n%s", round, stderr.String())
+		}
+		if resumed != last && resumed != last+1 {
+			t.Errorf("round %d: resumed at step %d; the last step seen complete is %d", round, resumed, last)
+		}
+		last = resumed
+		kill := time.After(time.Duration(300+rng.IntN(2500)) * time.Millisecond)
+	read:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("round %d: the loop ended on its own:\n%s", round, stderr.String())
+				}
+				var s int
+				if _, err := fmt.Sscanf(l, "trained %d", &s); err == nil {
+					last, completed[s] = s, true
+				}
+			case <-kill:
+				cmd.Process.Signal(syscall.SIGKILL)
+				cmd.Wait()
+				break read
+			}
+		}
+		checkpointHashes(t, dir, cfg)
+		t.Logf("round %d: resumed at %d, killed after step %d", round, resumed, last)
+	}
+	rows, err := dir.ReadHistory()
+	if err != nil {
+		t.Fatalf("history after the kills: %v", err)
+	}
+	perStep := map[int]int{}
+	for _, r := range rows {
+		for k := range r {
+			if strings.HasPrefix(k, "train/") {
+				perStep[int(r["step"].(float64))]++
+				break
+			}
+		}
+	}
+	for s, n := range perStep {
+		if n != 1 {
+			t.Errorf("step %d has %d train rows in history.jsonl", s, n)
+		}
+	}
+	for s := range completed {
+		if perStep[s] != 1 {
+			t.Errorf("step %d completed but has %d train rows", s, perStep[s])
+		}
+	}
+	if len(completed) == 0 {
+		t.Error("no step completed in any round")
 	}
 }

@@ -61,8 +61,17 @@ const templateName = "/chat_template.jinja"
 // format; its detection walks the AST, this looks at the text).
 var contentLoop = regexp.MustCompile(`for\s+\w+(\s*,\s*\w+)?\s+in\s+\w+(\.content|\[\s*['"]content['"]\s*\])`)
 
+// loadTag matches the Jinja tags that load another template. A chat template
+// is one self-contained file (transformers renders it without a loader), so
+// they are refused: they could only read files or, including the template
+// itself, recurse without end.
+var loadTag = regexp.MustCompile(`\{%[-+]?\s*(include|import|from|extends)\b`)
+
 // NewTemplate compiles a chat template source (Jinja) once.
 func NewTemplate(source string) (*Template, error) {
+	if m := loadTag.FindStringSubmatch(source); m != nil {
+		return nil, fmt.Errorf("chat: parse template: %q is not allowed: a chat template cannot load other templates or files", m[1])
+	}
 	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: source})
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w", err)

@@ -303,3 +303,20 @@ func BenchmarkRender(b *testing.B) {
 		})
 	}
 }
+
+// Ensure a chat template cannot load files or other templates (nor itself,
+// which would recurse without end): such tags are refused at compile time.
+func TestNewTemplate_NoLoading(t *testing.T) {
+	for _, src := range []string{
+		`{% include "/etc/passwd" %}`,
+		`{%- include "../../../../etc/passwd" %}`,
+		`{% import "/etc/passwd" as x %}`,
+		`{% from "x" import y %}`,
+		`{% extends "/etc/passwd" %}`,
+		`{{ messages[0].content }}{% include "/chat_template.jinja" %}`,
+	} {
+		if _, err := NewTemplate(src); err == nil || !strings.Contains(err.Error(), "cannot load other templates") {
+			t.Errorf("NewTemplate(%q) = %v; want a refusal", src, err)
+		}
+	}
+}

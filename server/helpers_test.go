@@ -27,12 +27,17 @@ func writeTinyModel(tb testing.TB) string {
 
 func openHost(tb testing.TB, base string) *native.Host {
 	tb.Helper()
-	h, err := native.Open(context.Background(), native.Options{BaseModel: base, Name: testModel, Project: "p",
-		Path: filepath.Join(tb.TempDir(), ".art"), Seed: 1})
+	h, err := openHostAt(tb, base, filepath.Join(tb.TempDir(), ".art"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return h
+}
+
+// openHostAt opens the test model with its store under data.
+func openHostAt(tb testing.TB, base, data string) (*native.Host, error) {
+	tb.Helper()
+	return native.Open(context.Background(), native.Options{BaseModel: base, Name: testModel, Project: "p", Path: data, Seed: 1})
 }
 
 // newTestServer serves a fresh tiny model on loopback with cfg.

@@ -120,3 +120,19 @@ func TestKeyNotLogged(t *testing.T) {
 		t.Fatal("nothing was logged; the test sees no log")
 	}
 }
+
+// Ensure registering a model whose LoRA config differs from its
+// checkpoints' adapter is refused with 409, and the same config (defaults
+// spelled out, modules in another order) is accepted.
+func TestRegister_LoRAMismatch(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	url := ts.URL + "/v1/art/register"
+	status, body := do(t, "POST", url, testKey, `{"name":"agent","lora_config":{"rank":16}}`)
+	if status != http.StatusConflict || !strings.Contains(string(body), `"lora_config"`) || !strings.Contains(string(body), `\"rank\":16`) {
+		t.Errorf("rank 16 against a rank-8 adapter: %d %s; want 409 naming lora_config", status, body)
+	}
+	same := `{"name":"agent","lora_config":{"rank":8,"alpha":16,"target_modules":["down_proj","up_proj","gate_proj","o_proj","v_proj","k_proj","q_proj"]}}`
+	if status, body := do(t, "POST", url, testKey, same); status != http.StatusOK || !strings.Contains(string(body), `"lora_config"`) {
+		t.Errorf("the adapter's own config: %d %s; want 200 with the config", status, body)
+	}
+}

@@ -1,11 +1,16 @@
 package local_test
 
 import (
+	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
 )
 
 func TestConformance(t *testing.T) {
@@ -23,4 +28,31 @@ func TestConformanceMinimal(t *testing.T) {
 	arttest.RunBackendTests(t, func(t *testing.T, env arttest.Env) art.Backend {
 		return minimal{local.New(local.Options{Seed: 1, Quiet: true})}
 	})
+}
+
+// Ensure a model whose LoRA config differs from its stored checkpoints is
+// refused at Register, in a second process's backend as in the first.
+func TestRegister_LoRAMismatch(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), ".art")
+	ctx := context.Background()
+	first := local.New(local.Options{Path: data, Quiet: true})
+	m := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base}
+	if err := m.Register(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	second := local.New(local.Options{Path: data, Quiet: true})
+	defer second.Close()
+	other := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base, LoRA: art.LoRAConfig{Rank: 4}}
+	if err := other.Register(ctx, second); err == nil || !strings.Contains(err.Error(), "LoRA config") {
+		t.Fatalf("register with rank 4 over a rank-8 adapter: %v; want a refusal naming the LoRA config", err)
+	}
+	same := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base, LoRA: art.LoRAConfig{Rank: 8, Alpha: 16}}
+	if err := same.Register(ctx, second); err != nil {
+		t.Fatalf("register with the adapter's own config: %v", err)
+	}
 }

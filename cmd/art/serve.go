@@ -71,7 +71,7 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 	f.DurationVar(&o.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "time limit of an inference request (0: none)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for requests in flight")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted")
-	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "sequences generated at once (0: 2 per CPU)")
+	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "sequences generated at once, sharing forward passes (0: 64)")
 	f.BoolVar(&o.recompute, "recompute-activations", false, "recompute activations in the backward pass: far less training memory, about a third more compute")
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")

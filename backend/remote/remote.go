@@ -138,8 +138,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("remote: %s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
 }
 
-// ErrUnreachable wraps failures to connect to the server.
+// ErrUnreachable wraps failures to connect to the server: the request was
+// not sent.
 var ErrUnreachable = errors.New("remote: cannot reach the art server")
+
+// ErrConnectionLost wraps a connection that broke after the request was
+// sent and before an answer came: whether it took effect is unknown.
+var ErrConnectionLost = errors.New("remote: the connection to the art server broke before an answer; whether the request took effect is unknown")
 
 // do sends a request with a JSON body (nil for none) and returns the
 // response if its status is 200; other answers become an *Error.
@@ -167,7 +172,10 @@ func (b *Backend) do(ctx context.Context, method, path string, body any) (*http.
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("remote: %s %s: %w", method, path, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w at %s (is `art serve` running there?): %s %s: %v", ErrUnreachable, b.base, method, path, err)
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("%w at %s (is `art serve` running there?): %s %s: %v", ErrUnreachable, b.base, method, path, err)
+		}
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrConnectionLost, method, path, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		return resp, nil
@@ -201,7 +209,8 @@ func (b *Backend) call(ctx context.Context, method, path string, body, out any) 
 	retryUntil := time.Now().Add(b.opt.RetryFor)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		err := b.callOnce(ctx, method, path, body, out)
-		if err == nil || !errors.Is(err, ErrUnreachable) || !idempotent(method, path) || time.Now().Add(wait).After(retryUntil) {
+		lost := errors.Is(err, ErrUnreachable) || errors.Is(err, ErrConnectionLost)
+		if err == nil || !lost || !idempotent(method, path) || time.Now().Add(wait).After(retryUntil) {
 			return err
 		}
 		select {

@@ -290,9 +290,11 @@ func TestKillServeDuringTraining(t *testing.T) {
 			err     error
 		}
 		done := make(chan outcome, 1)
+		lap := make(chan time.Duration, 64) // the time of each completed train + log
 		go func() {
 			var o outcome
 			for range 50 {
+				t0 := time.Now()
 				res, err := b.Train(ctx, m, groups, tcfg)
 				if err != nil {
 					o.err = err
@@ -305,11 +307,14 @@ func TestKillServeDuringTraining(t *testing.T) {
 					break
 				}
 				logged[s]++
+				lap <- time.Since(t0)
 			}
 			done <- o
 		}()
 		// Kill at a random moment: the first round right in a training
-		// step, the others anywhere in the train/log loop.
+		// step, the others anywhere in the train/log loop after its first
+		// lap (scaled by that lap, so a slow machine or the race detector
+		// still kills mid-loop).
 		if round == 0 {
 			for deadline := time.Now().Add(20 * time.Second); !srv.training(); {
 				if time.Now().After(deadline) {
@@ -318,7 +323,14 @@ func TestKillServeDuringTraining(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		} else {
-			time.Sleep(time.Duration(50+rng.IntN(1500)) * time.Millisecond)
+			select {
+			case d := <-lap:
+				time.Sleep(time.Duration(rng.Float64() * 1.5 * float64(d)))
+			case o := <-done:
+				t.Fatalf("round %d: the loop stopped before its first step: %v", round, o.err)
+			case <-time.After(3 * time.Minute):
+				t.Fatalf("round %d: no step completed in 3 minutes", round)
+			}
 		}
 		srv.kill9(t)
 		var o outcome
@@ -465,7 +477,11 @@ func TestKillLocalBackendDuringTraining(t *testing.T) {
 			t.Errorf("round %d: resumed at step %d; the last step seen complete is %d", round, resumed, last)
 		}
 		last = resumed
-		kill := time.After(time.Duration(300+rng.IntN(2500)) * time.Millisecond)
+		// Kill at a random moment after the first step of the round, scaled
+		// by that step's time (a slow machine or the race detector still
+		// kills mid-loop).
+		var kill <-chan time.Time
+		lapStart := time.Now()
 	read:
 		for {
 			select {
@@ -476,7 +492,13 @@ func TestKillLocalBackendDuringTraining(t *testing.T) {
 				var s int
 				if _, err := fmt.Sscanf(l, "trained %d", &s); err == nil {
 					last, completed[s] = s, true
+					if kill == nil {
+						kill = time.After(time.Duration(rng.Float64() * 1.5 * float64(time.Since(lapStart))))
+					}
 				}
+			case <-time.After(3 * time.Minute):
+				cmd.Process.Kill()
+				t.Fatalf("round %d: no step completed in 3 minutes:\n%s", round, stderr.String())
 			case <-kill:
 				cmd.Process.Signal(syscall.SIGKILL)
 				cmd.Wait()

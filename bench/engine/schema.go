@@ -11,7 +11,7 @@ import (
 
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/grammar"
-	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/engine/hfmodel"
 )
 
 // judgeSchema is RULER's answer for a group of eight with generous bounds:
@@ -54,12 +54,13 @@ func runSchema(args []string, log func(string, ...any)) error {
 		return err
 	}
 	m.W.Prepack()
-	tok, err := tokenizer.LoadDir(md)
+	folder, err := hfmodel.OpenText(md)
 	if err != nil {
 		return err
 	}
+	tok := folder.Tokenizer
 	t0 := time.Now()
-	vocab, err := grammar.NewVocab(tok.VocabBytes(), stopIDs(tok))
+	vocab, err := grammar.NewVocab(tok.VocabBytes(), folder.StopIDs)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func runSchema(args []string, log func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	stop := stopIDs(tok)
+	stop := folder.StopIDs
 	run := func(seed uint64, constrained bool) (msPerToken float64, n, masks int, err error) {
 		req := generate.Request{Prompt: prompt, MaxTokens: *tokens, Seed: seed, StopTokenIDs: stop, VocabLimit: tok.VocabSize(),
 			Sampling: generate.SamplingParams{Temperature: 1}}
@@ -128,14 +129,4 @@ func medianOf(xs []float64) float64 {
 		return 0
 	}
 	return s[len(s)/2]
-}
-
-func stopIDs(tok *tokenizer.Tokenizer) []int {
-	var out []int
-	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := tok.ID(s); ok {
-			out = append(out, id)
-		}
-	}
-	return out
 }

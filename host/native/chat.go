@@ -80,16 +80,11 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	}
 
 	resp := host.ChatResponse{Model: h.opt.Name + "@" + strconv.Itoa(step), Step: step, PromptTokenIDs: prompt, Choices: make([]host.ChatChoice, n)}
-	// One slot per sequence bounds the work in flight; the batcher decodes
-	// every admitted sequence in shared forward passes.
-	for i := 0; i < n; i++ {
-		select {
-		case h.slots <- struct{}{}:
-			defer func() { <-h.slots }()
-		case <-ctx.Done():
-			return host.ChatResponse{}, fmt.Errorf("native: %w", ctx.Err())
-		}
+	release, err := h.acquire(ctx, n)
+	if err != nil {
+		return host.ChatResponse{}, err
 	}
+	defer release()
 	var onToken func(int, generate.Sample) error
 	if stream != nil {
 		decs := make([]*tokenizer.Decoder, n)
@@ -158,4 +153,35 @@ func (h *Host) choice(i int, res generate.Result, req host.ChatRequest) host.Cha
 		c.Tokens = append(c.Tokens, h.token(smp))
 	}
 	return c
+}
+
+// acquire takes one generation slot per sequence of a request, at most all
+// of them (a request with more sequences than slots runs alone; the batcher
+// admits it whole). Slots bound the work in flight; the batcher decodes
+// every admitted sequence in shared forward passes. One request gathers
+// its slots at a time: two requests each holding part of what they need
+// would otherwise wait for each other forever.
+func (h *Host) acquire(ctx context.Context, n int) (release func(), err error) {
+	k := min(n, cap(h.slots))
+	select {
+	case h.admit <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("native: %w", ctx.Err())
+	}
+	defer func() { <-h.admit }()
+	for i := range k {
+		select {
+		case h.slots <- struct{}{}:
+		case <-ctx.Done():
+			for range i {
+				<-h.slots
+			}
+			return nil, fmt.Errorf("native: %w", ctx.Err())
+		}
+	}
+	return func() {
+		for range k {
+			<-h.slots
+		}
+	}, nil
 }

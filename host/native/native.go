@@ -59,6 +59,7 @@ type Host struct {
 	tok     *tokenizer.Tokenizer
 	dir     *store.ModelDir
 	slots   chan struct{} // sequences in flight
+	admit   chan struct{} // held by the one request gathering its slots
 	batcher *generate.Batcher
 
 	mu       sync.Mutex // guards adapters and latest
@@ -102,7 +103,7 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if n <= 0 {
 		n = DefaultMaxConcurrent
 	}
-	h.slots = make(chan struct{}, n)
+	h.slots, h.admit = make(chan struct{}, n), make(chan struct{}, 1)
 	if h.dir, err = store.New(opt.Path, opt.Project, opt.Name); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/initmodel"
@@ -194,4 +195,43 @@ func toArtChoice(c host.ChatChoice) art.Choice {
 		out.Logprobs = append(out.Logprobs, art.TokenLogprob{TokenID: tok.ID, Token: string(tok.Bytes), Bytes: tok.Bytes, Logprob: tok.Logprob})
 	}
 	return out
+}
+
+// Ensure requests never wait for each other forever: with two generation
+// slots, a request for more choices than slots is answered, and many
+// concurrent requests of two choices each (which could each hold one slot
+// and wait for the other) all finish.
+func TestChat_SlotsNeverDeadlock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Open(context.Background(), Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), MaxConcurrent: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := func(n int) host.ChatRequest {
+		return host.ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: n, MaxTokens: 8}
+	}
+	if resp, err := h.Chat(ctx, req(5), nil); err != nil || len(resp.Choices) != 5 {
+		t.Fatalf("n=5 with 2 slots: %v", err)
+	}
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			_, err := h.Chat(ctx, req(2), nil)
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent n=2 requests with 2 slots: %v", err)
+		}
+	}
+	if running, _ := h.Load(); running != 0 {
+		t.Fatalf("%d slots still held after every request finished", running)
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,5 +160,119 @@ func TestDiskFull(t *testing.T) {
 	}
 	if _, err := dir.ReadHistory(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure a data directory the server may not write to makes training and
+// logging fail with a clear error while inference goes on, and leaves the
+// checkpoints and history.jsonl as they were. Root ignores permissions, so
+// as root the server runs as the unprivileged user nobody.
+func TestReadOnlyDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts art serve")
+	}
+	root := t.TempDir()
+	for _, d := range []string{filepath.Dir(root), root} { // the test's temp folders are private
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, data := filepath.Join(root, "base"), filepath.Join(root, ".art")
+	writeTiny(t, base)
+	cfg, err := model.ReadConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := store.New(data, "p", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	addr := freeAddr(t)
+
+	// A first server trains a step and logs it, then stops.
+	srv := startServe(t, base, data, addr)
+	b, err := remote.New(remote.Options{BaseURL: "http://" + addr, Quiet: true, RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}, BaseModel: base}
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	groups := faultGroups(t, m, 2)
+	tcfg := art.TrainConfig{LearningRate: 1e-3}
+	if _, err := b.Train(ctx, m, groups, tcfg); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if _, err := b.Log(ctx, m, groups, art.LogOptions{Split: "val", Step: &one}); err != nil {
+		t.Fatal(err)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	<-srv.exited
+
+	// The data directory becomes read-only for the next server.
+	bin := os.Args[0]
+	var setup func(*exec.Cmd)
+	if os.Geteuid() == 0 {
+		const nobody = 65534
+		bin = filepath.Join(root, "art.test") // the go-build folder is not nobody's to enter
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		setup = func(c *exec.Cmd) {
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			c.Dir = root
+		}
+	}
+	filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			mode := os.FileMode(0o444)
+			if d.IsDir() {
+				mode = 0o555
+			}
+			os.Chmod(p, mode)
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+			if err == nil {
+				os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+	})
+	good := checkpointHashes(t, dir, cfg)
+	history, err := os.ReadFile(filepath.Join(dir.Path(), store.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = startServeWith(t, bin, base, data, addr, setup)
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatalf("register against the read-only server: %v", err)
+	}
+	_, err = b.Train(ctx, m, groups, tcfg)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("training into a read-only directory: %v; want an error saying permission denied", err)
+	}
+	t.Logf("train into a read-only directory: %v", err)
+	if _, err := b.Log(ctx, m, groups, art.LogOptions{Split: "val", Step: &one}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("logging into a read-only directory: %v", err)
+	}
+	if step, err := b.Step(ctx, m); err != nil || step != 1 {
+		t.Fatalf("step: %d, %v; want 1", step, err)
+	}
+	faultGroups(t, m, 1) // inference still answers
+	if after := checkpointHashes(t, dir, cfg); len(after) != len(good) || after[1] != good[1] {
+		t.Fatal("the checkpoints changed")
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir.Path(), store.HistoryFile)); string(now) != string(history) {
+		t.Fatal("history.jsonl changed")
 	}
 }

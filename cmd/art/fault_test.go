@@ -109,10 +109,20 @@ type serveProcess struct {
 
 func startServe(t *testing.T, base, data, addr string) *serveProcess {
 	t.Helper()
+	return startServeWith(t, os.Args[0], base, data, addr, nil)
+}
+
+// startServeWith runs `art serve` from the test binary bin, with setup, if
+// set, applied to the command before it starts.
+func startServeWith(t *testing.T, bin, base, data, addr string, setup func(*exec.Cmd)) *serveProcess {
+	t.Helper()
 	argv, _ := json.Marshal([]string{"serve", "--base-model", base, "--name", "agent", "--project", "p", "--addr", addr, "--data", data})
-	p := &serveProcess{cmd: exec.Command(os.Args[0], "-test.run=^$"), url: "http://" + addr, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &serveProcess{cmd: exec.Command(bin, "-test.run=^$"), url: "http://" + addr, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), runArtEnv+"="+string(argv))
 	p.cmd.Stderr = p.stderr
+	if setup != nil {
+		setup(p.cmd)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

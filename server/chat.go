@@ -18,10 +18,13 @@ import (
 	"github.com/artgo/art/openai"
 )
 
-// Request limits, as OpenAI's and vLLM's.
+// Request limits, as OpenAI's and vLLM's (messages: OpenAI's 2048 is
+// raised for long agent episodes; the context length bounds them anyway).
 const (
 	maxN           = 128
 	maxTopLogprobs = 20
+	maxMessages    = 4096
+	maxTools       = 128
 )
 
 // handleChatCompletions answers POST /v1/chat/completions: it validates
@@ -128,6 +131,12 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (host.ChatReques
 	}
 	if len(req.Messages) == 0 {
 		return out, badRequest("messages", "messages must be a non-empty array of message objects")
+	}
+	if len(req.Messages) > maxMessages {
+		return out, badRequest("messages", "%d messages; at most %d are accepted", len(req.Messages), maxMessages)
+	}
+	if len(req.Tools) > maxTools {
+		return out, badRequest("tools", "%d tools; at most %d are accepted", len(req.Tools), maxTools)
 	}
 	for i, m := range req.Messages {
 		if e := validateMessage(i, m); e != nil {

@@ -69,6 +69,7 @@ func TestBadRequests(t *testing.T) {
 		{"MessageNotObject", "POST", chat, testKey, `{"model":"agent","messages":["hi"]}`, 400, "invalid_request_error", "messages[0]", "message object"},
 		{"MessageNoRole", "POST", chat, testKey, `{"model":"agent","messages":[{"content":"hi"}]}`, 400, "invalid_request_error", "messages[0].role", "has no role"},
 		{"MessageBadRole", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"robot","content":"hi"}]}`, 400, "invalid_request_error", "messages[0].role", `got "robot"`},
+		{"TooManyTools", "POST", chat, testKey, chatBody(`"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 128) + `{"type":"function","function":{"name":"f"}}]`), 400, "invalid_request_error", "tools", "129 tools; at most 128"},
 		{"NZero", "POST", chat, testKey, chatBody(`"n":0`), 400, "invalid_request_error", "n", "n must be in [1, 128], got 0"},
 		{"NTooLarge", "POST", chat, testKey, chatBody(`"n":129`), 400, "invalid_request_error", "n", "got 129"},
 		{"MaxTokensBeyondContext", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, 400, "invalid_request_error", "max_tokens", "exceeds the context length 4096"},
@@ -149,5 +150,16 @@ func TestRequestTimeout(t *testing.T) {
 		if status != http.StatusGatewayTimeout || !strings.Contains(string(body), "request timeout") || !strings.Contains(string(body), "timeout_error") {
 			t.Errorf("stream=%s: %d %s; want a 504 timeout_error", stream, status, body)
 		}
+	}
+}
+
+// Ensure a request with more messages than the limit is refused (a test of
+// its own: the body is larger than TestBadRequests' body limit).
+func TestTooManyMessages(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	body := `{"model":"agent","messages":[` + strings.Repeat(`{"role":"user"},`, maxMessages) + `{"role":"user"}]}`
+	status, b := do(t, "POST", ts.URL+"/v1/chat/completions", testKey, body)
+	if status != 400 || !strings.Contains(string(b), `"param":"messages"`) || !strings.Contains(string(b), "4097 messages; at most 4096") {
+		t.Fatalf("%d %s", status, b)
 	}
 }

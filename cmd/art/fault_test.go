@@ -242,8 +242,8 @@ func checkpointHashes(t *testing.T, d *store.ModelDir, cfg model.Config) map[int
 }
 
 // Ensure a training loop driven through backend/remote survives `art serve`
-// being killed with SIGKILL at random moments of its training steps and
-// logging: the client gets an error, not a hang, while the server is down;
+// being killed with SIGKILL at random moments of its training steps (GRPO,
+// and supervised fine-tuning in one round) and logging: the client gets an error, not a hang, while the server is down;
 // after a restart the loop resumes at the last complete step; every
 // checkpoint on disk loads and the complete ones are unchanged by the
 // restart; history.jsonl has no corrupt line, and every log call that
@@ -285,6 +285,10 @@ func TestKillServeDuringTraining(t *testing.T) {
 	}
 	groups := faultGroups(t, m, 24)
 	tcfg := art.TrainConfig{LearningRate: 1e-3}
+	var sftSet []art.Trajectory
+	for _, g := range groups {
+		sftSet = append(sftSet, g.Trajectories...)
+	}
 
 	logged := map[int]int{} // step -> successful log calls
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -305,7 +309,13 @@ func TestKillServeDuringTraining(t *testing.T) {
 			var o outcome
 			for range 50 {
 				t0 := time.Now()
-				res, err := b.Train(ctx, m, groups, tcfg)
+				var res art.TrainResult
+				var err error
+				if round == 2 { // this round's kill lands in supervised fine-tuning
+					res, err = b.TrainSFT(ctx, m, sftSet, art.TrainSFTConfig{LearningRate: 1e-3, BatchSize: 4})
+				} else {
+					res, err = b.Train(ctx, m, groups, tcfg)
+				}
 				if err != nil {
 					o.err = err
 					break

@@ -3,9 +3,11 @@ package local_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,10 +108,18 @@ func TestCancelMidwayLeavesNothing(t *testing.T) {
 	for i := range histories {
 		histories[i].AddMessage(art.UserMsg("play"), art.AssistantMsg(string(rune('a'+i))))
 	}
-	cancelled("RULER judge call", 150*time.Millisecond, func(ctx context.Context) error {
+	// The judge's answer may be short, so the call is made while a long
+	// chat holds the only slot: it is in flight (queued on the server) when
+	// it is cancelled.
+	hold, release = context.WithCancel(ctx)
+	go func() { holding <- long(hold) }()
+	time.Sleep(50 * time.Millisecond)
+	cancelled("RULER judge call", 100*time.Millisecond, func(ctx context.Context) error {
 		_, err := ruler.Score(ctx, histories, judge, ruler.Options{NoCache: true, MaxExplanation: 2000, MaxRetries: -1})
 		return err
 	})
+	release()
+	<-holding
 
 	rb, err := remote.New(remote.Options{BaseURL: ep.BaseURL, APIKey: ep.APIKey, Quiet: true, HTTPClient: hc})
 	if err != nil {
@@ -142,10 +152,32 @@ func TestCancelMidwayLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cancelled("remote training step", 100*time.Millisecond, func(ctx context.Context) error {
-		_, err := rb.Train(ctx, m, groups, art.TrainConfig{LearningRate: 1e-3})
-		return err
-	})
+	// Cancelled once the server reports the step running.
+	trainCtx, cancelTrain := context.WithCancel(ctx)
+	var cancelledAt time.Time
+	go func() {
+		defer cancelTrain()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(ep.BaseURL, "/v1")+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer "+ep.APIKey)
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), "\nart_training 1\n") {
+				cancelledAt = time.Now()
+				return
+			}
+		}
+	}()
+	_, err = rb.Train(trainCtx, m, groups, art.TrainConfig{LearningRate: 1e-3})
+	if !errors.Is(err, context.Canceled) || cancelledAt.IsZero() {
+		t.Errorf("remote training step cancelled while running: %v (seen running: %v)", err, !cancelledAt.IsZero())
+	} else if d := time.Since(cancelledAt); d > 2*time.Second {
+		t.Errorf("remote training step returned %s after the cancellation", d)
+	}
 	// The server abandons the step: no checkpoint appears.
 	time.Sleep(500 * time.Millisecond)
 	if after, err := rb.Step(ctx, m); err != nil || after != before {

@@ -43,6 +43,8 @@ const (
 // Defaults of TrainConfig, as in ART.
 const (
 	DefaultLearningRate = 5e-6
+	// DefaultMaxGradNorm is ART's gradient clipping bound.
+	DefaultMaxGradNorm  = 0.1
 	defaultCISPOEpsilon = 1.0
 	defaultCISPOHigh    = 4.0
 	defaultPPOEpsilon   = 0.2
@@ -109,6 +111,11 @@ type TrainConfig struct {
 	// make one optimizer step (0 means 1: ART's one step per sequence). A
 	// value at least the number of sequences takes one step per Train call.
 	GradAccumulationSequences int `json:"grad_accumulation_sequences,omitempty"`
+	// MaxGradNorm clips the gradient's global L2 norm before each optimizer
+	// step (ART's max_grad_norm): 0 means DefaultMaxGradNorm, a negative
+	// value turns clipping off. loss/grad_norm reports the norm before
+	// clipping.
+	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
 }
 
 // WithDefaults returns c with each zero field that stands for a default
@@ -141,6 +148,9 @@ func (c TrainConfig) WithDefaults() TrainConfig {
 	}
 	if c.KLPenaltySource == "" {
 		c.KLPenaltySource = KLCurrentLearner
+	}
+	if c.MaxGradNorm == 0 {
+		c.MaxGradNorm = DefaultMaxGradNorm
 	}
 	return c
 }
@@ -193,6 +203,9 @@ func (c TrainConfig) Validate() error {
 	nonNegative("KimiK2Tau", c.KimiK2Tau, "0 means off")
 	nonNegative("KLPenaltyCoef", c.KLPenaltyCoef, "0 means off")
 	nonNegative("TruncatedImportanceSampling", c.TruncatedImportanceSampling, "0 means off")
+	if !isFinite(c.MaxGradNorm) {
+		bad("MaxGradNorm", c.MaxGradNorm, "must be finite (0 selects 0.1, < 0 turns clipping off)")
+	}
 	if c.KLPenaltySource != KLCurrentLearner && c.KLPenaltySource != KLSample {
 		bad("KLPenaltySource", quote(c.KLPenaltySource), `must be "current_learner" or "sample"`)
 	}

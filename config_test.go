@@ -15,19 +15,19 @@ func TestTrainConfig_Defaults(t *testing.T) {
 	}{
 		{"zero value is ART's default", TrainConfig{}, TrainConfig{
 			LearningRate: 5e-6, Loss: LossCISPO, Epsilon: 1, EpsilonHigh: 4,
-			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner,
+			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner, MaxGradNorm: 0.1,
 		}},
 		{"ppo", TrainConfig{Loss: LossPPO}, TrainConfig{
 			LearningRate: 5e-6, Loss: LossPPO, Epsilon: 0.2, EpsilonHigh: 0.2,
-			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner,
+			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner, MaxGradNorm: 0.1,
 		}},
 		{"ppo high follows epsilon", TrainConfig{Loss: LossPPO, Epsilon: 0.3}, TrainConfig{
 			LearningRate: 5e-6, Loss: LossPPO, Epsilon: 0.3, EpsilonHigh: 0.3,
-			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner,
+			ImportanceSamplingLevel: ISToken, KLPenaltySource: KLCurrentLearner, MaxGradNorm: 0.1,
 		}},
-		{"explicit values kept", TrainConfig{LearningRate: 1e-5, Epsilon: 0.5, EpsilonHigh: 2, ImportanceSamplingLevel: ISSequence, KLPenaltySource: KLSample}, TrainConfig{
+		{"explicit values kept", TrainConfig{LearningRate: 1e-5, Epsilon: 0.5, EpsilonHigh: 2, ImportanceSamplingLevel: ISSequence, KLPenaltySource: KLSample, MaxGradNorm: -1}, TrainConfig{
 			LearningRate: 1e-5, Loss: LossCISPO, Epsilon: 0.5, EpsilonHigh: 2,
-			ImportanceSamplingLevel: ISSequence, KLPenaltySource: KLSample,
+			ImportanceSamplingLevel: ISSequence, KLPenaltySource: KLSample, MaxGradNorm: -1,
 		}},
 	}
 	for _, tt := range tests {

@@ -49,6 +49,7 @@ func engineConfig(c art.TrainConfig) (train.Config, error) {
 	tc.KLPenaltyCoef = c.KLPenaltyCoef
 	tc.KLSourceSample = c.KLPenaltySource == art.KLSample
 	tc.PrecalculateLogprobs = c.PrecalculateLogprobs
+	tc.MaxGradNorm = max(c.MaxGradNorm, 0) // the engine's 0 is no clipping
 	if c.PackedSequenceLength > 0 {
 		tc.MaxSeqLen = c.PackedSequenceLength
 	}

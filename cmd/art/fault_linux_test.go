@@ -44,6 +44,23 @@ func faultSetup(t *testing.T) (srv *serveProcess, b *remote.Backend, m *art.Trai
 	return srv, b, m, dir, cfg
 }
 
+// trainAndLogStep1 trains step 1 on freshly sampled groups and logs them
+// as its "val" split.
+func trainAndLogStep1(t *testing.T, b *remote.Backend, m *art.TrainableModel) ([]art.TrajectoryGroup, art.TrainConfig) {
+	t.Helper()
+	ctx := context.Background()
+	groups := faultGroups(t, m, 2)
+	tcfg := art.TrainConfig{LearningRate: 1e-3}
+	if _, err := b.Train(ctx, m, groups, tcfg); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	if _, err := b.Log(ctx, m, groups, art.LogOptions{Split: "val", Step: &one}); err != nil {
+		t.Fatal(err)
+	}
+	return groups, tcfg
+}
+
 // Ensure SIGTERM during a training step lets the step finish and land (the
 // client gets its result), then stops the server with exit code 0, as the
 // promise "Ctrl-C on the server gracefully saves the latest checkpoint"
@@ -106,15 +123,8 @@ func TestDiskFull(t *testing.T) {
 	}
 	srv, b, m, dir, cfg := faultSetup(t)
 	ctx := context.Background()
-	groups := faultGroups(t, m, 2)
-	tcfg := art.TrainConfig{LearningRate: 1e-3}
-	if _, err := b.Train(ctx, m, groups, tcfg); err != nil {
-		t.Fatal(err)
-	}
+	groups, tcfg := trainAndLogStep1(t, b, m)
 	one := 1
-	if _, err := b.Log(ctx, m, groups, art.LogOptions{Split: "val", Step: &one}); err != nil {
-		t.Fatal(err)
-	}
 	good := checkpointHashes(t, dir, cfg)
 	history, err := os.ReadFile(dir.Path() + "/" + store.HistoryFile)
 	if err != nil {
@@ -200,15 +210,8 @@ func TestReadOnlyDataDir(t *testing.T) {
 	if err := m.Register(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	groups := faultGroups(t, m, 2)
-	tcfg := art.TrainConfig{LearningRate: 1e-3}
-	if _, err := b.Train(ctx, m, groups, tcfg); err != nil {
-		t.Fatal(err)
-	}
+	groups, tcfg := trainAndLogStep1(t, b, m)
 	one := 1
-	if _, err := b.Log(ctx, m, groups, art.LogOptions{Split: "val", Step: &one}); err != nil {
-		t.Fatal(err)
-	}
 	srv.cmd.Process.Signal(syscall.SIGTERM)
 	<-srv.exited
 

@@ -243,8 +243,9 @@ func checkpointHashes(t *testing.T, d *store.ModelDir, cfg model.Config) map[int
 
 // Ensure a training loop driven through backend/remote survives `art serve`
 // being killed with SIGKILL at random moments of its training steps (GRPO,
-// and supervised fine-tuning in one round) and logging: the client gets an error, not a hang, while the server is down;
-// after a restart the loop resumes at the last complete step; every
+// and supervised fine-tuning in one round) and logging: the client gets an
+// error, not a hang, while the server is down; after a restart the loop
+// resumes at the last complete step; every
 // checkpoint on disk loads and the complete ones are unchanged by the
 // restart; history.jsonl has no corrupt line, and every log call that
 // succeeded is in it exactly once, with a readable trajectories file.

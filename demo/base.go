@@ -22,6 +22,7 @@ import (
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/games/tictactoe"
+	"github.com/artgo/art/pretrain"
 )
 
 // BaseOptions control how the base model is built.
@@ -186,18 +187,20 @@ func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
 			}
 		}
 	}
-	if err := m.Save(tmp); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
+	// The trained weights, the init folder's tokenizer and template and the
+	// build's record become the base folder the way `art pretrain` writes
+	// its output: all at once, or not at all.
 	b, _ := json.MarshalIndent(info, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, baseInfoFile), b, 0o644); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("demo: replace %s: %w", dir, err)
+	}
+	if err := pretrain.SaveFolder(m, tmp, dir); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	return nil
+	return os.RemoveAll(tmp)
 }
 
 // randomPosition returns a board with X to move after depth random moves
@@ -265,7 +268,8 @@ func (e *sftExample) add(row, target int, w float64, move bool) {
 // targets, stopping on a held-out loss), while every step here draws fresh
 // positions, learns soft targets that transcripts cannot express, and
 // stops on an exact game-tree evaluation whose cadence depends on its last
-// result. What the two share, the optimizer step, is train.FullSFT.
+// result. What the two share is the optimizer step (train.FullSFT) and
+// the writing of the finished model folder (pretrain.SaveFolder).
 type sft struct {
 	full *train.FullSFT
 }

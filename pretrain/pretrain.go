@@ -152,7 +152,7 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if err := save(m, opt.Model, opt.Out); err != nil {
+	if err := SaveFolder(m, opt.Model, opt.Out); err != nil {
 		return Result{}, err
 	}
 	return res, nil
@@ -317,10 +317,11 @@ func flatten(batch [][]train.Sequence) []train.Sequence {
 	return out
 }
 
-// save writes m into out as a Hugging Face folder, with every other file
-// of the source folder (tokenizer, its config and chat template): under a
-// temporary name first, renamed into place when complete.
-func save(m *model.Model, src, out string) error {
+// SaveFolder writes m into out as a Hugging Face folder, with every other
+// file of the source folder (tokenizer, its config, chat templates, notes):
+// under a temporary name first, synced, and renamed into place when
+// complete, so out is either absent or whole. out must not exist.
+func SaveFolder(m *model.Model, src, out string) error {
 	parent := filepath.Dir(out)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("pretrain: %w", err)

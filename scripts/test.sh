@@ -19,7 +19,11 @@ echo "== go test ./..."
 go test -count=1 -timeout 30m ./...
 
 echo "== go test -race (packages with concurrency)"
-race_pkgs=$(go list ./... | grep -E '/art$|/store|/server|/backend|/ruler|/internal/|/engine/(kernels|generate|grammar|tokenizer|chat)$' || true)
+# The packages with concurrency of their own (the root SDK, store, server,
+# backends, host, RULER, internal helpers and the engine's parallel parts);
+# anchored, so that commands and benchmarks that merely share a name (cmd/art,
+# bench/ruler) are not run again under the slow race detector.
+race_pkgs=$(go list ./... | grep -E 'github.com/artgo/art(/store|/server|/backend/[a-z]+|/host(/native)?|/ruler|/internal/[a-z]+|/engine/(kernels|generate|grammar|tokenizer|chat|model|train))?$' || true)
 go test -count=1 -race -timeout 20m $race_pkgs
 
 echo "== fuzz (brief)"

@@ -45,6 +45,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newLogprobsCmd(),
 		newExportCmd(),
 		newChartCmd(),
+		newRunsCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
 	)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art/store"
+)
+
+// Ensure `art runs` lists each model with its latest step and rewards, marks
+// a damaged history on its row instead of failing, prints JSON on request,
+// and says clearly when a folder holds no runs.
+func TestRuns(t *testing.T) {
+	data := t.TempDir()
+	a, _ := store.New(data, "proj", "agent")
+	for _, row := range []map[string]any{
+		{"step": 1.0, "train/reward": 0.25},
+		{"step": 2.0, "train/reward": 0.5, "val/reward": 0.4},
+		{"step": 3.0, "train/reward": 0.75},
+	} {
+		if err := a.AppendHistory(row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []int{0, 3} {
+		os.MkdirAll(a.CheckpointDir(s), 0o755)
+	}
+	b, _ := store.New(data, "proj", "broken")
+	os.MkdirAll(b.Path(), 0o755)
+	os.WriteFile(filepath.Join(b.Path(), store.HistoryFile), []byte("{\"step\":1,\"train/reward\":1}\nnot json\n"), 0o644)
+
+	code, out, errOut := runArgs(t, "runs", "--data", data)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "PROJECT") {
+		t.Fatalf("table:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); f[0] != "proj" || f[1] != "agent" || f[2] != "3" || f[3] != "0.750" || f[4] != "@3" || f[5] != "0.400" || f[6] != "@2" {
+		t.Errorf("agent row: %q", lines[1])
+	}
+	if !strings.Contains(lines[2], "broken") || !strings.Contains(lines[2], "1 corrupted history line(s) skipped") {
+		t.Errorf("broken row: %q", lines[2])
+	}
+
+	code, out, _ = runArgs(t, "runs", "--data", data, "--json")
+	var sums []runSummary
+	if code != 0 || json.Unmarshal([]byte(out), &sums) != nil || len(sums) != 2 || sums[0].Step != 3 || sums[0].ValReward == nil || sums[0].ValReward.Value != 0.4 || sums[1].Step != -1 {
+		t.Fatalf("json (exit %d):\n%s", code, out)
+	}
+
+	code, _, errOut = runArgs(t, "runs", "--data", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "no models under") {
+		t.Fatalf("empty folder: exit %d, %q", code, errOut)
+	}
+}

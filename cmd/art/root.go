@@ -46,6 +46,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newExportCmd(),
 		newChartCmd(),
 		newRunsCmd(),
+		newShowCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
 	)

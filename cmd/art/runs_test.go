@@ -58,3 +58,41 @@ func TestRuns(t *testing.T) {
 		t.Fatalf("empty folder: exit %d, %q", code, errOut)
 	}
 }
+
+// Ensure `art show` describes one model (checkpoints compacted, the best
+// val/reward step, the latest metrics), asks for PROJECT/MODEL when a name
+// is in several projects, and lists the models when the name is unknown.
+func TestShow(t *testing.T) {
+	data := t.TempDir()
+	a, _ := store.New(data, "p1", "agent")
+	for _, row := range []map[string]any{
+		{"step": 1.0, "train/reward": 0.25, "val/reward": 0.5},
+		{"step": 2.0, "train/reward": 0.5, "val/reward": 0.7},
+		{"step": 3.0, "train/reward": 0.75, "val/reward": 0.6, "loss/train": -0.125},
+	} {
+		if err := a.AppendHistory(row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []int{0, 1, 2, 3, 7} {
+		os.MkdirAll(a.CheckpointDir(s), 0o755)
+	}
+	b, _ := store.New(data, "p2", "agent")
+	b.AppendHistory(map[string]any{"step": 1.0})
+
+	code, out, errOut := runArgs(t, "show", "p1/agent", "--data", data)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"p1/agent", "checkpoints  0-3, 7", "history      3 rows", "best         val/reward 0.7 at step 2", "loss/train", "-0.125  @3", "train/reward"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := runArgs(t, "show", "agent", "--data", data); code != 1 || !strings.Contains(errOut, "several projects") {
+		t.Errorf("ambiguous name: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runArgs(t, "show", "nobody", "--data", data); code != 1 || !strings.Contains(errOut, "models: p1/agent, p2/agent") {
+		t.Errorf("unknown name: exit %d, %q", code, errOut)
+	}
+}

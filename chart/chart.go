@@ -119,15 +119,7 @@ func Write(w io.Writer, s Series, title string) error {
 		p.Add(line, pts)
 		p.Legend.Add("held-out reward", line, pts)
 	}
-	// 600×360 points at the PNG writer's 96 dpi is 800×480 pixels.
-	wt, err := p.WriterTo(600, 360, "png")
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("chart: write png: %w", err)
-	}
-	return nil
+	return render(w, p, "png")
 }
 
 // WriteFile draws the series into a PNG file, replacing it atomically.

@@ -47,6 +47,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newChartCmd(),
 		newRunsCmd(),
 		newShowCmd(),
+		newPlotCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
 	)

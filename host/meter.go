@@ -28,6 +28,7 @@ type TrainingStats struct {
 	Running     int            // training steps running now
 	Steps       map[bool]int64 // finished steps by skipped
 	StepSeconds float64        // duration of the last finished step
+	Tokens      float64        // tokens trained on, over every finished step
 	// RewardMean is the mean reward of the last groups trained on
 	// ("train") or logged, by split.
 	RewardMean map[string]float64
@@ -71,6 +72,7 @@ func (m *Meter) finished(res art.TrainResult, d time.Duration) {
 	}
 	m.stats.Steps[res.Skipped]++
 	m.stats.StepSeconds = d.Seconds()
+	m.stats.Tokens += res.Metrics["data/step_trainer_tokens"]
 }
 
 // ObserveRewards records the mean reward of groups under split, if they

@@ -216,13 +216,20 @@ func TestTrainAPI(t *testing.T) {
 	if status != 200 || json.Unmarshal(b, &cps) != nil || len(cps.Steps) != 1 || cps.Steps[0] != 1 {
 		t.Fatalf("delete: %d %s; want only step 1 left", status, b)
 	}
+	if status, b := do(t, "POST", ts.URL+"/v1/chat/completions", testKey, chatBody(`"stream":true`)); status != 200 {
+		t.Fatalf("streamed chat: %d %s", status, b)
+	}
 	status, b = do(t, "GET", ts.URL+"/metrics", testKey, "")
-	for _, want := range []string{`art_model_step{model="agent"} 1`, `art_train_steps_total{skipped="false"} 1`,
-		`art_reward_mean{split="train"} 0.5`, "art_generated_tokens_total ", `art_chat_requests_total{code="200"} 2`,
+	for _, want := range []string{"art_time_to_first_token_seconds_count 1", `art_time_to_first_token_seconds_bucket{le="+Inf"} 1`,
+		"# TYPE art_train_tokens_total counter", `art_model_step{model="agent"} 1`, `art_train_steps_total{skipped="false"} 1`,
+		`art_reward_mean{split="train"} 0.5`, "art_generated_tokens_total ", `art_chat_requests_total{code="200"} 3`,
 		"# TYPE art_sequences_waiting gauge"} {
 		if status != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q:\n%s", want, b)
 		}
+	}
+	if strings.Contains(string(b), "\nart_train_tokens_total 0\n") {
+		t.Error("art_train_tokens_total is 0 after a trained step")
 	}
 }
 

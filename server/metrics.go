@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // metrics are the server's counters and gauges of inference, exposed on
@@ -21,8 +22,37 @@ type metrics struct {
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64
 
-	mu       sync.Mutex    // guards requests
+	mu       sync.Mutex    // guards requests and ttft
 	requests map[int]int64 // finished chat requests by status
+	ttft     histogram     // time to first token of streamed requests
+}
+
+// ttftBuckets are the upper bounds (seconds) of the time-to-first-token
+// histogram.
+var ttftBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// histogram is a Prometheus histogram: cumulative counts per upper bound.
+type histogram struct {
+	counts []int64 // per bucket of ttftBuckets, not cumulative; the last is +Inf
+	sum    float64
+	n      int64
+}
+
+func (m *metrics) firstToken(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.ttft
+	if h.counts == nil {
+		h.counts = make([]int64, len(ttftBuckets)+1)
+	}
+	sec := d.Seconds()
+	i := 0
+	for i < len(ttftBuckets) && sec > ttftBuckets[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += sec
+	h.n++
 }
 
 func (m *metrics) start(n int) {
@@ -84,12 +114,27 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 
 	m.mu.Lock()
 	requests := maps.Clone(m.requests)
+	ttft := m.ttft
+	ttft.counts = slices.Clone(ttft.counts)
 	m.mu.Unlock()
 	steps, rewards, stepSeconds := train.Steps, train.RewardMean, train.StepSeconds
 	metric("art_chat_requests_total", "counter", "Finished chat completion requests by HTTP status (499: the client went away).")
 	for _, code := range slices.Sorted(maps.Keys(requests)) {
 		sample("art_chat_requests_total", `code="`+strconv.Itoa(code)+`"`, float64(requests[code]))
 	}
+	if ttft.n > 0 {
+		metric("art_time_to_first_token_seconds", "histogram", "Time from a streamed chat request's start to its first sampled token.")
+		var cum int64
+		for i, le := range ttftBuckets {
+			cum += ttft.counts[i]
+			sample("art_time_to_first_token_seconds_bucket", `le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"`, float64(cum))
+		}
+		sample("art_time_to_first_token_seconds_bucket", `le="+Inf"`, float64(ttft.n))
+		sample("art_time_to_first_token_seconds_sum", "", ttft.sum)
+		sample("art_time_to_first_token_seconds_count", "", float64(ttft.n))
+	}
+	metric("art_train_tokens_total", "counter", "Tokens trained on (data/step_trainer_tokens summed over steps).")
+	sample("art_train_tokens_total", "", train.Tokens)
 	metric("art_train_steps_total", "counter", "Finished training steps; skipped=\"true\" when nothing was trained.")
 	for _, skipped := range []bool{false, true} {
 		sample("art_train_steps_total", `skipped="`+strconv.FormatBool(skipped)+`"`, float64(steps[skipped]))

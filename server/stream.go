@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/artgo/art/host"
@@ -40,6 +41,10 @@ type chatStream struct {
 	id      string
 	created int64
 
+	// firstToken, if set, is called at the first sampled token (and then
+	// cleared): it records the time to first token.
+	firstToken func()
+
 	stopHold int             // bytes held back for stop strings
 	tools    host.ToolFormat // ToolsNone unless tool calls are parsed
 	choices  []choiceStream
@@ -68,6 +73,8 @@ type choiceStream struct {
 func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletionRequest, creq host.ChatRequest, id string, created int64) *chatStream {
 	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), req: req, creq: creq, id: id, created: created,
 		choices: make([]choiceStream, max(creq.N, 1)), wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
+	start := time.Now()
+	st.firstToken = func() { s.metrics.firstToken(time.Since(start)) }
 	for _, stop := range creq.Stop {
 		st.stopHold = max(st.stopHold, len(stop)-1)
 	}
@@ -128,6 +135,10 @@ func (st *chatStream) chunk() openai.ChatCompletionChunk {
 // onToken streams one sampled token. The service calls it from one
 // generating goroutine at a time.
 func (st *chatStream) onToken(ev host.StreamEvent) error {
+	if st.firstToken != nil { // onToken runs on one goroutine at a time
+		st.firstToken()
+		st.firstToken = nil
+	}
 	cs := &st.choices[ev.Choice]
 	cs.text = append(cs.text, cs.latest...)
 	cs.latest = append(cs.latest[:0], ev.Token.Bytes...)

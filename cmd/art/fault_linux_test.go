@@ -22,22 +22,15 @@ import (
 // with a remote backend.
 func faultSetup(t *testing.T) (srv *serveProcess, b *remote.Backend, m *art.TrainableModel, dir *store.ModelDir, cfg model.Config) {
 	t.Helper()
-	base := t.TempDir() + "/base"
-	writeTiny(t, base)
-	cfg, err := model.ReadConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir() + "/.art"
+	f := newFaultModel(t, t.TempDir())
+	dir, cfg = f.dir, f.cfg
 	addr := freeAddr(t)
-	if dir, err = store.New(data, "p", "agent"); err != nil {
-		t.Fatal(err)
-	}
-	srv = startServe(t, base, data, addr)
+	srv = startServe(t, f.base, f.data, addr)
+	var err error
 	if b, err = remote.New(remote.Options{BaseURL: "http://" + addr, Quiet: true, RetryFor: -1}); err != nil {
 		t.Fatal(err)
 	}
-	m = &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}, BaseModel: base}
+	m = &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p", BasePath: t.TempDir()}, BaseModel: f.base}
 	if err := m.Register(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
@@ -187,16 +180,8 @@ func TestReadOnlyDataDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base, data := filepath.Join(root, "base"), filepath.Join(root, ".art")
-	writeTiny(t, base)
-	cfg, err := model.ReadConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := store.New(data, "p", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFaultModel(t, root)
+	base, data, dir, cfg := f.base, f.data, f.dir, f.cfg
 	ctx := context.Background()
 	addr := freeAddr(t)
 

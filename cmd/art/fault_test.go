@@ -59,12 +59,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// writeTiny writes a tiny random model with the byte tokenizer to dir.
-func writeTiny(t *testing.T, dir string) {
+// faultModel is a tiny random model (byte tokenizer) at base, and the store
+// of its run agent in project p under data.
+type faultModel struct {
+	base, data string
+	dir        *store.ModelDir
+	cfg        model.Config
+}
+
+// newFaultModel writes the model under root.
+func newFaultModel(t *testing.T, root string) faultModel {
 	t.Helper()
-	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+	f := faultModel{base: filepath.Join(root, "base"), data: filepath.Join(root, ".art")}
+	if _, err := initmodel.Write(f.base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
 		t.Fatal(err)
 	}
+	var err error
+	if f.cfg, err = model.ReadConfig(f.base); err != nil {
+		t.Fatal(err)
+	}
+	if f.dir, err = store.New(f.data, "p", "agent"); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // localLoopEnv, when set to "BASE|DATA" in a child of the test binary, makes
@@ -253,18 +270,9 @@ func TestKillServeDuringTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills art serve several times")
 	}
-	base := filepath.Join(t.TempDir(), "base")
-	writeTiny(t, base)
-	cfg, err := model.ReadConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(t.TempDir(), ".art")
+	f := newFaultModel(t, t.TempDir())
+	base, data, dir, cfg := f.base, f.data, f.dir, f.cfg
 	addr := freeAddr(t)
-	dir, err := store.New(data, "p", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	srv := startServe(t, base, data, addr)
 	// b gives up on an unreachable server after 2s of retries; patient
@@ -452,17 +460,8 @@ func TestKillLocalBackendDuringTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills training processes")
 	}
-	base := filepath.Join(t.TempDir(), "base")
-	writeTiny(t, base)
-	cfg, err := model.ReadConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(t.TempDir(), ".art")
-	dir, err := store.New(data, "p", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFaultModel(t, t.TempDir())
+	base, data, dir, cfg := f.base, f.data, f.dir, f.cfg
 	rng := rand.New(rand.NewPCG(3, 4))
 	last, completed := 0, map[int]bool{}
 	for round := range 4 {

@@ -39,24 +39,25 @@ func NewMeter(m Model) *Meter { return &Meter{Model: m} }
 
 // Train trains m and counts the step.
 func (m *Meter) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.TrainConfig, progress func(done, total int)) (art.TrainResult, error) {
-	m.training.Add(1)
-	defer m.training.Add(-1)
-	start := time.Now()
-	res, err := m.Model.Train(ctx, groups, cfg, progress)
-	if err != nil {
-		return res, err
+	res, err := m.count(func() (art.TrainResult, error) { return m.Model.Train(ctx, groups, cfg, progress) })
+	if err == nil {
+		m.ObserveRewards("train", groups)
 	}
-	m.finished(res, time.Since(start))
-	m.ObserveRewards("train", groups)
-	return res, nil
+	return res, err
 }
 
 // TrainSFT fine-tunes m and counts the step.
 func (m *Meter) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg art.TrainSFTConfig, progress func(done, total int)) (art.TrainResult, error) {
+	return m.count(func() (art.TrainResult, error) { return m.Model.TrainSFT(ctx, trajectories, cfg, progress) })
+}
+
+// count runs one training step, counted as running meanwhile and as
+// finished (with its duration) when it succeeds.
+func (m *Meter) count(step func() (art.TrainResult, error)) (art.TrainResult, error) {
 	m.training.Add(1)
 	defer m.training.Add(-1)
 	start := time.Now()
-	res, err := m.Model.TrainSFT(ctx, trajectories, cfg, progress)
+	res, err := step()
 	if err != nil {
 		return res, err
 	}

@@ -15,6 +15,9 @@ type Run struct {
 	Dir           *ModelDir
 }
 
+// ID names the run as PROJECT/NAME.
+func (r Run) ID() string { return r.Project + "/" + r.Name }
+
 // Find lists the model directories under root: root/<project>/models/<name>
 // holding a model.json, a history.jsonl or checkpoints, sorted by project
 // and name. A root with none of its own that holds a .art folder (a

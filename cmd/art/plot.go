@@ -47,7 +47,7 @@ benchmarking helpers draw. The format follows the file's extension.`,
 			for _, r := range runs {
 				rows, _ := r.Dir.ReadHistory() // corrupt lines are skipped; the rest still plots
 				pts := chart.Metric(rows, metric)
-				label := r.Project + "/" + r.Name
+				label := r.ID()
 				if len(runs) > 1 && allSameProject(runs) {
 					label = r.Name
 				}
@@ -92,14 +92,14 @@ func selectRuns(runs []store.Run, names []string) ([]store.Run, error) {
 	for _, n := range names {
 		found := false
 		for _, r := range runs {
-			if r.Project+"/"+r.Name == n {
+			if r.ID() == n {
 				out, found = append(out, r), true
 			}
 		}
 		if !found {
 			var all []string
 			for _, r := range runs {
-				all = append(all, r.Project+"/"+r.Name)
+				all = append(all, r.ID())
 			}
 			return nil, fmt.Errorf("plot: no model %q (models: %s)", n, strings.Join(all, ", "))
 		}

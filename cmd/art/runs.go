@@ -61,7 +61,7 @@ last changed.`,
 			}
 			sums := make([]runSummary, len(runs))
 			for i, r := range runs {
-				sums[i] = summarize(r)
+				sums[i], _, _ = readRun(r)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -76,10 +76,11 @@ last changed.`,
 	return cmd
 }
 
-// summarize reads what `art runs` shows of one model; a damaged file is a
-// warning on its row, not a failure of the listing.
-func summarize(r store.Run) runSummary {
-	s := runSummary{Project: r.Project, Model: r.Name, Path: r.Dir.Path(), Step: -1}
+// readRun reads one model's checkpoint steps and history rows and what
+// `art runs` shows of them; a damaged file is a warning on its row, not a
+// failure of the listing.
+func readRun(r store.Run) (s runSummary, steps []int, rows []map[string]any) {
+	s = runSummary{Project: r.Project, Model: r.Name, Path: r.Dir.Path(), Step: -1}
 	steps, err := r.Dir.ListCheckpoints()
 	if err != nil {
 		s.Warning = err.Error()
@@ -92,7 +93,7 @@ func summarize(r store.Run) runSummary {
 	if st, err := os.Stat(filepath.Join(r.Dir.Path(), store.HistoryFile)); err == nil && st.ModTime().After(s.Updated) {
 		s.Updated = st.ModTime()
 	}
-	rows, err := r.Dir.ReadHistory()
+	rows, err = r.Dir.ReadHistory()
 	var corrupt *store.CorruptLinesError
 	if err != nil && !errors.As(err, &corrupt) {
 		s.Warning = err.Error()
@@ -108,7 +109,7 @@ func summarize(r store.Run) runSummary {
 			s.ValReward = &metricAt{v, int(step)}
 		}
 	}
-	return s
+	return s, steps, rows
 }
 
 func printRuns(w io.Writer, sums []runSummary) error {

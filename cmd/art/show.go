@@ -37,7 +37,7 @@ MODEL alone must be unique across DIR's projects; PROJECT/MODEL is exact.`,
 			var match []store.Run
 			var all []string
 			for _, r := range runs {
-				all = append(all, r.Project+"/"+r.Name)
+				all = append(all, r.ID())
 				if r.Name == name && (project == "" || r.Project == project) {
 					match = append(match, r)
 				}
@@ -68,10 +68,8 @@ func printShow(cmd *cobra.Command, r store.Run) error {
 			fmt.Fprintf(w, "  lora         %s\n", lb)
 		}
 	}
-	s := summarize(r)
-	steps, _ := r.Dir.ListCheckpoints()
+	s, steps, rows := readRun(r)
 	fmt.Fprintf(w, "  checkpoints  %s\n", stepList(steps))
-	rows, _ := r.Dir.ReadHistory()
 	fmt.Fprintf(w, "  history      %d rows", len(rows))
 	if !s.Updated.IsZero() {
 		fmt.Fprintf(w, ", updated %s", s.Updated.Local().Format("2006-01-02 15:04"))

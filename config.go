@@ -1,6 +1,7 @@
 package art
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -262,6 +263,13 @@ func (c LoRAConfig) WithDefaults() LoRAConfig {
 		c.TargetModules = defaultLoRATargetModules()
 	}
 	return c
+}
+
+// String is c with its defaults filled in, as JSON: what the adapter will
+// be (for messages).
+func (c LoRAConfig) String() string {
+	b, _ := json.Marshal(c.WithDefaults())
+	return string(b)
 }
 
 // IsZero reports whether c is the zero value (ART's defaults, unnamed).

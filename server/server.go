@@ -388,8 +388,9 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) modelEntry(id string) openai.Model {
+	info := s.model.Info()
 	m := openai.Model{ID: id, Object: openai.ObjectModel, Created: s.created, OwnedBy: "art",
-		Parent: s.model.Info().BaseModel, MaxModelLen: s.model.Info().MaxModelLen}
+		Parent: info.BaseModel, MaxModelLen: info.MaxModelLen}
 	if step, err := s.model.Resolve(id); err == nil {
 		m.Root = s.model.CheckpointPath(step)
 	}

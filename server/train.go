@@ -73,7 +73,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	case req.LoRA != nil && !req.LoRA.SameAdapter(o.LoRA):
 		conflict("lora_config", "model %q has an adapter with LoRA config %s, not %s; its checkpoints keep the config they were created with (use another name for a new adapter)",
-			o.Name, loraString(o.LoRA), loraString(*req.LoRA))
+			o.Name, o.LoRA, *req.LoRA)
 		return
 	}
 	info, err := s.info()
@@ -90,11 +90,6 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 func sameBaseModel(client, server string) bool {
 	c, s := filepath.Clean(client), filepath.Clean(server)
 	return c == s || filepath.Base(c) == filepath.Base(s)
-}
-
-func loraString(c art.LoRAConfig) string {
-	b, _ := json.Marshal(c.WithDefaults())
-	return string(b)
 }
 
 func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {

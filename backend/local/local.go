@@ -139,8 +139,8 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
 	}
 	if have := nh.Info().LoRA; !m.LoRA.IsZero() && !m.LoRA.SameAdapter(have) {
 		nh.Close()
-		return fmt.Errorf("local: model %s: its checkpoints have an adapter with LoRA config %+v, not %+v; checkpoints keep the config they were created with (use another name for a new adapter)",
-			key(m), have.WithDefaults(), m.LoRA.WithDefaults())
+		return fmt.Errorf("local: model %s: its checkpoints have an adapter with LoRA config %s, not %s; checkpoints keep the config they were created with (use another name for a new adapter)",
+			key(m), have, m.LoRA)
 	}
 	addr := b.opt.Addr
 	if addr == "" {

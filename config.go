@@ -1,6 +1,7 @@
 package art
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -281,12 +282,13 @@ func (c LoRAConfig) IsZero() bool {
 // defaults, target modules and layers compared as sets.
 func (c LoRAConfig) SameAdapter(o LoRAConfig) bool {
 	c, o = c.WithDefaults(), o.WithDefaults()
-	sameSet := func(a, b []string) bool {
-		return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
-	}
 	return c.Rank == o.Rank && c.Alpha == o.Alpha && c.Dropout == o.Dropout && c.UseRSLoRA == o.UseRSLoRA &&
-		sameSet(c.TargetModules, o.TargetModules) &&
-		slices.Equal(slices.Sorted(slices.Values(c.LayersToTransform)), slices.Sorted(slices.Values(o.LayersToTransform)))
+		sameSet(c.TargetModules, o.TargetModules) && sameSet(c.LayersToTransform, o.LayersToTransform)
+}
+
+// sameSet reports whether a and b hold the same elements, in any order.
+func sameSet[T cmp.Ordered](a, b []T) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // Scale returns the factor applied to the adapter's output: alpha/rank, or

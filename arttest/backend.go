@@ -371,3 +371,32 @@ func cloneGroups(groups []art.TrajectoryGroup) []art.TrajectoryGroup {
 	}
 	return out
 }
+
+// SampleGroups asks model, through client, for groups of 4 choices to
+// prompt (one request per group, seeded by its index, at most maxTokens
+// each) and returns them as trajectory groups whose rewards alternate 0 and
+// 1, so every group has something to train.
+func SampleGroups(ctx context.Context, client openai.Client, model, prompt string, groups, maxTokens int) ([]art.TrajectoryGroup, error) {
+	out := make([]art.TrajectoryGroup, 0, groups)
+	for g := range groups {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}, N: openai.Int(4),
+			MaxTokens: openai.Int(int64(maxTokens)), Seed: openai.Int(int64(g))})
+		if err != nil {
+			return nil, fmt.Errorf("arttest: sample group %d: %w", g, err)
+		}
+		var grp art.TrajectoryGroup
+		for i, c := range resp.Choices {
+			ch, err := art.ChoiceFromOpenAI(c)
+			if err != nil {
+				return nil, fmt.Errorf("arttest: sample group %d: %w", g, err)
+			}
+			t := art.Trajectory{Reward: float64(i % 2)}
+			t.AddMessage(art.UserMsg(prompt))
+			t.AddChoice(ch)
+			grp.Trajectories = append(grp.Trajectories, t)
+		}
+		out = append(out, grp)
+	}
+	return out, nil
+}

@@ -14,6 +14,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/server/api"
 )
 
@@ -136,26 +137,9 @@ func tail(s string) string { return s[max(0, len(s)-200):] }
 // them varied rewards.
 func trainingGroups(t *testing.T, url string) []art.TrajectoryGroup {
 	t.Helper()
-	client := newClient(url)
-	var groups []art.TrajectoryGroup
-	for g := range 2 {
-		resp, err := client.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: testModel,
-			Messages: userMsgs("hi"), N: oai.Int(4), MaxTokens: oai.Int(6), Seed: oai.Int(int64(g))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var grp art.TrajectoryGroup
-		for i, c := range resp.Choices {
-			ac, err := art.ChoiceFromOpenAI(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := art.Trajectory{Reward: float64(i % 2)}
-			tr.AddMessage(art.UserMsg("hi"))
-			tr.AddChoice(ac)
-			grp.Trajectories = append(grp.Trajectories, tr)
-		}
-		groups = append(groups, grp)
+	groups, err := arttest.SampleGroups(context.Background(), newClient(url), testModel, "hi", 2, 6)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return groups
 }

@@ -14,10 +14,9 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/backend/remote"
-	"github.com/artgo/art/engine/initmodel"
-	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/ruler"
 )
 
@@ -28,10 +27,7 @@ import (
 // backend. Each must return within a second or two of the cancellation;
 // at the end the goroutine count is back at its baseline.
 func TestCancelMidwayLeavesNothing(t *testing.T) {
-	base := filepath.Join(t.TempDir(), "base")
-	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
-		t.Fatal(err)
-	}
+	base := arttest.TinyModel(t)
 	ctx := context.Background()
 	// One generation slot: the queue is the second chat's to wait in.
 	b := local.New(local.Options{Path: filepath.Join(t.TempDir(), ".art"), Quiet: true, Seed: 1, MaxConcurrent: 1})
@@ -128,25 +124,9 @@ func TestCancelMidwayLeavesNothing(t *testing.T) {
 	if err := rb.Register(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	var groups []art.TrajectoryGroup
-	for g := range 16 {
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: m.InferenceName(-1),
-			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, N: openai.Int(4), MaxTokens: openai.Int(24), Seed: openai.Int(int64(g))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var grp art.TrajectoryGroup
-		for i, c := range resp.Choices {
-			ch, err := art.ChoiceFromOpenAI(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := art.Trajectory{Reward: float64(i % 2)}
-			tr.AddMessage(art.UserMsg("x"))
-			tr.AddChoice(ch)
-			grp.Trajectories = append(grp.Trajectories, tr)
-		}
-		groups = append(groups, grp)
+	groups, err := arttest.SampleGroups(ctx, client, m.InferenceName(-1), "x", 16, 24)
+	if err != nil {
+		t.Fatal(err)
 	}
 	before, err := rb.Step(ctx, m)
 	if err != nil {

@@ -9,8 +9,6 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/local"
-	"github.com/artgo/art/engine/initmodel"
-	"github.com/artgo/art/engine/kernels"
 )
 
 func TestConformance(t *testing.T) {
@@ -33,10 +31,7 @@ func TestConformanceMinimal(t *testing.T) {
 // Ensure a model whose LoRA config differs from its stored checkpoints is
 // refused at Register, in a second process's backend as in the first.
 func TestRegister_LoRAMismatch(t *testing.T) {
-	base := filepath.Join(t.TempDir(), "base")
-	if _, err := initmodel.Write(base, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.F32, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	base := arttest.TinyModel(t)
 	data := filepath.Join(t.TempDir(), ".art")
 	ctx := context.Background()
 	first := local.New(local.Options{Path: data, Quiet: true})

@@ -19,9 +19,8 @@ import (
 	"testing"
 	"time"
 
-	oai "github.com/openai/openai-go/v3"
-
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/backend/remote"
 	"github.com/artgo/art/engine/initmodel"
@@ -103,7 +102,11 @@ func localTrainingLoop(base, data string) error {
 		return err
 	}
 	fmt.Printf("resumed %d\n", step)
-	groups, err := sampleGroups(m, 24)
+	client, err := m.OpenAIClient()
+	if err != nil {
+		return err
+	}
+	groups, err := arttest.SampleGroups(ctx, client, m.InferenceName(0), "play", 24, 24)
 	if err != nil {
 		return err
 	}
@@ -191,39 +194,15 @@ func (p *serveProcess) training() bool {
 // a training step lasts long enough to be killed in the middle.
 func faultGroups(t *testing.T, m *art.TrainableModel, n int) []art.TrajectoryGroup {
 	t.Helper()
-	groups, err := sampleGroups(m, n)
+	client, err := m.OpenAIClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := arttest.SampleGroups(context.Background(), client, m.InferenceName(0), "play", n, 24)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return groups
-}
-
-func sampleGroups(m *art.TrainableModel, n int) ([]art.TrajectoryGroup, error) {
-	client, err := m.OpenAIClient()
-	if err != nil {
-		return nil, err
-	}
-	var groups []art.TrajectoryGroup
-	for g := range n {
-		resp, err := client.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: m.InferenceName(0),
-			Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("play")}, N: oai.Int(4), MaxTokens: oai.Int(24), Seed: oai.Int(int64(g))})
-		if err != nil {
-			return nil, err
-		}
-		var grp art.TrajectoryGroup
-		for i, c := range resp.Choices {
-			ac, err := art.ChoiceFromOpenAI(c)
-			if err != nil {
-				return nil, err
-			}
-			tr := art.Trajectory{Reward: float64(i % 2)}
-			tr.AddMessage(art.UserMsg("play"))
-			tr.AddChoice(ac)
-			grp.Trajectories = append(grp.Trajectories, tr)
-		}
-		groups = append(groups, grp)
-	}
-	return groups, nil
 }
 
 // checkpointHashes checks that every checkpoint on disk loads (adapter and

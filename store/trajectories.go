@@ -30,14 +30,26 @@ type TrajectoryRow struct {
 }
 
 // MessageRow is one message of a trajectory's main history. A sampled turn
-// (a choice) is stored as its message with Trainable set; its logprobs are
-// not stored.
+// (a choice) is stored as its message with Trainable set, and its sampled
+// tokens in Logprobs.
 type MessageRow struct {
 	Role       string `parquet:"role,optional"`
 	Content    string `parquet:"content,optional"`    // text, or the JSON array of content parts
 	ToolCalls  string `parquet:"tool_calls,optional"` // JSON array of tool calls
 	ToolCallID string `parquet:"tool_call_id,optional"`
 	Trainable  bool   `parquet:"trainable"`
+	// Logprobs are the sampled tokens of a trainable turn, in order (nil
+	// for context messages and for choices without logprobs). The column
+	// is ours, not ART's: files without it (ART's, or ours before it
+	// existed) read with Logprobs nil, and ART's readers ignore it.
+	Logprobs []TokenRow `parquet:"logprobs,optional,list"`
+}
+
+// TokenRow is one sampled token of a trainable turn.
+type TokenRow struct {
+	TokenID int64   `parquet:"token_id"` // -1 when the server did not say
+	Token   string  `parquet:"token,optional"`
+	Logprob float64 `parquet:"logprob"`
 }
 
 // TrajectoriesPath returns the path of the parquet file for split and step:

@@ -541,3 +541,29 @@ func TestTrajectories_WithoutLogprobsColumn(t *testing.T) {
 		}
 	}
 }
+
+func TestListTrajectories(t *testing.T) {
+	d := newDir(t)
+	if got, err := d.ListTrajectories(); err != nil || len(got) != 0 {
+		t.Fatalf("ListTrajectories of a new dir = %v, %v; want none", got, err)
+	}
+	for _, w := range []struct {
+		split string
+		step  int
+	}{{"train", 2}, {"train", 0}, {"train", 10}, {"val", 1}} {
+		if err := d.WriteTrajectories(w.split, w.step, []TrajectoryRow{{Reward: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leftovers of a write in progress and stray names are ignored.
+	for _, name := range []string{"train/.0011.parquet.tmp-1", "train/notes.txt", "val/x.parquet", ".hidden/0001.parquet"} {
+		p := filepath.Join(d.Path(), TrajectoriesDir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	got, err := d.ListTrajectories()
+	want := map[string][]int{"train": {0, 2, 10}, "val": {1}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListTrajectories = %v, %v; want %v", got, err, want)
+	}
+}

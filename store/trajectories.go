@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -96,4 +99,41 @@ func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
 		return nil, fmt.Errorf("store: read trajectories %s: %w", path, err)
 	}
 	return rows, nil
+}
+
+// ListTrajectories returns, for each split with trajectories, the steps that
+// have a parquet file, sorted ascending. Names that are not a valid split or
+// not <digits>.parquet (temporary files of a write in progress) are ignored.
+// A model without trajectories yields an empty map and no error.
+func (d *ModelDir) ListTrajectories() (map[string][]int, error) {
+	root := filepath.Join(d.path, TrajectoriesDir)
+	splits, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string][]int{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: list trajectories: %w", err)
+	}
+	out := map[string][]int{}
+	for _, s := range splits {
+		if !s.IsDir() || ValidateName(s.Name()) != nil {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(root, s.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("store: list trajectories: %w", err)
+		}
+		var steps []int
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".parquet")
+			if step, isStep := parseStep(name); ok && isStep && f.Type().IsRegular() {
+				steps = append(steps, step)
+			}
+		}
+		if len(steps) > 0 {
+			slices.Sort(steps)
+			out[s.Name()] = steps
+		}
+	}
+	return out, nil
 }

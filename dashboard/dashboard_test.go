@@ -22,8 +22,9 @@ import (
 type testRun struct {
 	project, name string
 	steps         int // history rows and checkpoints 0..steps-1
-	trajectories  int // trajectories per step, logged at every trajectoryEvery-th step
+	trajectories  int // trajectories per step, logged at every every-th step
 	every         int
+	gain          float64 // how far the rewards rise (0: 1)
 }
 
 // writeRun writes a run under root the way training does: history rows
@@ -43,7 +44,7 @@ func writeRun(tb testing.TB, root string, r testRun) *store.ModelDir {
 		if err := os.MkdirAll(d.CheckpointDir(s), 0o755); err != nil {
 			tb.Fatal(err)
 		}
-		logStep(tb, d, s)
+		logStep(tb, d, s, r.gain)
 		if r.trajectories > 0 && s%max(r.every, 1) == 0 {
 			if err := d.WriteTrajectories("train", s, trajectoryRows(r.trajectories, s)); err != nil {
 				tb.Fatal(err)
@@ -53,14 +54,18 @@ func writeRun(tb testing.TB, root string, r testRun) *store.ModelDir {
 	return d
 }
 
-// logStep appends the history rows of one step: train, then val.
-func logStep(tb testing.TB, d *store.ModelDir, s int) {
+// logStep appends the history rows of one step: train, then val, with
+// rewards rising by gain (0: 1) over the steps.
+func logStep(tb testing.TB, d *store.ModelDir, s int, gain float64) {
 	tb.Helper()
+	if gain == 0 {
+		gain = 1
+	}
 	x := float64(s)
 	rows := []map[string]any{
-		{"step": s, "training_step": s, "train/reward": 0.2 + 0.6*(1-math.Exp(-x/10)), "loss/train": 1 / (1 + x), "loss/grad_norm": 0.5 + 0.1*math.Sin(x),
+		{"step": s, "training_step": s, "train/reward": 0.2 + 0.6*gain*(1-math.Exp(-x/10)), "loss/train": 1 / (1 + x), "loss/grad_norm": 0.5 + 0.1*gain*math.Sin(x),
 			"data/step_num_scenarios": 8, "data/cum/num_scenarios": 8 * (x + 1), "time/step_trainer_s": 1.5, "costs/judge": 0.01},
-		{"step": s, "training_step": s, "val/reward": 0.25 + 0.5*(1-math.Exp(-x/12)), "val/exception_rate": 0},
+		{"step": s, "training_step": s, "val/reward": 0.25 + 0.5*gain*(1-math.Exp(-x/12)), "val/exception_rate": 0},
 	}
 	for _, row := range rows {
 		if err := d.AppendHistory(row); err != nil {
@@ -227,7 +232,7 @@ func TestAPI_Errors(t *testing.T) {
 	f, _ := os.OpenFile(filepath.Join(d.Path(), store.HistoryFile), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString("{not json\n")
 	f.Close()
-	logStep(t, d, 4)
+	logStep(t, d, 4, 0)
 	os.WriteFile(d.TrajectoriesPath("train", 2), []byte("PAR1 garbage"), 0o644)
 
 	srv, _ := newTestServer(t, Config{Root: root})
@@ -331,7 +336,7 @@ func TestEvents(t *testing.T) {
 	lines := bufio.NewScanner(res.Body)
 	lines.Scan() // retry:
 	time.Sleep(50 * time.Millisecond)
-	logStep(t, d, 2)
+	logStep(t, d, 2, 0)
 	writeRun(t, root, testRun{project: "p", name: "new", steps: 1})
 	var got []string
 	for lines.Scan() {

@@ -173,14 +173,18 @@ async function showRun() {
   }
   await loadOverlay();
   if (d.warnings && d.warnings.length) banner("Warning: " + d.warnings.join("\n"), true);
+  renderHead(d);
+  $("#tabs").hidden = false;
+  selectTab(state.tab);
+}
+
+function renderHead(d) {
   const model = d.model || {};
   const best = (d.checkpoints || []).find((c) => c.best);
   $("#runhead").innerHTML = `<h2>${esc(d.id)}</h2>
     <div class="muted">${model.base_model ? "base " + esc(model.base_model) + " · " : ""}${d.step >= 0 ? "step " + d.step : "no checkpoint yet"}
     ${best ? ` · best val/reward ${fmt(best.val_reward)} at step ${best.step}` : ""}
     ${d.updated ? " · updated " + esc(new Date(d.updated).toLocaleString()) : ""}</div>`;
-  $("#tabs").hidden = false;
-  selectTab(state.tab);
 }
 
 function selectTab(tab) {
@@ -455,6 +459,7 @@ function listen() {
       try { await loadDetail(id); } catch (e) { banner(e.message); }
     }
     if (changed.includes(state.focus) && state.details.has(state.focus)) {
+      renderHead(state.details.get(state.focus));
       if (state.tab === "charts") renderCharts();
       if (state.tab === "checkpoints") renderCheckpoints();
       if (state.tab === "trajectories") {

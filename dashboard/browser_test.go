@@ -74,6 +74,9 @@ type browserResult struct {
 // With ART_DASHBOARD_SCREENSHOTS=DIR the screenshots (charts.png,
 // trajectory.png) are copied to DIR; the README's picture is made so.
 func TestBrowser(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs once, without the race detector (the API it drives is raced in TestAPI and TestEvents)")
+	}
 	nodeModules := browser(t)
 	root := t.TempDir()
 	agent := writeRun(t, root, testRun{project: "ttt", name: "agent", steps: 12, trajectories: 40, every: 5})

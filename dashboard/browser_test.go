@@ -27,11 +27,8 @@ const chromiumPath = "/usr/bin/chromium"
 // missing.
 func browser(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(testassets.Root(t), ".assets", "playwright", "node_modules")
-	_, errPkg := os.Stat(filepath.Join(dir, "playwright-core", "package.json"))
-	_, errChromium := os.Stat(chromiumPath)
-	_, errNode := exec.LookPath("node")
-	if errPkg != nil || errChromium != nil || errNode != nil {
+	dir, ok := findBrowser(t)
+	if !ok {
 		msg := "headless chromium or playwright-core not installed: run scripts/install-browser.sh (needs root, node and npm)"
 		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
 			t.Fatal(msg)
@@ -39,6 +36,52 @@ func browser(t *testing.T) string {
 		t.Skip(msg)
 	}
 	return dir
+}
+
+// findBrowser returns the node_modules folder holding playwright-core and
+// whether it, node and chromium are all installed.
+func findBrowser(t *testing.T) (string, bool) {
+	dir := filepath.Join(testassets.Root(t), ".assets", "playwright", "node_modules")
+	_, errPkg := os.Stat(filepath.Join(dir, "playwright-core", "package.json"))
+	_, errChromium := os.Stat(chromiumPath)
+	_, errNode := exec.LookPath("node")
+	return dir, errPkg == nil && errChromium == nil && errNode == nil
+}
+
+// runBrowser runs testdata/browser.mjs against url in mode ("check" or
+// "perf"), calling onLine with each line it prints but the last, and
+// decodes the last (JSON) into out.
+func runBrowser(t *testing.T, nodeModules, url, mode, outDir string, onLine func(string), out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "browser.mjs"), url, chromiumPath, outDir, mode)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		last = lines.Text()
+		if onLine != nil {
+			onLine(last)
+		}
+	}
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("browser.mjs: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal([]byte(last), out); err != nil {
+		t.Fatalf("browser.mjs printed %q: %v\n%s", last, err, stderr.String())
+	}
 }
 
 // browserResult is what testdata/browser.mjs prints.
@@ -89,39 +132,15 @@ func TestBrowser(t *testing.T) {
 
 	srv, _ := newTestServer(t, Config{Root: root, PollInterval: 100 * time.Millisecond})
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "browser.mjs"), srv.URL+DefaultBasePath, chromiumPath, out)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var last string
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
-	for lines.Scan() {
-		last = lines.Text()
-		if last == "need-step" {
+	var got browserResult
+	runBrowser(t, nodeModules, srv.URL+DefaultBasePath, "check", out, func(line string) {
+		if line == "need-step" {
 			if err := os.MkdirAll(agent.CheckpointDir(12), 0o755); err != nil {
-				t.Fatal(err)
+				t.Error(err)
 			}
 			logStep(t, agent, 12, 0)
 		}
-	}
-	io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("browser.mjs: %v\n%s", err, stderr.String())
-	}
-	var got browserResult
-	if err := json.Unmarshal([]byte(last), &got); err != nil {
-		t.Fatalf("browser.mjs printed %q: %v\n%s", last, err, stderr.String())
-	}
+	}, &got)
 	t.Logf("charts of 12 steps drawn %d ms after navigation", got.ChartsMs)
 
 	if got.Points != 12 || got.PolylinePoints != 12 {

@@ -65,4 +65,31 @@ func TestLargeRun(t *testing.T) {
 			t.Errorf("%s matched nothing", q.name)
 		}
 	}
+
+	// The same in the browser, from navigation to drawn, when it is
+	// installed (TestBrowser says how; ART_REQUIRE_ASSETS=1 requires it).
+	nodeModules, ok := findBrowser(t)
+	if !ok {
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
+		}
+		t.Log("browser timings skipped: run scripts/install-browser.sh")
+		return
+	}
+	var got struct {
+		ConsoleErrors                                                       []string
+		ChartsColdMs, ChartsMs, TrajectoriesMs, TrajectoryMs, CheckpointsMs int
+		Charts, Rows, Checkpoints                                           int
+	}
+	runBrowser(t, nodeModules, base, "perf", t.TempDir(), nil, &got)
+	t.Logf("in chromium: charts (%d metrics × 1,000 steps) %d ms (%d ms as the browser's first page), trajectory list %d ms, a trajectory %d ms, checkpoints (%d) %d ms",
+		got.Charts, got.ChartsMs, got.ChartsColdMs, got.TrajectoriesMs, got.TrajectoryMs, got.Checkpoints, got.CheckpointsMs)
+	if got.Rows != defaultPage || got.Checkpoints != steps || len(got.ConsoleErrors) > 0 {
+		t.Errorf("large run in the browser: %d rows, %d checkpoints, console errors %q; want %d, %d, none", got.Rows, got.Checkpoints, got.ConsoleErrors, defaultPage, steps)
+	}
+	for name, ms := range map[string]int{"charts": got.ChartsMs, "trajectory list": got.TrajectoriesMs, "trajectory": got.TrajectoryMs, "checkpoints": got.CheckpointsMs} {
+		if took := time.Duration(ms) * time.Millisecond; took > largeRunBound {
+			t.Errorf("the %s page took %v in the browser; want < %v", name, took, largeRunBound)
+		}
+	}
 }

@@ -3,20 +3,23 @@
 // "need-step" when it wants the test to log a new step, and at the end one
 // line of JSON with what it saw.
 //
-// Usage: node browser.mjs URL CHROMIUM OUTDIR  (run with NODE_PATH pointing
-// at the node_modules holding playwright-core)
+// Usage: node browser.mjs URL CHROMIUM OUTDIR check|perf  (run with NODE_PATH
+// pointing at the node_modules holding playwright-core). "check" walks
+// through the page on the test's small runs; "perf" times the large run of
+// TestLargeRun (big/agent: 1,000 steps, 10,000 trajectories a step).
 import { createRequire } from "node:module";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const require = createRequire(process.env.NODE_PATH + "/");
 const { chromium } = require("playwright-core");
-const [url, executablePath, outDir] = process.argv.slice(2);
+const [url, executablePath, outDir, mode] = process.argv.slice(2);
 
 // A fresh profile each run; launchPersistentContext is how playwright
 // takes --user-data-dir.
-const browser = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), "art-chromium-")), {
+const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));
+const browser = await chromium.launchPersistentContext(profile, {
   executablePath,
   headless: true,
   timeout: 60000,
@@ -34,6 +37,52 @@ try {
   });
   page.on("pageerror", (e) => out.consoleErrors.push(String(e)));
 
+  if (mode === "perf") {
+    await perf(page, out);
+  } else {
+    await check(page, out);
+  }
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify(out));
+
+// perf times how long the large run's pages take from navigation to drawn.
+async function perf(page, out) {
+  let t0 = Date.now();
+  await page.goto(url + "#run=big/agent&tab=charts");
+  await page.waitForFunction(() => {
+    const el = document.querySelector('.chart[data-metric="train/reward"] .series');
+    return el && el.dataset.n === "1000";
+  });
+  out.chartsColdMs = Date.now() - t0; // includes the browser's first page load
+  t0 = Date.now();
+  await page.reload();
+  await page.waitForFunction(() => {
+    const el = document.querySelector('.chart[data-metric="train/reward"] .series');
+    return el && el.dataset.n === "1000";
+  });
+  out.chartsMs = Date.now() - t0;
+  out.charts = await page.locator(".chart").count();
+  t0 = Date.now();
+  await page.click('#tabs button[data-tab="trajectories"]');
+  await page.waitForSelector("#t-list tbody tr[data-index]");
+  out.trajectoriesMs = Date.now() - t0;
+  out.rows = await page.locator("#t-list tbody tr[data-index]").count();
+  t0 = Date.now();
+  await page.locator("#t-list tbody tr[data-index]").first().click();
+  await page.waitForSelector("#t-detail .msg");
+  out.trajectoryMs = Date.now() - t0;
+  t0 = Date.now();
+  await page.click('#tabs button[data-tab="checkpoints"]');
+  await page.waitForSelector('#ckpt tbody tr[data-step="999"]');
+  out.checkpointsMs = Date.now() - t0;
+  out.checkpoints = await page.locator("#ckpt tbody tr").count();
+}
+
+// check walks through the page on the test's small runs.
+async function check(page, out) {
   const series = (metric, run) => `.chart[data-metric="${metric}"] .series[data-run="${run}"]`;
   const points = async (metric, run) => Number(await page.getAttribute(series(metric, run), "data-n"));
 
@@ -93,7 +142,4 @@ try {
   out.corruptHistory = await bannerFor("#run=bad/broken&tab=charts");
   out.corruptCharts = await page.locator('.chart[data-metric="train/reward"] .series').count();
   out.missingStep = await bannerFor("#run=ttt/agent&tab=trajectories&split=train&step=3");
-} finally {
-  await browser.close();
 }
-console.log(JSON.stringify(out));

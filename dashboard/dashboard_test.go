@@ -40,37 +40,50 @@ func writeRun(tb testing.TB, root string, r testRun) *store.ModelDir {
 	if err := d.WriteModel(map[string]any{"name": r.name, "project": r.project, "base_model": "tiny-qwen", "trainable": true}); err != nil {
 		tb.Fatal(err)
 	}
+	// The history is written at once (AppendHistory syncs each line, which
+	// takes seconds for a large run); live steps use logStep.
+	var history []byte
 	for s := range r.steps {
 		if err := os.MkdirAll(d.CheckpointDir(s), 0o755); err != nil {
 			tb.Fatal(err)
 		}
-		logStep(tb, d, s, r.gain)
+		for _, row := range historyRows(s, r.gain) {
+			line, _ := json.Marshal(row)
+			history = append(append(history, line...), '\n')
+		}
 		if r.trajectories > 0 && s%max(r.every, 1) == 0 {
 			if err := d.WriteTrajectories("train", s, trajectoryRows(r.trajectories, s)); err != nil {
 				tb.Fatal(err)
 			}
 		}
 	}
+	if err := os.WriteFile(filepath.Join(d.Path(), store.HistoryFile), history, 0o644); err != nil {
+		tb.Fatal(err)
+	}
 	return d
 }
 
-// logStep appends the history rows of one step: train, then val, with
-// rewards rising by gain (0: 1) over the steps.
+// logStep appends the history rows of one step as training does.
 func logStep(tb testing.TB, d *store.ModelDir, s int, gain float64) {
 	tb.Helper()
+	for _, row := range historyRows(s, gain) {
+		if err := d.AppendHistory(row); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// historyRows are the history rows of one step: train, then val, with
+// rewards rising by gain (0: 1) over the steps.
+func historyRows(s int, gain float64) []map[string]any {
 	if gain == 0 {
 		gain = 1
 	}
 	x := float64(s)
-	rows := []map[string]any{
+	return []map[string]any{
 		{"step": s, "training_step": s, "train/reward": 0.2 + 0.6*gain*(1-math.Exp(-x/10)), "loss/train": 1 / (1 + x), "loss/grad_norm": 0.5 + 0.1*gain*math.Sin(x),
 			"data/step_num_scenarios": 8, "data/cum/num_scenarios": 8 * (x + 1), "time/step_trainer_s": 1.5, "costs/judge": 0.01},
 		{"step": s, "training_step": s, "val/reward": 0.25 + 0.5*gain*(1-math.Exp(-x/12)), "val/exception_rate": 0},
-	}
-	for _, row := range rows {
-		if err := d.AppendHistory(row); err != nil {
-			tb.Fatal(err)
-		}
 	}
 }
 

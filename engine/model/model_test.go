@@ -32,6 +32,14 @@ var parityCases = []parityCase{
 	{name: "llama-tiny-rope-scaling-untied-obias", arch: "llama", shape: "tiny", dtype: kernels.F32, bias: true},
 	{name: "qwen2-small-bf16-untied", arch: "qwen2", shape: "small", dtype: kernels.BF16},
 	{name: "llama-small-f16-tied", arch: "llama", shape: "small", dtype: kernels.F16, tied: true},
+	// The families of family.go; the tiny and small shapes slide an
+	// 11-key window (shorter than the 48 tokens scored).
+	{name: "qwen3-tiny-qknorm-f32-tied", arch: "qwen3", shape: "tiny", dtype: kernels.F32, tied: true},
+	{name: "qwen3-small-bf16-untied", arch: "qwen3", shape: "small", dtype: kernels.BF16},
+	{name: "mistral-tiny-window-f32-untied-bias", arch: "mistral", shape: "tiny", dtype: kernels.F32, bias: true},
+	{name: "mistral-small-window-f16-tied", arch: "mistral", shape: "small", dtype: kernels.F16, tied: true},
+	{name: "gemma3-tiny-local-global-f32-tied", arch: "gemma3", shape: "tiny", dtype: kernels.F32, tied: true},
+	{name: "gemma3-small-bf16-untied", arch: "gemma3", shape: "small", dtype: kernels.BF16},
 }
 
 // writeRandomModel saves a random model of the case's shape into a temp dir.

@@ -32,7 +32,7 @@ type Acts struct {
 	ropeLocal ropeTable // the same for Family.LocalRope's sliding layers
 	// family parts' gradient scratch (layerfamily.go)
 	dqpre, dkpre, dy []float32
-	head headWork  // LM-head chunk scratch
+	head             headWork // LM-head chunk scratch
 
 	// Base, when set, also receives gradients for every base weight (the
 	// embedding and LM head, the RMSNorm weights and the projections):

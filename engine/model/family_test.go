@@ -1,12 +1,9 @@
 package model
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -86,19 +83,8 @@ func TestFamilies_BaseGradsMatchTorch(t *testing.T) {
 				gw[j] = rng.NormFloat64()
 			}
 			goGrads := baseGrads(t, m, tokens, gw)
-			req, _ := json.Marshal(map[string]any{"tokens": tokens, "grad_weights": gw})
-			cmd := exec.Command(py, "testdata/torch_ref.py", dir)
-			cmd.Stdin = bytes.NewReader(req)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-			}
 			var resp struct{ Grads map[string][]float64 }
-			if err := json.Unmarshal(out, &resp); err != nil {
-				t.Fatal(err)
-			}
+			runTorchRef(t, py, dir, map[string]any{"tokens": tokens, "grad_weights": gw}, &resp)
 			for name := range resp.Grads {
 				if strings.HasSuffix(name, ".bias") { // biases are frozen in full fine-tuning
 					delete(resp.Grads, name)

@@ -90,19 +90,8 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, _ := json.Marshal(map[string]any{"tokens": tokens})
-			cmd := exec.Command(py, "testdata/torch_ref.py", dir)
-			cmd.Stdin = bytes.NewReader(req)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-			}
 			var resp struct{ Logprobs []float64 }
-			if err := json.Unmarshal(out, &resp); err != nil {
-				t.Fatalf("torch reference output: %v", err)
-			}
+			runTorchRef(t, py, dir, map[string]any{"tokens": tokens}, &resp)
 			if len(resp.Logprobs) != len(got) {
 				t.Fatalf("got %d logprobs; torch gave %d", len(got), len(resp.Logprobs))
 			}
@@ -118,6 +107,27 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 				t.Fatalf("logprob %d: got %.6f; torch %.6f (|diff| %.3g > %g)", worst, got[worst], resp.Logprobs[worst], maxDiff, torchTol)
 			}
 		})
+	}
+}
+
+// runTorchRef runs testdata/torch_ref.py on the model in dir with the
+// request req and decodes its answer into resp.
+func runTorchRef(t *testing.T, py, dir string, req, resp any) {
+	t.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "testdata/torch_ref.py", dir)
+	cmd.Stdin = bytes.NewReader(body)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torch reference: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(out, resp); err != nil {
+		t.Fatalf("torch reference output: %v", err)
 	}
 }
 

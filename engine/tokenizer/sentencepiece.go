@@ -139,18 +139,9 @@ func parseSentencePiece(f *fileJSON) (*Tokenizer, error) {
 		return nil, unsupported("SentencePiece decoder other than Replace \"▁\" → \" \", ByteFallback, Fuse[, Strip]")
 	}
 
-	size := 0
-	for tok, id := range m.Vocab.m {
-		if id < 0 || id > maxID {
-			return nil, fmt.Errorf("vocab token %q has id %d out of range", tok, id)
-		}
-		size = max(size, id+1)
-	}
-	for _, a := range f.AddedTokens {
-		if a.ID == nil || *a.ID < 0 || *a.ID > maxID {
-			return nil, fmt.Errorf("added token %q has no valid id", a.Content)
-		}
-		size = max(size, *a.ID+1)
+	size, err := idSpace(f)
+	if err != nil {
+		return nil, err
 	}
 	t := &Tokenizer{
 		merges:  newPairTable(len(m.Merges.list)),

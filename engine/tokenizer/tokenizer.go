@@ -170,21 +170,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 
 	// Vocabulary, stored by raw bytes.
-	size := 0
-	for tok, id := range m.Vocab.m {
-		if id < 0 || id > maxID {
-			return nil, fmt.Errorf("vocab token %q has id %d out of range", tok, id)
-		}
-		size = max(size, id+1)
-	}
-	for _, a := range f.AddedTokens {
-		if a.ID == nil || *a.ID < 0 || *a.ID > maxID {
-			return nil, fmt.Errorf("added token %q has no valid id", a.Content)
-		}
-		size = max(size, *a.ID+1)
-	}
-	if n := len(m.Vocab.m) + len(f.AddedTokens); size > 2*n+1<<16 {
-		return nil, fmt.Errorf("token ids are too sparse: %d tokens with ids up to %d", n, size-1)
+	size, err := idSpace(&f)
+	if err != nil {
+		return nil, err
 	}
 	t.tokens = make([]string, size)
 	t.whole = make([]atomic.Uint32, size)
@@ -257,6 +245,29 @@ func (t *Tokenizer) addTokens(added []addedJSON) error {
 	t.allAdded = newMatcher(all)
 	t.nonSpecial = newMatcher(plain)
 	return nil
+}
+
+// idSpace returns the number of token ids f uses (the largest plus one),
+// checking every id.
+func idSpace(f *fileJSON) (int, error) {
+	m := f.Model
+	size := 0
+	for tok, id := range m.Vocab.m {
+		if id < 0 || id > maxID {
+			return 0, fmt.Errorf("vocab token %q has id %d out of range", tok, id)
+		}
+		size = max(size, id+1)
+	}
+	for _, a := range f.AddedTokens {
+		if a.ID == nil || *a.ID < 0 || *a.ID > maxID {
+			return 0, fmt.Errorf("added token %q has no valid id", a.Content)
+		}
+		size = max(size, *a.ID+1)
+	}
+	if n := len(m.Vocab.m) + len(f.AddedTokens); size > 2*n+1<<16 {
+		return 0, fmt.Errorf("token ids are too sparse: %d tokens with ids up to %d", n, size-1)
+	}
+	return size, nil
 }
 
 // maxID bounds token ids so that they fit the int32 tables.

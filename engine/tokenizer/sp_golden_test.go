@@ -1,11 +1,6 @@
 package tokenizer
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -27,15 +22,7 @@ type spGolden struct {
 	} `json:"ids"`
 }
 
-var loadSPGolden = sync.OnceValues(func() (*spGolden, error) {
-	data, err := os.ReadFile(filepath.Join("testdata", "sp_golden.json"))
-	if err != nil {
-		return nil, err
-	}
-	var g spGolden
-	err = json.Unmarshal(data, &g)
-	return &g, err
-})
+var loadSPGolden = sync.OnceValues(testdataJSON[spGolden]("sp_golden.json"))
 
 var spAssets = []string{testassets.Llama2Tokenizer, testassets.Gemma3Tokenizer}
 
@@ -61,37 +48,13 @@ func spTexts(t *testing.T) (*spGolden, map[string]string, []string) {
 	return g, texts, names
 }
 
-// spTokenizer loads a fetched SentencePiece-style tokenizer and checks it
-// is the file the golden ids came from.
-func spTokenizer(t *testing.T, g *spGolden, asset string) *Tokenizer {
-	t.Helper()
-	path := filepath.Join(testassets.Dir(t, asset), "tokenizer.json")
-	if tk, ok := loaded.Load(asset); ok {
-		return tk.(*Tokenizer)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	if want := g.IDs[asset].SHA256; hex.EncodeToString(sum[:]) != want {
-		t.Fatalf("%s: sha256 %x, sp_golden.json was made from %s: rerun scripts/fetch-assets.sh", path, sum, want)
-	}
-	tk, err := Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loaded.Store(asset, tk)
-	return tk
-}
-
 // Ensure the SentencePiece-style tokenizers (Llama 2, Gemma 3) encode and
 // decode every golden text as the reference does.
 func TestGoldenSentencePiece(t *testing.T) {
 	g, texts, names := spTexts(t)
 	for _, asset := range spAssets {
 		t.Run(asset, func(t *testing.T) {
-			tk := spTokenizer(t, g, asset)
+			tk := checkedTokenizer(t, asset, g.IDs[asset].SHA256, "sp_golden.json")
 			ref := g.IDs[asset]
 			if len(ref.Cases) != len(texts) {
 				t.Fatalf("sp_golden.json has %d %s cases for %d texts: run testdata/gen/gen.sh", len(ref.Cases), asset, len(texts))

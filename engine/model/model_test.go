@@ -1,11 +1,8 @@
 package model
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -114,21 +111,7 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 // request req and decodes its answer into resp.
 func runTorchRef(t *testing.T, py, dir string, req, resp any) {
 	t.Helper()
-	body, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "testdata/torch_ref.py", dir)
-	cmd.Stdin = bytes.NewReader(body)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-	}
-	if err := json.Unmarshal(out, resp); err != nil {
-		t.Fatalf("torch reference output: %v", err)
-	}
+	testassets.RunTorch(t, py, req, resp, "testdata/torch_ref.py", dir)
 }
 
 // Ensure decoding token by token with the KV cache, and batching two

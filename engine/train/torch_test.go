@@ -1,11 +1,8 @@
 package train
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -290,22 +287,8 @@ type torchLoRARef struct {
 
 func runTorchLoRARef(t *testing.T, py string, req any) torchLoRARef {
 	t.Helper()
-	body, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "testdata/torch_lora_ref.py")
-	cmd.Stdin = bytes.NewReader(body)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-	}
 	var ref torchLoRARef
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatalf("torch reference output: %v", err)
-	}
+	testassets.RunTorch(t, py, req, &ref, "testdata/torch_lora_ref.py")
 	return ref
 }
 

@@ -9,6 +9,8 @@
 package testassets
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,4 +80,26 @@ func Torch(tb testing.TB) string {
 		tb.Skip(msg)
 	}
 	return TorchPython
+}
+
+// RunTorch runs a reference script with python (from Torch): req goes to
+// its standard input as JSON, and its standard output, JSON, is decoded
+// into resp. The test fails with the script's stderr if it fails.
+func RunTorch(tb testing.TB, python string, req, resp any, script string, args ...string) {
+	tb.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(python, append([]string{script}, args...)...)
+	cmd.Stdin = bytes.NewReader(body)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, resp); err != nil {
+		tb.Fatalf("%s output: %v", script, err)
+	}
 }

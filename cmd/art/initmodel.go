@@ -24,10 +24,17 @@ tokenizer_config.json with a chat template) holding random weights in the
 shape of a real model. No pretrained weights can be downloaded here, so tests,
 benchmarks and demos start from such folders.
 
+--arch picks the family: qwen2, llama, qwen3, mistral (sliding-window
+attention) or gemma3 (Gemma 3 text: model_type gemma3_text). Shapes named after
+a real model (qwen3-0.6b, mistral-7b, gemma-3-270m, ...) fix their family;
+tiny and small fit any family.
+
 --tokenizer takes a folder with tokenizer.json and tokenizer_config.json (for
 example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 "bytes" for a built-in byte-level vocabulary with ChatML tokens.`,
 		Example: `  art init-model --arch qwen2 --shape qwen2.5-0.5b --tokenizer .assets/qwen3 --dtype bf16 --out ./qwen-random
+  art init-model --arch qwen3 --shape qwen3-0.6b --tokenizer .assets/qwen3 --dtype bf16 --out ./qwen3-random
+  art init-model --arch gemma3 --shape tiny --tokenizer bytes --out ./gemma-tiny
   art init-model --arch qwen2 --shape tiny --tokenizer bytes --out ./tiny`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +71,7 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opt.Arch, "arch", "qwen2", "architecture: "+strings.Join(model.SupportedModelTypes(), ", "))
+	f.StringVar(&opt.Arch, "arch", "qwen2", "architecture: "+strings.Join(model.SupportedModelTypes(), ", ")+" (gemma3 = gemma3_text)")
 	f.StringVar(&opt.Shape, "shape", "tiny", "shape: "+strings.Join(model.PresetNames(), ", "))
 	f.StringVar(&opt.Tokenizer, "tokenizer", "", `tokenizer folder, or "bytes"`)
 	f.StringVar(&dtype, "dtype", "f32", "weight storage: f32, bf16 or f16")

@@ -110,7 +110,7 @@ func stopIDs(tok *tokenizer.Tokenizer, cc *chat.Config, cfg model.Config, gen mo
 	for _, id := range gen.EOSTokenID {
 		add(id)
 	}
-	for _, t := range []string{cc.EOSToken, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>"} {
+	for _, t := range []string{cc.EOSToken, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>", "<end_of_turn>"} {
 		if id, ok := tok.ID(t); ok && t != "" {
 			add(id)
 		}

@@ -24,7 +24,7 @@ const ByteTokenizer = "bytes"
 
 // Options say what to write.
 type Options struct {
-	Arch  string // "qwen2" or "llama"
+	Arch  string // a model_type (model.SupportedModelTypes) or "gemma3"
 	Shape string // a model.Preset name
 	// Tokenizer is a folder holding tokenizer.json and tokenizer_config.json,
 	// or ByteTokenizer.
@@ -34,7 +34,9 @@ type Options struct {
 	Std       float64 // weight init std; 0 means 0.02
 	RopeTheta float64 // overrides the preset's rope_theta when > 0
 	// ChatTemplate replaces the tokenizer's template; "" picks the official
-	// Qwen2.5 (qwen2) or Llama 3.1 (llama) template.
+	// Qwen2.5 (qwen2) or Llama 3.1 (llama) template, and for the other
+	// architectures the tokenizer folder's own template (Qwen3's, Mistral's,
+	// Gemma 3's), or Qwen2.5's ChatML one with the byte tokenizer.
 	ChatTemplate string
 }
 
@@ -59,13 +61,13 @@ func Write(dir string, opt Options) (*model.Model, error) {
 		cfg.RopeTheta = opt.RopeTheta
 	}
 	var eos model.TokenIDs
-	for _, s := range []string{"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>"} {
+	for _, s := range []string{"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<end_of_turn>"} {
 		if id, ok := tok.ID(s); ok {
 			eos = append(eos, id)
 		}
 	}
 	cfg.EOSTokenID = eos
-	for _, s := range []string{"<|begin_of_text|>"} {
+	for _, s := range []string{"<|begin_of_text|>", "<s>", "<bos>"} {
 		if id, ok := tok.ID(s); ok {
 			cfg.BOSTokenID = &id
 		}
@@ -91,6 +93,7 @@ func Write(dir string, opt Options) (*model.Model, error) {
 // chat template set.
 func tokenizerFiles(opt Options) (tokJSON, cfgJSON []byte, err error) {
 	tmpl := opt.ChatTemplate
+	ownTemplate := tmpl == "" && opt.Arch != "qwen2" && opt.Arch != "llama" && opt.Tokenizer != ByteTokenizer
 	if tmpl == "" {
 		tmpl = chat.Qwen25Template
 		if opt.Arch == "llama" {
@@ -123,7 +126,9 @@ func tokenizerFiles(opt Options) (tokJSON, cfgJSON []byte, err error) {
 			return nil, nil, fmt.Errorf("initmodel: %s: %w", filepath.Join(opt.Tokenizer, "tokenizer_config.json"), err)
 		}
 	}
-	cfg["chat_template"] = tmpl
+	if _, ok := cfg["chat_template"]; !ok || !ownTemplate {
+		cfg["chat_template"] = tmpl
+	}
 	if cfgJSON, err = json.MarshalIndent(cfg, "", "  "); err != nil {
 		return nil, nil, err
 	}

@@ -24,7 +24,7 @@ import (
 // It forms the (n, start+n) score matrix with one GEMM, applies the causal
 // mask and softmax row by row, and multiplies by V with a second GEMM, so
 // the inner loops run in the matmul kernels.
-func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []float32) {
+func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []float32, window int) {
 	Q, KV := NH*HD, KVH*HD
 	kvh := h / (NH / KVH)
 	tk := start + n
@@ -32,7 +32,7 @@ func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []f
 	scale := attnScale(HD)
 	kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
 	for i := 0; i < n; i++ {
-		softmaxCausal(p[i*tk:(i+1)*tk], start+i+1, scale)
+		softmaxWindow(p[i*tk:(i+1)*tk], firstKey(start+i, window), start+i+1, scale)
 	}
 	kernels.Gemm(false, false, n, HD, tk, p, tk, vc[kvh*HD:], KV, 0, out[h*HD:], Q)
 }
@@ -41,7 +41,7 @@ func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []f
 // a batch (whose q rows and outputs start at row offs[i] of q and out), with
 // all (segment, head) pairs in one parallel loop: decoding n sequences then
 // costs one fork-join per layer instead of n.
-func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH, HD int) {
+func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH, HD, window int) {
 	Q := NH * HD
 	parallel.For(len(segs)*NH, 1, func(lo, hi int) {
 		var sp *[]float32
@@ -55,7 +55,7 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 				}
 				sp = getScores(need)
 			}
-			attentionHead(out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, h, NH, KVH, HD, (*sp)[:need])
+			attentionHead(out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, h, NH, KVH, HD, (*sp)[:need], window)
 		}
 		if sp != nil {
 			scorePool.Put(sp)

@@ -33,10 +33,21 @@ type Config struct {
 	TorchDType        string       `json:"torch_dtype,omitempty"`
 	BOSTokenID        *int         `json:"bos_token_id,omitempty"`
 	EOSTokenID        TokenIDs     `json:"eos_token_id,omitempty"`
+
+	// Family-specific keys (family.go says which family reads which).
+	SlidingWindow         *int     `json:"sliding_window,omitempty"`
+	UseSlidingWindow      *bool    `json:"use_sliding_window,omitempty"`
+	LayerTypes            []string `json:"layer_types,omitempty"`
+	SlidingWindowPattern  int      `json:"sliding_window_pattern,omitempty"`
+	RopeLocalBaseFreq     float64  `json:"rope_local_base_freq,omitempty"`
+	QueryPreAttnScalar    float64  `json:"query_pre_attn_scalar,omitempty"`
+	HiddenActivation      string   `json:"hidden_activation,omitempty"` // Gemma's name for hidden_act
+	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping,omitempty"`
+	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping,omitempty"`
 }
 
-// RopeScaling is config.json's rope_scaling; only the "llama3" type (and no
-// scaling) are supported.
+// RopeScaling is config.json's rope_scaling; the "llama3" and "linear"
+// types (and no scaling) are supported.
 type RopeScaling struct {
 	RopeType                      string  `json:"rope_type"`
 	Type                          string  `json:"type,omitempty"` // older spelling of rope_type
@@ -77,18 +88,10 @@ func (t TokenIDs) MarshalJSON() ([]byte, error) {
 	return json.Marshal([]int(t))
 }
 
-// architectures lists the supported model_type values and the family-specific
-// defaults applied before validation.
-var architectures = map[string]func(*Config){
-	// Qwen2 always has q/k/v biases and no attention_bias key in its config.
-	"qwen2": func(c *Config) { c.AttentionBias = true },
-	"llama": func(c *Config) {},
-}
-
 // SupportedModelTypes returns the model_type values Load accepts.
 func SupportedModelTypes() []string {
 	var out []string
-	for k := range architectures {
+	for k := range families {
 		out = append(out, k)
 	}
 	sort.Strings(out)
@@ -115,11 +118,22 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, fmt.Errorf("invalid JSON: %w", err)
 	}
-	fix, ok := architectures[c.ModelType]
+	f, ok := families[c.ModelType]
 	if !ok {
-		return Config{}, fmt.Errorf("model_type %q is not supported (supported: %s)", c.ModelType, strings.Join(SupportedModelTypes(), ", "))
+		return Config{}, unsupportedType(c.ModelType)
 	}
-	fix(&c)
+	if f.QKVBias {
+		c.AttentionBias = true // Qwen2's configs have no attention_bias key
+	}
+	if f.defaults != nil {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(b, &raw); err != nil {
+			return Config{}, fmt.Errorf("invalid JSON: %w", err)
+		}
+		if err := f.defaults(&c, raw); err != nil {
+			return Config{}, err
+		}
+	}
 	if c.NumKVHeads == 0 {
 		c.NumKVHeads = c.NumHeads
 	}
@@ -159,8 +173,11 @@ func (c Config) Validate() error {
 	if c.HeadDim%2 != 0 {
 		errs = append(errs, fmt.Errorf("head_dim %d must be even for rotary embeddings", c.HeadDim))
 	}
-	if c.HiddenAct != "silu" {
-		errs = append(errs, fmt.Errorf("hidden_act %q is not supported (only silu)", c.HiddenAct))
+	if _, ok := families[c.ModelType]; !ok {
+		errs = append(errs, unsupportedType(c.ModelType))
+	}
+	if c.HiddenAct != "silu" && c.HiddenAct != geluTanh {
+		errs = append(errs, fmt.Errorf("hidden_act %q is not supported (only silu and %s)", c.HiddenAct, geluTanh))
 	}
 	if c.RMSNormEps <= 0 || math.IsNaN(c.RMSNormEps) {
 		errs = append(errs, fmt.Errorf("rms_norm_eps must be > 0, got %v", c.RMSNormEps))
@@ -172,20 +189,34 @@ func (c Config) Validate() error {
 		}
 		switch t {
 		case "default", "":
+		case "linear":
+			if rs.Factor <= 0 {
+				errs = append(errs, fmt.Errorf("rope_scaling linear needs factor > 0"))
+			}
 		case "llama3":
 			if rs.Factor <= 0 || rs.LowFreqFactor <= 0 || rs.HighFreqFactor <= rs.LowFreqFactor || rs.OriginalMaxPositionEmbeddings <= 0 {
 				errs = append(errs, fmt.Errorf("rope_scaling llama3 needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0"))
 			}
 		default:
-			errs = append(errs, fmt.Errorf("rope_scaling type %q is not supported (only llama3)", t))
+			errs = append(errs, fmt.Errorf("rope_scaling type %q is not supported (only llama3 and linear)", t))
 		}
 	}
+	errs = append(errs, c.validateFamily()...)
 	return errors.Join(errs...)
 }
 
-// hasOBias reports whether o_proj has a bias: Llama's attention_bias covers
-// all four projections, Qwen2's biases are on q, k and v only.
-func (c Config) hasOBias() bool { return c.AttentionBias && c.ModelType == "llama" }
+// hasOBias reports whether o_proj has a bias: attention_bias covers all
+// four projections except in families whose biases are on q, k and v only.
+func (c Config) hasOBias() bool { return c.AttentionBias && !c.family().QKVBias }
+
+// unsupportedType is the error for a model_type no family handles.
+func unsupportedType(t string) error {
+	hint := ""
+	if t == "gemma3" {
+		hint = "; multimodal Gemma 3 checkpoints are not supported, use a text-only one (model_type gemma3_text, e.g. gemma-3-270m or gemma-3-1b)"
+	}
+	return fmt.Errorf("model_type %q is not supported (supported: %s)%s", t, strings.Join(SupportedModelTypes(), ", "), hint)
+}
 
 // QDim is NH*HD, the width of the query projection.
 func (c Config) QDim() int { return c.NumHeads * c.HeadDim }
@@ -198,6 +229,12 @@ func (c Config) NumParams() int64 {
 	C, F, V := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.VocabSize)
 	Q, KV := int64(c.QDim()), int64(c.KVDim())
 	layer := C*Q + 2*C*KV + Q*C + 3*C*F + 2*C
+	if c.family().QKNorm {
+		layer += 2 * int64(c.HeadDim)
+	}
+	if c.family().SandwichNorms {
+		layer += 2 * C
+	}
 	if c.AttentionBias {
 		layer += Q + 2*KV
 	}

@@ -1,5 +1,6 @@
-// Package model loads Hugging Face decoder-only transformers (the Llama and
-// Qwen2 families) and runs their forward pass in fp32 on the CPU.
+// Package model loads Hugging Face decoder-only transformers (the Llama,
+// Qwen2, Qwen3, Mistral and Gemma 3 text families, each described in
+// family.go) and runs their forward and backward passes in fp32 on the CPU.
 //
 // The code follows llm.c: each layer is a plain function over []float32
 // buffers with its shapes in the doc comment, outputs first, then inputs,

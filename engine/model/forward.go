@@ -22,6 +22,7 @@ type Segment struct {
 type Workspace struct {
 	T          int
 	x, xn, mid []float32 // (T, C)
+	tmp        []float32 // (T, C) Family.SandwichNorms: a block's output before its norm
 	q, att     []float32 // (T, Q)
 	k, v       []float32 // (T, KV)
 	gate, up   []float32 // (T, F)
@@ -29,6 +30,7 @@ type Workspace struct {
 	offs       []int     // first row of each segment
 	hidden     []float32 // (T, C) final-normed output
 	rope       ropeTable // the angles of pos
+	ropeLocal  ropeTable // the same for Family.LocalRope's sliding layers
 }
 
 func (ws *Workspace) ensure(cfg Config, T int) {
@@ -40,6 +42,7 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 	ws.x = make([]float32, T*C)
 	ws.xn = make([]float32, T*C)
 	ws.mid = make([]float32, T*C)
+	ws.tmp = make([]float32, T*C)
 	ws.hidden = make([]float32, T*C)
 	ws.q = make([]float32, T*Q)
 	ws.att = make([]float32, T*Q)
@@ -53,11 +56,15 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 // layer lays a layer's activations onto the workspace: nothing is kept for a backward pass, so the residual stream
 // x is both the input and the output, one buffer holds both norms' output,
 // and SwiGLU writes over gate.
-func (ws *Workspace) layer() layerActs {
-	return layerActs{
+func (ws *Workspace) layer(cfg Config) layerActs {
+	s := layerActs{
 		in: ws.x, xn1: ws.xn, q: ws.q, k: ws.k, v: ws.v, att: ws.att,
 		mid: ws.mid, xn2: ws.xn, gate: ws.gate, up: ws.up, h: ws.gate,
 	}
+	if cfg.family().SandwichNorms {
+		s.ao, s.mo = ws.tmp, ws.tmp
+	}
+	return s
 }
 
 // Forward runs the transformer over tokens, which is the concatenation of
@@ -82,14 +89,15 @@ func (m *Model) Forward(ws *Workspace, tokens []int, segs []Segment) ([]float32,
 		t0 += s.N
 	}
 	ws.offs = offs
-	ws.rope.set(m.freqs, pos)
+	m.setRopes(&ws.rope, &ws.ropeLocal, pos)
 
 	x := ws.x[:T*C]
 	embeddingForward(x, tokens, m.W.Embed)
-	acts := ws.layer()
+	m.scaleEmbedding(x)
+	acts := ws.layer(cfg)
 	p := &batchPass{cfg: cfg, T: T, segs: segs, offs: offs}
 	for l := range m.W.Layers {
-		m.layerForward(&acts, T, l, &ws.rope, p, x)
+		m.layerForward(&acts, T, l, m.layerRope(l, &ws.rope, &ws.ropeLocal), p, x)
 	}
 	for _, s := range segs {
 		s.Cache.Len += s.N
@@ -128,7 +136,7 @@ func (p *batchPass) attend(att, q, k, v []float32, l int) {
 		copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
 		copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
 	}
-	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim)
+	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim, p.cfg.Window(l))
 }
 
 func (m *Model) checkBatch(tokens []int, segs []Segment) error {

@@ -27,7 +27,19 @@ var presets = map[string]Config{
 	"smollm2-135m": {ModelType: "llama", HiddenSize: 576, IntermediateSize: 1536, NumLayers: 30, NumHeads: 9,
 		NumKVHeads: 3, HeadDim: 64, VocabSize: 49152, MaxPositions: 8192, RMSNormEps: 1e-5, RopeTheta: 100000,
 		TieWordEmbeddings: true},
+	"qwen3-0.6b": {ModelType: "qwen3", HiddenSize: 1024, IntermediateSize: 3072, NumLayers: 28, NumHeads: 16,
+		NumKVHeads: 8, HeadDim: 128, VocabSize: 151936, MaxPositions: 40960, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true},
+	// Mistral 7B v0.1: the Llama 2 tokenizer and a 4096-key sliding window.
+	"mistral-7b": {ModelType: "mistral", HiddenSize: 4096, IntermediateSize: 14336, NumLayers: 32, NumHeads: 32,
+		NumKVHeads: 8, HeadDim: 128, VocabSize: 32000, MaxPositions: 32768, RMSNormEps: 1e-5, RopeTheta: 10000,
+		SlidingWindow: ptr(4096)},
+	"gemma-3-270m": {ModelType: "gemma3_text", HiddenSize: 640, IntermediateSize: 2048, NumLayers: 18, NumHeads: 4,
+		NumKVHeads: 1, HeadDim: 256, VocabSize: 262144, MaxPositions: 32768, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		TieWordEmbeddings: true, SlidingWindow: ptr(512), QueryPreAttnScalar: 256, RopeLocalBaseFreq: 10000},
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // PresetNames lists the shapes Preset accepts.
 func PresetNames() []string {
@@ -47,7 +59,11 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 	if !ok {
 		return Config{}, fmt.Errorf("model: unknown shape %q (known: %s)", shape, strings.Join(PresetNames(), ", "))
 	}
-	if _, ok := architectures[arch]; !ok {
+	if t, ok := aliases[arch]; ok {
+		arch = t
+	}
+	fam, ok := families[arch]
+	if !ok {
 		return Config{}, fmt.Errorf("model: unknown architecture %q (known: %s)", arch, strings.Join(SupportedModelTypes(), ", "))
 	}
 	if c.ModelType != "" && c.ModelType != arch {
@@ -55,9 +71,9 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 	}
 	c.ModelType = arch
 	c.HiddenAct = "silu"
+	c.Architectures = []string{fam.Architecture}
 	switch arch {
 	case "qwen2":
-		c.Architectures = []string{"Qwen2ForCausalLM"}
 		c.AttentionBias = true
 		if c.RopeTheta == 0 {
 			c.RopeTheta = 1e6
@@ -65,8 +81,20 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 		if c.VocabSize == 0 {
 			c.TieWordEmbeddings = true
 		}
+	case "qwen3":
+		if c.RopeTheta == 0 {
+			c.RopeTheta = 1e6
+			c.TieWordEmbeddings = true
+		}
+	case "mistral":
+		testShapeDefaults(&c)
+	case "gemma3_text":
+		testShapeDefaults(&c)
+		c.HiddenAct = geluTanh
+		if c.LayerTypes == nil {
+			c.LayerTypes = layerTypes(c.NumLayers, 6)
+		}
 	case "llama":
-		c.Architectures = []string{"LlamaForCausalLM"}
 		if c.RopeTheta == 0 {
 			// Llama 3.x: long-context rope scaling exercised even by the small shapes.
 			c.RopeTheta = 500000
@@ -163,7 +191,14 @@ func (m *Model) Save(dir string) error {
 	w := m.W // shares m's layers: the table reads through it
 	for _, r := range tensorTable(m.Config, &w) {
 		if r.vec != nil {
-			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, *r.vec))
+			v := *r.vec
+			if r.offset != 0 {
+				v = make([]float32, len(v))
+				for i, x := range *r.vec {
+					v[i] = x - r.offset
+				}
+			}
+			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, v))
 			continue
 		}
 		switch mat := *r.mat; mat.DType {

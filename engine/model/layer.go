@@ -25,6 +25,12 @@ type layerActs struct {
 	xn2      []float32 // (T, C) mlp-normed input of gate and up
 	gate, up []float32 // (T, F) before the activation
 	h        []float32 // (T, F) silu(gate)*up, input of down_proj
+	// Parts of some families (layerfamily.go); nil when the family has
+	// none, or when they live in the buffers above (inference).
+	qpre, kpre   []float32 // (T, Q), (T, KV) QKNorm: q and k before their norms
+	rstdq, rstdk []float32 // (T*NH), (T*KVH)
+	ao, mo       []float32 // (T, C) SandwichNorms: o_proj and down_proj outputs before their norms
+	rstd3, rstd4 []float32 // (T)
 }
 
 // layerPass is what differs between the passes through a layer: where the
@@ -51,20 +57,25 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 	in, xn1, q, k, v := s.in[:T*C], s.xn1[:T*C], s.q[:T*Q], s.k[:T*KV], s.v[:T*KV]
 	att, mid, xn2 := s.att[:T*Q], s.mid[:T*C], s.xn2[:T*C]
 	gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
+	qpre, kpre := or(s.qpre, T*Q, q), or(s.kpre, T*KV, k)
+	ao, mo := or(s.ao, T*C, mid), or(s.mo, T*C, next[:T*C])
 
 	rmsNormForward(xn1, s.rstd1, in, w.AttnNorm, T, C, cfg.RMSNormEps)
 	kernels.LinearMulti(xn1, T,
-		kernels.LinearOp{Out: q, W: w.Q, Bias: w.QBias},
-		kernels.LinearOp{Out: k, W: w.K, Bias: w.KBias},
+		kernels.LinearOp{Out: qpre, W: w.Q, Bias: w.QBias},
+		kernels.LinearOp{Out: kpre, W: w.K, Bias: w.KBias},
 		kernels.LinearOp{Out: v, W: w.V, Bias: w.VBias})
-	p.addDelta(q, xn1, l, ModQ)
-	p.addDelta(k, xn1, l, ModK)
+	p.addDelta(qpre, xn1, l, ModQ)
+	p.addDelta(kpre, xn1, l, ModK)
 	p.addDelta(v, xn1, l, ModV)
+	m.qkNormForward(q, k, qpre, kpre, s, T, l)
 	rope.forward(q, T, NH, HD)
 	rope.forward(k, T, KVH, HD)
+	m.scaleQuery(q)
 	p.attend(att, q, k, v, l)
-	kernels.Linear(mid, att, w.O, w.OBias, T)
-	p.addDelta(mid, att, l, ModO)
+	kernels.Linear(ao, att, w.O, w.OBias, T)
+	p.addDelta(ao, att, l, ModO)
+	m.outNormForward(mid, s.rstd3, ao, w.AttnOutNorm, T)
 	addInPlace(mid, in)
 
 	rmsNormForward(xn2, s.rstd2, mid, w.MLPNorm, T, C, cfg.RMSNormEps)
@@ -73,9 +84,10 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 		kernels.LinearOp{Out: up, W: w.Up, Bias: w.UpBias})
 	p.addDelta(gate, xn2, l, ModGate)
 	p.addDelta(up, xn2, l, ModUp)
-	swigluForward(h, gate, up, T, F)
-	kernels.Linear(next, h, w.Down, w.DownBias, T)
-	p.addDelta(next, h, l, ModDown)
+	m.gluForward(h, gate, up, T, F)
+	kernels.Linear(mo, h, w.Down, w.DownBias, T)
+	p.addDelta(mo, h, l, ModDown)
+	m.outNormForward(next, s.rstd4, mo, w.MLPOutNorm, T)
 	addInPlace(next, mid)
 }
 
@@ -97,12 +109,15 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 	if a.Base != nil {
 		dAttnNorm, dMLPNorm = a.Base.AttnNorm[l], a.Base.MLPNorm[l]
 	}
+	dAttnOutNorm, dMLPOutNorm := a.sandwichGrads(l)
+	rope := m.layerRope(l, &a.rope, &a.ropeLocal)
 
 	// MLP block, backwards.
+	dmo := m.outNormBackward(a, dres, s.mo, s.rstd4, w.MLPOutNorm, dMLPOutNorm)
 	clear(dh)
-	kernels.LinearBackwardInput(dh, dres, w.Down, T)
-	p.backDelta(dh, dres, s.h[:T*F], l, ModDown)
-	swigluBackward(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T, F)
+	kernels.LinearBackwardInput(dh, dmo, w.Down, T)
+	p.backDelta(dh, dmo, s.h[:T*F], l, ModDown)
+	m.gluBackward(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T, F)
 	clear(dxn)
 	kernels.LinearBackwardInput(dxn, dgate, w.Gate, T)
 	kernels.LinearBackwardInput(dxn, dup, w.Up, T)
@@ -112,21 +127,24 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 	rmsNormBackward(dmid, dMLPNorm, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
 
 	// Attention block, backwards.
+	dao := m.outNormBackward(a, dmid, s.ao, s.rstd3, w.AttnOutNorm, dAttnOutNorm)
 	clear(datt)
-	kernels.LinearBackwardInput(datt, dmid, w.O, T)
-	p.backDelta(datt, dmid, s.att[:T*Q], l, ModO)
+	kernels.LinearBackwardInput(datt, dao, w.O, T)
+	p.backDelta(datt, dao, s.att[:T*Q], l, ModO)
 	clear(dq)
 	clear(dk)
 	clear(dv)
-	trainAttentionBackward(&a.attn, dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD)
-	a.rope.backward(dq, T, NH, HD)
-	a.rope.backward(dk, T, KVH, HD)
+	trainAttentionBackward(&a.attn, dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD, cfg.Window(l))
+	m.scaleQuery(dq)
+	rope.backward(dq, T, NH, HD)
+	rope.backward(dk, T, KVH, HD)
+	dqpre, dkpre := m.qkNormBackward(a, s, dq, dk, l)
 	clear(dxn)
-	kernels.LinearBackwardInput(dxn, dq, w.Q, T)
-	kernels.LinearBackwardInput(dxn, dk, w.K, T)
+	kernels.LinearBackwardInput(dxn, dqpre, w.Q, T)
+	kernels.LinearBackwardInput(dxn, dkpre, w.K, T)
 	kernels.LinearBackwardInput(dxn, dv, w.V, T)
-	p.backDelta(dxn, dq, s.xn1[:T*C], l, ModQ)
-	p.backDelta(dxn, dk, s.xn1[:T*C], l, ModK)
+	p.backDelta(dxn, dqpre, s.xn1[:T*C], l, ModQ)
+	p.backDelta(dxn, dkpre, s.xn1[:T*C], l, ModK)
 	p.backDelta(dxn, dv, s.xn1[:T*C], l, ModV)
 	copy(dres, dmid)
 	rmsNormBackward(dres, dAttnNorm, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)

@@ -18,6 +18,9 @@ type Model struct {
 	Generation GenerationConfig
 	W          Weights
 	freqs      []float64 // rotary inverse frequencies (HD/2)
+	localFreqs []float64 // Family.LocalRope: the sliding layers' frequencies
+	embedScale float32   // Family.EmbedScale: √C; else 1
+	queryScale float32   // Family.QueryPreAttnScalar: √(HD/query_pre_attn_scalar); else 1
 }
 
 // Load reads a Hugging Face model folder: config.json, generation_config.json
@@ -43,7 +46,7 @@ func Load(dir string) (*Model, error) {
 	if err := loadWeights(set, cfg, &m.W); err != nil {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
-	m.freqs = ropeFreqs(cfg)
+	m.derive()
 	return m, nil
 }
 
@@ -55,7 +58,9 @@ func New(cfg Config, w Weights) (*Model, error) {
 	if cfg.TieWordEmbeddings {
 		w.LMHead = w.Embed
 	}
-	return &Model{Config: cfg, W: w, freqs: ropeFreqs(cfg)}, nil
+	m := &Model{Config: cfg, W: w}
+	m.derive()
+	return m, nil
 }
 
 func loadWeights(set *safetensors.Set, cfg Config, w *Weights) error {
@@ -102,6 +107,11 @@ func loadTensor(set *safetensors.Set, r tensorRef, info safetensors.TensorInfo) 
 		v, err := set.ReadF32(r.name)
 		if err != nil {
 			return err
+		}
+		if r.offset != 0 {
+			for i := range v {
+				v[i] += r.offset
+			}
 		}
 		*r.vec = v
 		return nil

@@ -1,11 +1,8 @@
 package model
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -32,6 +29,14 @@ var parityCases = []parityCase{
 	{name: "llama-tiny-rope-scaling-untied-obias", arch: "llama", shape: "tiny", dtype: kernels.F32, bias: true},
 	{name: "qwen2-small-bf16-untied", arch: "qwen2", shape: "small", dtype: kernels.BF16},
 	{name: "llama-small-f16-tied", arch: "llama", shape: "small", dtype: kernels.F16, tied: true},
+	// The families of family.go; the tiny and small shapes slide an
+	// 11-key window (shorter than the 48 tokens scored).
+	{name: "qwen3-tiny-qknorm-f32-tied", arch: "qwen3", shape: "tiny", dtype: kernels.F32, tied: true},
+	{name: "qwen3-small-bf16-untied", arch: "qwen3", shape: "small", dtype: kernels.BF16},
+	{name: "mistral-tiny-window-f32-untied-bias", arch: "mistral", shape: "tiny", dtype: kernels.F32, bias: true},
+	{name: "mistral-small-window-f16-tied", arch: "mistral", shape: "small", dtype: kernels.F16, tied: true},
+	{name: "gemma3-tiny-local-global-f32-tied", arch: "gemma3", shape: "tiny", dtype: kernels.F32, tied: true},
+	{name: "gemma3-small-bf16-untied", arch: "gemma3", shape: "small", dtype: kernels.BF16},
 }
 
 // writeRandomModel saves a random model of the case's shape into a temp dir.
@@ -82,19 +87,8 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req, _ := json.Marshal(map[string]any{"tokens": tokens})
-			cmd := exec.Command(py, "testdata/torch_ref.py", dir)
-			cmd.Stdin = bytes.NewReader(req)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-			}
 			var resp struct{ Logprobs []float64 }
-			if err := json.Unmarshal(out, &resp); err != nil {
-				t.Fatalf("torch reference output: %v", err)
-			}
+			runTorchRef(t, py, dir, map[string]any{"tokens": tokens}, &resp)
 			if len(resp.Logprobs) != len(got) {
 				t.Fatalf("got %d logprobs; torch gave %d", len(got), len(resp.Logprobs))
 			}
@@ -111,6 +105,13 @@ func TestLogProbs_MatchTorch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runTorchRef runs testdata/torch_ref.py on the model in dir with the
+// request req and decodes its answer into resp.
+func runTorchRef(t *testing.T, py, dir string, req, resp any) {
+	t.Helper()
+	testassets.RunTorch(t, py, req, resp, "testdata/torch_ref.py", dir)
 }
 
 // Ensure decoding token by token with the KV cache, and batching two

@@ -33,7 +33,7 @@ func TestTrainAttention(t *testing.T) {
 			dout := randVec(rng, T*Q, 1)
 			want, got := make([]float32, T*Q), randVec(rng, T*Q, 1) // got starts dirty
 			attentionForwardRef(want, q, k, v, T, NH, KVH, HD)
-			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD)
+			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD, 0)
 			if d := maxRelDiff(got, want); d > 1e-5 {
 				t.Errorf("forward: max relative difference %.3g", d)
 			}
@@ -42,7 +42,7 @@ func TestTrainAttention(t *testing.T) {
 			dq0, dk0, dv0 := init(T*Q), init(T*KV), init(T*KV)
 			dq1, dk1, dv1 := append([]float32(nil), dq0...), append([]float32(nil), dk0...), append([]float32(nil), dv0...)
 			attentionBackwardRef(dq0, dk0, dv0, dout, q, k, v, T, NH, KVH, HD)
-			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD)
+			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD, 0)
 			for _, c := range []struct {
 				name      string
 				got, want []float32
@@ -59,9 +59,9 @@ func TestTrainAttention(t *testing.T) {
 	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
 	c := randVec(rng, T*Q, 1)
 	out := make([]float32, T*Q)
-	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD); return dot64(c, out) }
+	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, 0); return dot64(c, out) }
 	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
-	trainAttentionBackward(&w, dq, dk, dv, c, q, k, v, T, NH, KVH, HD)
+	trainAttentionBackward(&w, dq, dk, dv, c, q, k, v, T, NH, KVH, HD, 0)
 	checkGrad(t, "dq", q, dq, loss)
 	checkGrad(t, "dk", k, dk, loss)
 	checkGrad(t, "dv", v, dv, loss)

@@ -43,10 +43,15 @@ func ropeRef(x []float32, pos []int, freqs []float64, T, nh, HD int, inverse boo
 // inference attention, as if the sequence were prefilled into an empty
 // cache.
 func attentionForwardRef(out, q, k, v []float32, T, NH, KVH, HD int) {
+	attentionWindowRef(out, q, k, v, T, NH, KVH, HD, 0)
+}
+
+// attentionWindowRef is attentionForwardRef with a sliding window of window keys (0: none).
+func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {
-			attentionHead(out, q, k, v, 0, T, h, NH, KVH, HD, p)
+			attentionHead(out, q, k, v, 0, T, h, NH, KVH, HD, p, window)
 		}
 	})
 }

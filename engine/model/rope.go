@@ -15,6 +15,12 @@ func ropeFreqs(cfg Config) []float64 {
 		inv[i] = 1 / math.Pow(cfg.RopeTheta, float64(2*i)/float64(cfg.HeadDim))
 	}
 	rs := cfg.RopeScaling
+	if rs != nil && (rs.RopeType == "linear" || rs.Type == "linear") {
+		for i := range inv {
+			inv[i] /= rs.Factor
+		}
+		return inv
+	}
 	if rs == nil || (rs.RopeType != "llama3" && rs.Type != "llama3") {
 		return inv
 	}

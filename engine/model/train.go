@@ -27,9 +27,12 @@ type Acts struct {
 	dgate, dup, dh, dhidden           []float32
 	tokens                            []int
 
-	attn attnWork  // training attention scratch
-	rope ropeTable // cos and sin for positions 0..cap-1
-	head headWork  // LM-head chunk scratch
+	attn      attnWork  // training attention scratch
+	rope      ropeTable // cos and sin for positions 0..cap-1
+	ropeLocal ropeTable // the same for Family.LocalRope's sliding layers
+	// family parts' gradient scratch (layerfamily.go)
+	dqpre, dkpre, dy []float32
+	head             headWork // LM-head chunk scratch
 
 	// Base, when set, also receives gradients for every base weight (the
 	// embedding and LM head, the RMSNorm weights and the projections):
@@ -48,6 +51,9 @@ type BaseGrads struct {
 	// Proj holds per layer the gradients of the seven projection matrices,
 	// indexed by Module, each shaped like its weight (out, in).
 	Proj [][NumModules][]float32
+	// The family's extra norms, per layer; nil when it has none.
+	QNorm, KNorm            [][]float32 // (HD)
+	AttnOutNorm, MLPOutNorm [][]float32 // (C)
 }
 
 // NewBaseGrads allocates zeroed gradients for every base weight of m.
@@ -68,6 +74,7 @@ func (m *Model) NewBaseGrads() *BaseGrads {
 		}
 		g.Proj = append(g.Proj, p)
 	}
+	g.addFamilyNorms(cfg)
 	return g
 }
 
@@ -82,6 +89,9 @@ func (g *BaseGrads) Slices() [][]float32 {
 	out = append(out, g.MLPNorm...)
 	for _, p := range g.Proj {
 		out = append(out, p[:]...)
+	}
+	for _, n := range [][][]float32{g.QNorm, g.KNorm, g.AttnOutNorm, g.MLPOutNorm} {
+		out = append(out, n...)
 	}
 	return out
 }
@@ -112,7 +122,7 @@ func (m *Model) BaseParams() ([][]float32, error) {
 			out = append(out, w.F32)
 		}
 	}
-	return out, nil
+	return append(out, m.familyNormParams()...), nil
 }
 
 // proj returns the field holding a projection matrix of the layer.
@@ -171,11 +181,13 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	f := func(n int) []float32 { return make([]float32, n) }
 	full := func() layerActs {
-		return layerActs{
+		s := layerActs{
 			in: f(maxT * C), rstd1: f(maxT), xn1: f(maxT * C), q: f(maxT * Q), k: f(maxT * KV), v: f(maxT * KV),
 			att: f(maxT * Q), mid: f(maxT * C), rstd2: f(maxT), xn2: f(maxT * C),
 			gate: f(maxT * F), up: f(maxT * F), h: f(maxT * F),
 		}
+		m.familyActs(&s, maxT)
+		return s
 	}
 	a := &Acts{cap: maxT, layers: make([]layerActs, cfg.NumLayers), recompute: recompute}
 	for l := range a.layers {
@@ -195,7 +207,8 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 	for t := range pos {
 		pos[t] = t
 	}
-	a.rope.set(m.freqs, pos)
+	m.setRopes(&a.rope, &a.ropeLocal, pos)
+	a.dqpre, a.dkpre, a.dy = f(maxT*Q), f(maxT*KV), f(maxT*C)
 	a.dres, a.dmid, a.dxn, a.dhidden = f(maxT*C), f(maxT*C), f(maxT*C), f(maxT*C)
 	a.dq, a.datt, a.dk, a.dv = f(maxT*Q), f(maxT*Q), f(maxT*KV), f(maxT*KV)
 	a.dgate, a.dup, a.dh = f(maxT*F), f(maxT*F), f(maxT*F)
@@ -233,13 +246,14 @@ func (m *Model) TrainForward(a *Acts, tokens []int, adapter Adapter) ([]float32,
 	a.tokens = append(a.tokens[:0], tokens...)
 	C := cfg.HiddenSize
 	embeddingForward(a.layers[0].in[:T*C], tokens, m.W.Embed)
+	m.scaleEmbedding(a.layers[0].in[:T*C])
 	p := &seqPass{m: m, a: a, adapter: adapter}
 	for l := range m.W.Layers {
 		next := a.out[:T*C]
 		if l+1 < len(a.layers) {
 			next = a.layers[l+1].in[:T*C]
 		}
-		m.layerForward(a.layer(l), T, l, &a.rope, p, next)
+		m.layerForward(a.layer(l), T, l, m.layerRope(l, &a.rope, &a.ropeLocal), p, next)
 	}
 	hidden := a.hidden[:T*C]
 	rmsNormForward(hidden, a.rstdF[:T], a.out[:T*C], m.W.FinalNorm, T, C, cfg.RMSNormEps)
@@ -260,9 +274,9 @@ func (p *seqPass) addDelta(out, inp []float32, l int, mod Module) {
 	}
 }
 
-func (p *seqPass) attend(att, q, k, v []float32, _ int) {
+func (p *seqPass) attend(att, q, k, v []float32, l int) {
 	cfg := p.m.Config
-	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim)
+	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.Window(l))
 }
 
 // backDelta is addDelta's backward pass: it accumulates the input
@@ -298,12 +312,13 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 	for l := len(m.W.Layers) - 1; l >= 0; l-- {
 		s := a.layer(l)
 		if a.recompute {
-			m.layerForward(s, T, l, &a.rope, p, a.workNext[:T*C])
+			m.layerForward(s, T, l, m.layerRope(l, &a.rope, &a.ropeLocal), p, a.workNext[:T*C])
 		}
 		m.layerBackward(s, l, p, dres)
 	}
 	if base != nil {
 		// The embedding lookup's gradient: each token's row gets its input's.
+		m.scaleEmbedding(dres)
 		for t, id := range a.tokens[:T] {
 			addInPlace(base.Embed[id*C:(id+1)*C], dres[t*C:(t+1)*C])
 		}

@@ -92,19 +92,19 @@ func blockEnd(i, T int) int { return min(T, (i/attnBlock+1)*attnBlock) }
 // scoresCausal sets p (T, T) to the attention probabilities of query head
 // h: the block lower triangle of softmax(scale·Q·Kᵀ) with the causal mask,
 // zero right of the diagonal within each diagonal block.
-func scoresCausal(p, q, k []float32, h, kvh, T, Q, KV, HD int, scale float32) {
+func scoresCausal(p, q, k []float32, h, kvh, T, Q, KV, HD int, scale float32, window int) {
 	for j0 := 0; j0 < T; j0 += attnBlock {
 		j1 := min(T, j0+attnBlock)
 		kernels.Gemm(false, true, T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, k[j0*KV+kvh*HD:], KV, 0, p[j0*T+j0:], T)
 	}
 	for i := 0; i < T; i++ {
-		softmaxCausal(p[i*T:i*T+blockEnd(i, T)], i+1, scale)
+		softmaxWindow(p[i*T:i*T+blockEnd(i, T)], firstKey(i, window), i+1, scale)
 	}
 }
 
 // trainAttentionForward is causal attention over a whole sequence: out
 // (T, Q) from q (T, Q) and k, v (T, KV), all post-RoPE.
-func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD int) {
+func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, window int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
 	scale := attnScale(HD)
@@ -113,7 +113,7 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD i
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p := w.p[wk]
-		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale)
+		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale, window)
 		// O[j0:T] (+)= P[j0:T, j0:j1]·V[j0:j1], key block by key block.
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
@@ -130,7 +130,7 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD i
 // (T, Q) it accumulates dq (T, Q), dk and dv (T, KV). The probabilities are
 // recomputed per head instead of being kept, so only one (T, T) matrix per
 // worker is alive at a time.
-func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD int) {
+func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD, window int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
 	scale := attnScale(HD)
@@ -140,7 +140,7 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p, dp := w.p[wk], w.dp[wk]
-		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale)
+		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale, window)
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
 			pb, dpb := p[j0*T+j0:], dp[j0*T+j0:]

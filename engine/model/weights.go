@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/artgo/art/engine/kernels"
 )
@@ -21,7 +22,14 @@ type Layer struct {
 	Down                *kernels.Mat // (C, F)
 	GateBias, UpBias    []float32    // (F); nil without mlp bias
 	DownBias            []float32    // (C)
+	// QKNorm families: per-head norm weights of q and k.
+	QNorm, KNorm []float32 // (HD)
+	// SandwichNorms families: norm weights of the attention and MLP outputs.
+	AttnOutNorm, MLPOutNorm []float32 // (C)
 }
+
+// Norm weights hold the factor that multiplies the normalised row: with
+// Family.NormPlusOne, 1 + the checkpoint's weight.
 
 // Weights are a model's parameters. LMHead is Embed when embeddings are tied.
 type Weights struct {
@@ -37,6 +45,9 @@ type tensorRef struct {
 	shape []int
 	mat   **kernels.Mat // set for matrices kept in checkpoint dtype
 	vec   *[]float32    // set for fp32 vectors
+	// offset is added to a vector at load and taken off at save (Gemma's
+	// norms: the checkpoint holds weight, the engine 1 + weight).
+	offset float32
 }
 
 // tensorTable lists every tensor a checkpoint of cfg must contain, with its
@@ -45,6 +56,7 @@ type tensorRef struct {
 func tensorTable(cfg Config, w *Weights) []tensorRef {
 	C, F, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
 	Q, KV := cfg.QDim(), cfg.KVDim()
+	fam := cfg.family()
 	refs := []tensorRef{
 		{name: "model.embed_tokens.weight", shape: []int{V, C}, mat: &w.Embed},
 		{name: "model.norm.weight", shape: []int{C}, vec: &w.FinalNorm},
@@ -64,7 +76,7 @@ func tensorTable(cfg Config, w *Weights) []tensorRef {
 			tensorRef{name: p + "self_attn.k_proj.weight", shape: []int{KV, C}, mat: &l.K},
 			tensorRef{name: p + "self_attn.v_proj.weight", shape: []int{KV, C}, mat: &l.V},
 			tensorRef{name: p + "self_attn.o_proj.weight", shape: []int{C, Q}, mat: &l.O},
-			tensorRef{name: p + "post_attention_layernorm.weight", shape: []int{C}, vec: &l.MLPNorm},
+			tensorRef{name: p + mlpNormName(fam), shape: []int{C}, vec: &l.MLPNorm},
 			tensorRef{name: p + "mlp.gate_proj.weight", shape: []int{F, C}, mat: &l.Gate},
 			tensorRef{name: p + "mlp.up_proj.weight", shape: []int{F, C}, mat: &l.Up},
 			tensorRef{name: p + "mlp.down_proj.weight", shape: []int{C, F}, mat: &l.Down},
@@ -79,12 +91,20 @@ func tensorTable(cfg Config, w *Weights) []tensorRef {
 		if cfg.hasOBias() {
 			refs = append(refs, tensorRef{name: p + "self_attn.o_proj.bias", shape: []int{C}, vec: &l.OBias})
 		}
+		refs = append(refs, familyTensors(fam, p, cfg, l)...)
 		if cfg.MLPBias {
 			refs = append(refs,
 				tensorRef{name: p + "mlp.gate_proj.bias", shape: []int{F}, vec: &l.GateBias},
 				tensorRef{name: p + "mlp.up_proj.bias", shape: []int{F}, vec: &l.UpBias},
 				tensorRef{name: p + "mlp.down_proj.bias", shape: []int{C}, vec: &l.DownBias},
 			)
+		}
+	}
+	if fam.NormPlusOne {
+		for i := range refs {
+			if strings.HasSuffix(refs[i].name, "norm.weight") {
+				refs[i].offset = 1
+			}
 		}
 	}
 	return refs

@@ -135,8 +135,9 @@ func (t *Tokenizer) bpeLinear(w string, out []int32) []int32 {
 	return append(out, syms...)
 }
 
-// heapSym is a symbol of bpeHeap's linked list, kept at the byte offset where
-// it starts; dead symbols have been merged into their left neighbour.
+// heapSym is a symbol of bpeHeap's linked list, kept at the index of the
+// first symbol it covers; dead symbols have been merged into their left
+// neighbour.
 type heapSym struct {
 	id         int32
 	prev, next int32 // offsets, -1 at the ends
@@ -154,10 +155,20 @@ type heapPair struct {
 
 // bpeHeap merges with a priority queue of candidate pairs: O(n log n).
 func (t *Tokenizer) bpeHeap(w string, out []int32) []int32 {
-	n := len(w)
+	ids := make([]int32, len(w))
+	for i := range ids {
+		ids[i] = t.byteID[w[i]]
+	}
+	return t.mergeHeap(ids, out)
+}
+
+// mergeHeap merges the symbols ids (at least one) as bpeHeap does and
+// appends the result to out.
+func (t *Tokenizer) mergeHeap(ids []int32, out []int32) []int32 {
+	n := len(ids)
 	syms := make([]heapSym, n)
-	for i := range n {
-		syms[i] = heapSym{id: t.byteID[w[i]], prev: int32(i - 1), next: int32(i + 1)}
+	for i, id := range ids {
+		syms[i] = heapSym{id: id, prev: int32(i - 1), next: int32(i + 1)}
 	}
 	syms[n-1].next = -1
 	h := make(pairHeap, 0, n)

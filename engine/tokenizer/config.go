@@ -42,6 +42,7 @@ type modelJSON struct {
 	EndOfWordSuffix         *string    `json:"end_of_word_suffix"`
 	ByteFallback            bool       `json:"byte_fallback"`
 	IgnoreMerges            bool       `json:"ignore_merges"`
+	UnkToken                *string    `json:"unk_token"`
 }
 
 // vocabJSON and mergesJSON decode the two large fields (hundreds of

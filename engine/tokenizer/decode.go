@@ -24,7 +24,16 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 	for _, id := range ids {
 		b.WriteString(t.tokens[id])
 	}
-	return b.String(), nil
+	return t.stripFirst(b.String()), nil
+}
+
+// stripFirst drops the text's first space when the decoder says so
+// (Llama 2's, which undoes the "▁" its normalizer prepends).
+func (t *Tokenizer) stripFirst(s string) string {
+	if t.sp != nil && t.sp.stripFirst {
+		s, _ = strings.CutPrefix(s, " ")
+	}
+	return s
 }
 
 // Decoder decodes a stream of token ids, such as a model's sampled output,
@@ -37,6 +46,7 @@ func (t *Tokenizer) Decode(ids []int) (string, error) {
 type Decoder struct {
 	t       *Tokenizer
 	pending []byte // the start of an incomplete character, at most 3 bytes
+	started bool   // some text has been returned (stripFirst applies before)
 }
 
 // NewDecoder returns a streaming Decoder.
@@ -49,6 +59,18 @@ func (t *Tokenizer) NewDecoder() *Decoder {
 // back. An id no token has decodes to "" (as in Hugging Face tokenizers; a
 // model's embedding may have more rows than the tokenizer has tokens).
 func (d *Decoder) Next(id int) string {
+	if d.started || d.t.sp == nil {
+		return d.next(id)
+	}
+	out := d.next(id)
+	if out == "" {
+		return ""
+	}
+	d.started = true
+	return d.t.stripFirst(out)
+}
+
+func (d *Decoder) next(id int) string {
 	if !d.t.valid(id) {
 		return ""
 	}
@@ -69,12 +91,18 @@ func (d *Decoder) Next(id int) string {
 // never completed) and resets the Decoder.
 func (d *Decoder) Flush() string {
 	s := string(d.pending)
-	d.pending = d.pending[:0]
+	if !d.started {
+		s = d.t.stripFirst(s)
+	}
+	d.Reset()
 	return s
 }
 
 // Reset drops any bytes held back, to decode a new stream.
-func (d *Decoder) Reset() { d.pending = d.pending[:0] }
+func (d *Decoder) Reset() {
+	d.pending = d.pending[:0]
+	d.started = false
+}
 
 // completePrefix returns the length of s without a trailing incomplete
 // character: the start (at most 3 bytes) of a multi-byte UTF-8 sequence that

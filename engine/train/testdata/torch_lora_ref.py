@@ -5,7 +5,7 @@ ART's CISPO loss (engine/train/torch_test.go).
 Usage: /usr/bin/python3 torch_lora_ref.py < request.json > response.json
 
 request:
-  {"model_dir": str,          # config.json + model.safetensors (Llama / Qwen2)
+  {"model_dir": str,          # config.json + model.safetensors (any family of torch_ref.py)
    "adapter_dir": str,        # PEFT: adapter_config.json + adapter_model.safetensors
    "epsilon": float, "epsilon_high": float,
    "sequences": [{"tokens": [int, ...],            # one packed row, no padding
@@ -29,71 +29,24 @@ the row loss is Σ L·w·mask / Σ mask.
 The model follows the transformers modeling code with PEFT's LoRA layers
 (y = W x + b + (alpha/r)·B A x, alpha/sqrt(r) with use_rslora) on every
 projection that has lora_A/lora_B tensors; q and k get their update before
-RoPE, since LoRA wraps the nn.Linear. It is written independently of the Go
-engine; the safetensors files are parsed by hand (Debian has no safetensors
-package).
+RoPE (and before Qwen3's and Gemma's q/k norms), since LoRA wraps the
+nn.Linear. The model is engine/model/testdata/torch_ref.py's, written
+independently of the Go engine.
 """
 import json
 import math
-import struct
 import sys
 
-import numpy as np
+import os
+
 import torch
 
-torch.set_default_dtype(torch.float64)
+# The model itself is engine/model's reference, shared so both follow the
+# same families.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "model", "testdata"))
+import torch_ref  # noqa: E402
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = data[base + b : base + e]
-        dt = info["dtype"]
-        if dt == "F32":
-            arr = np.frombuffer(raw, dtype="<f4").astype(np.float64)
-        elif dt == "F16":
-            arr = np.frombuffer(raw, dtype="<f2").astype(np.float64)
-        elif dt == "BF16":
-            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            arr = u.view(np.float32).astype(np.float64)
-        else:
-            raise SystemExit("unsupported dtype " + dt)
-        out[name] = torch.from_numpy(arr.reshape(info["shape"]).copy())
-    return out
-
-
-def rope_inv_freq(cfg, hd):
-    theta = cfg.get("rope_theta", 10000.0)
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    rs = cfg.get("rope_scaling")
-    if rs and (rs.get("rope_type") or rs.get("type")) == "llama3":
-        factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
-        old = rs["original_max_position_embeddings"]
-        lo_wl, hi_wl = old / lo, old / hi
-        wl = 2 * math.pi / inv
-        scaled = torch.where(wl > lo_wl, inv / factor, inv)
-        smooth = (old / wl - lo) / (hi - lo)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = (~(wl < hi_wl)) & (~(wl > lo_wl))
-        inv = torch.where(medium, smoothed, scaled)
-    return inv
-
-
-def rotate_half(x):
-    h = x.shape[-1] // 2
-    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
-
-
-def rmsnorm(x, w, eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+read_safetensors = torch_ref.read_safetensors
 
 
 class LoRA:
@@ -135,51 +88,7 @@ class LoRA:
 
 
 def logits_fn(cfg, W, lora, tokens):
-    T = len(tokens)
-    C = cfg["hidden_size"]
-    NH = cfg["num_attention_heads"]
-    KVH = cfg.get("num_key_value_heads", NH)
-    HD = cfg.get("head_dim") or C // NH
-    eps = cfg.get("rms_norm_eps", 1e-6)
-    qkv_bias = cfg["model_type"] == "qwen2" or cfg.get("attention_bias", False)
-    o_bias = cfg["model_type"] == "llama" and cfg.get("attention_bias", False)
-    mlp_bias = cfg.get("mlp_bias", False)
-
-    inv = rope_inv_freq(cfg, HD)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
-
-    def lin(x, name, has_bias):
-        y = x @ W[name + ".weight"].T
-        if has_bias:
-            y = y + W[name + ".bias"]
-        d = lora.delta(x, name)
-        return y if d is None else y + d
-
-    x = W["model.embed_tokens.weight"][tokens]
-    mask = torch.full((T, T), float("-inf")).triu(1)
-    for l in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{l}."
-        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
-        q = lin(h, p + "self_attn.q_proj", qkv_bias).view(T, NH, HD).transpose(0, 1)
-        k = lin(h, p + "self_attn.k_proj", qkv_bias).view(T, KVH, HD).transpose(0, 1)
-        v = lin(h, p + "self_attn.v_proj", qkv_bias).view(T, KVH, HD).transpose(0, 1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        k = k.repeat_interleave(NH // KVH, dim=0)
-        v = v.repeat_interleave(NH // KVH, dim=0)
-        att = (q @ k.transpose(-1, -2)) / math.sqrt(HD) + mask
-        att = torch.softmax(att, dim=-1)
-        o = (att @ v).transpose(0, 1).reshape(T, NH * HD)
-        x = x + lin(o, p + "self_attn.o_proj", o_bias)
-        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
-        g = lin(h, p + "mlp.gate_proj", mlp_bias)
-        u = lin(h, p + "mlp.up_proj", mlp_bias)
-        x = x + lin(torch.nn.functional.silu(g) * u, p + "mlp.down_proj", mlp_bias)
-    x = rmsnorm(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else W["lm_head.weight"]
-    return x @ head.T
+    return torch_ref.logits(cfg, W, tokens, lora.delta)
 
 
 def cispo_row_loss(logits, seq, eps_lo, eps_hi):

@@ -1,0 +1,255 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art/internal/testassets"
+)
+
+// familyCases are the parity cases of the families added beside Llama and
+// Qwen2 (their names start with the family).
+func familyCases(t *testing.T) []parityCase {
+	var out []parityCase
+	for _, c := range parityCases {
+		if c.arch != "qwen2" && c.arch != "llama" {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no family parity cases")
+	}
+	return out
+}
+
+// Ensure decoding token by token with the KV cache matches a full pass in
+// every family: sliding windows and local rope apply to cached keys too.
+func TestFamilies_CacheMatchesFullPass(t *testing.T) {
+	for _, c := range familyCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			const vocab = 300
+			m, err := Load(writeRandomModel(t, c, vocab, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens := randomTokens(30, vocab, 5) // longer than the 11-key window
+			full := lastLogitsEach(t, m, tokens)
+			cache := m.NewKVCache(len(tokens))
+			var ws Workspace
+			h, err := m.Forward(&ws, tokens[:4], []Segment{{Cache: cache, N: 4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inc := rowsLogits(m, h, 4)
+			for i := 4; i < len(tokens); i++ {
+				h, err := m.Forward(&ws, tokens[i:i+1], []Segment{{Cache: cache, N: 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				inc = append(inc, rowsLogits(m, h, 1)...)
+			}
+			compareRows(t, "incremental", inc, full, m.Config.VocabSize)
+		})
+	}
+}
+
+// torchGradTol bounds max|g_go - g_torch| / max|g_torch| per tensor: fp32
+// forward and backward against float64 autograd on tiny models.
+const torchGradTol = 2e-4
+
+// Ensure full fine-tuning gradients of every weight (projections, the
+// embedding and every norm of the family) match PyTorch autograd of
+// Σ w_t·logprob_t, so every family trains.
+func TestFamilies_BaseGradsMatchTorch(t *testing.T) {
+	py := testassets.Torch(t)
+	for i, c := range familyCases(t) {
+		if c.dtype != 0 { // kernels.F32: full fine-tuning needs F32 weights
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			const vocab = 300
+			dir := writeRandomModel(t, c, vocab, uint64(i+21))
+			m, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens := randomTokens(40, vocab, uint64(i+3))
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			gw := make([]float64, len(tokens)-1)
+			for j := range gw {
+				gw[j] = rng.NormFloat64()
+			}
+			goGrads := baseGrads(t, m, tokens, gw)
+			var resp struct{ Grads map[string][]float64 }
+			runTorchRef(t, py, dir, map[string]any{"tokens": tokens, "grad_weights": gw}, &resp)
+			for name := range resp.Grads {
+				if strings.HasSuffix(name, ".bias") { // biases are frozen in full fine-tuning
+					delete(resp.Grads, name)
+				}
+			}
+			if len(resp.Grads) != len(goGrads) {
+				t.Errorf("torch has %d gradients; the engine %d", len(resp.Grads), len(goGrads))
+			}
+			worst, worstName := 0.0, ""
+			for name, want := range resp.Grads {
+				got, ok := goGrads[name]
+				if !ok {
+					t.Errorf("no engine gradient for %s", name)
+					continue
+				}
+				var diff, ref float64
+				for j := range want {
+					diff = math.Max(diff, math.Abs(float64(got[j])-want[j]))
+					ref = math.Max(ref, math.Abs(want[j]))
+				}
+				if ref == 0 {
+					t.Errorf("%s: torch gradient is zero", name)
+					continue
+				}
+				if diff/ref > worst {
+					worst, worstName = diff/ref, name
+				}
+			}
+			t.Logf("%d tensors; worst relative gradient error %.3g (%s)", len(resp.Grads), worst, worstName)
+			if worst > torchGradTol {
+				t.Errorf("worst relative gradient error %.3g (%s) > %g", worst, worstName, torchGradTol)
+			}
+		})
+	}
+}
+
+// baseGrads returns the gradient of Σ gw_t·logprob(tokens[t+1]) w.r.t.
+// every weight of m, by checkpoint name.
+func baseGrads(t *testing.T, m *Model, tokens []int, gw []float64) map[string][]float32 {
+	t.Helper()
+	a := m.NewActs(len(tokens))
+	a.Base = m.NewBaseGrads()
+	if _, err := m.TrainForward(a, tokens, nil); err != nil {
+		t.Fatal(err)
+	}
+	rows, targets := make([]int, len(gw)), make([]int, len(gw))
+	for j := range gw {
+		rows[j], targets[j] = j, tokens[j+1]
+	}
+	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return gw[i] })
+	m.TrainBackward(a, dh, nil)
+	g := a.Base
+	out := map[string][]float32{"model.embed_tokens.weight": g.Embed, "model.norm.weight": g.FinalNorm}
+	if g.LMHead != nil {
+		out["lm_head.weight"] = g.LMHead
+	}
+	f := m.Config.family()
+	for l := range m.W.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		out[p+"input_layernorm.weight"] = g.AttnNorm[l]
+		out[p+mlpNormName(f)] = g.MLPNorm[l]
+		for mod := range NumModules {
+			out[p+mod.Parent()+"."+mod.String()+".weight"] = g.Proj[l][mod]
+		}
+		if f.QKNorm {
+			out[p+"self_attn.q_norm.weight"], out[p+"self_attn.k_norm.weight"] = g.QNorm[l], g.KNorm[l]
+		}
+		if f.SandwichNorms {
+			out[p+"post_attention_layernorm.weight"], out[p+"post_feedforward_layernorm.weight"] = g.AttnOutNorm[l], g.MLPOutNorm[l]
+		}
+	}
+	return out
+}
+
+// Ensure real config.json files of each family parse with the family's
+// layer layout, and the features the engine lacks are refused clearly.
+func TestFamilies_ParseConfig(t *testing.T) {
+	qwen3 := `{"architectures":["Qwen3ForCausalLM"],"attention_bias":false,"head_dim":128,"hidden_act":"silu",
+		"hidden_size":1024,"intermediate_size":3072,"max_position_embeddings":40960,"max_window_layers":28,
+		"model_type":"qwen3","num_attention_heads":16,"num_hidden_layers":28,"num_key_value_heads":8,
+		"rms_norm_eps":1e-06,"rope_scaling":null,"rope_theta":1000000,"sliding_window":null,
+		"tie_word_embeddings":true,"use_sliding_window":false,"vocab_size":151936}`
+	mistral := `{"architectures":["MistralForCausalLM"],"hidden_act":"silu","hidden_size":4096,
+		"intermediate_size":14336,"max_position_embeddings":32768,"model_type":"mistral","num_attention_heads":32,
+		"num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,"rope_theta":10000.0,
+		"sliding_window":4096,"tie_word_embeddings":false,"vocab_size":32000}`
+	gemma := `{"architectures":["Gemma3ForCausalLM"],"attn_logit_softcapping":null,"final_logit_softcapping":null,
+		"head_dim":256,"hidden_activation":"gelu_pytorch_tanh","hidden_size":640,"intermediate_size":2048,
+		"max_position_embeddings":32768,"model_type":"gemma3_text","num_attention_heads":4,"num_hidden_layers":18,
+		"num_key_value_heads":1,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_local_base_freq":10000.0,
+		"rope_scaling":null,"rope_theta":1000000.0,"sliding_window":512,"vocab_size":262144}`
+	c, err := ParseConfig([]byte(qwen3))
+	if err != nil || c.Window(0) != 0 || c.AttentionBias {
+		t.Fatalf("qwen3: %v, window %d, bias %v", err, c.Window(0), c.AttentionBias)
+	}
+	if c, err = ParseConfig([]byte(mistral)); err != nil || c.Window(31) != 4096 {
+		t.Fatalf("mistral: %v, window %d", err, c.Window(31))
+	}
+	c, err = ParseConfig([]byte(gemma))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.TieWordEmbeddings || c.HiddenAct != geluTanh || c.Window(4) != 512 || c.Window(5) != 0 || c.Window(17) != 0 {
+		t.Fatalf("gemma3: tied %v act %q windows %d %d %d", c.TieWordEmbeddings, c.HiddenAct, c.Window(4), c.Window(5), c.Window(17))
+	}
+	if c.NumParams() != 268098176 { // gemma-3-270m's published count
+		t.Errorf("gemma-3-270m: %d parameters", c.NumParams())
+	}
+	bad := []struct{ json, want string }{
+		{strings.Replace(gemma, `"final_logit_softcapping":null`, `"final_logit_softcapping":30.0`, 1), "softcapping"},
+		{strings.Replace(gemma, `"gemma3_text"`, `"gemma3"`, 1), "gemma3_text"},
+		{strings.Replace(qwen3, `"use_sliding_window":false`, `"use_sliding_window":true`, 1), "use_sliding_window"},
+		{strings.Replace(gemma, `"model_type"`, `"layer_types":["sliding_attention"],"model_type"`, 1), "layer_types"},
+		{strings.Replace(mistral, `"sliding_window":4096`, `"sliding_window":0`, 1), "sliding_window"},
+	}
+	for _, b := range bad {
+		if _, err := ParseConfig([]byte(b.json)); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("got %v; want an error naming %q", err, b.want)
+		}
+	}
+}
+
+// Ensure GeGLU's backward matches central differences.
+func TestGeGLUBackward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	m := &Model{Config: Config{HiddenAct: geluTanh}}
+	n := 16
+	g, u, c := randVec(rng, n, 2), randVec(rng, n, 1), randVec(rng, n, 1)
+	h := make([]float32, n)
+	loss := func() float64 { m.gluForward(h, g, u, 1, n); return dot64(c, h) }
+	dg, du := make([]float32, n), make([]float32, n)
+	m.gluBackward(dg, du, c, g, u, 1, n)
+	checkGrad(t, "dgate", g, dg, loss)
+	checkGrad(t, "dup", u, du, loss)
+}
+
+// Ensure the training attention with a sliding window equals the
+// inference attention with it and has the right gradient.
+func TestTrainAttention_Window(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	NH, KVH, HD := 4, 2, 8
+	Q, KV := NH*HD, KVH*HD
+	var w attnWork
+	for _, c := range []struct{ T, window int }{{5, 2}, {attnBlock + 9, 17}, {2*attnBlock + 3, attnBlock}} {
+		q, k, v := randVec(rng, c.T*Q, 1), randVec(rng, c.T*KV, 1), randVec(rng, c.T*KV, 1)
+		want, got := make([]float32, c.T*Q), make([]float32, c.T*Q)
+		attentionWindowRef(want, q, k, v, c.T, NH, KVH, HD, c.window)
+		trainAttentionForward(&w, got, q, k, v, c.T, NH, KVH, HD, c.window)
+		if d := maxRelDiff(got, want); d > 1e-5 {
+			t.Errorf("T=%d window %d: forward max relative difference %.3g", c.T, c.window, d)
+		}
+		full := make([]float32, c.T*Q)
+		attentionWindowRef(full, q, k, v, c.T, NH, KVH, HD, 0)
+		if maxRelDiff(full, want) < 1e-3 {
+			t.Errorf("T=%d window %d: the window changes nothing", c.T, c.window)
+		}
+	}
+	T, window := 7, 3
+	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
+	cv := randVec(rng, T*Q, 1)
+	out := make([]float32, T*Q)
+	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, window); return dot64(cv, out) }
+	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
+	trainAttentionBackward(&w, dq, dk, dv, cv, q, k, v, T, NH, KVH, HD, window)
+	checkGrad(t, "dq", q, dq, loss)
+	checkGrad(t, "dk", k, dk, loss)
+	checkGrad(t, "dv", v, dv, loss)
+}

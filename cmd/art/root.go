@@ -50,6 +50,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newPlotCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
+		newAutoRLCmd(),
 	)
 	return root
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -102,4 +103,46 @@ func TestCancelMidCall_LeavesNoProcess(t *testing.T) {
 	}
 	srv.Close()
 	waitGone(t, server, child)
+}
+
+// Ensure streamable HTTP works against a real npm server too:
+// server-everything's streamable HTTP transport on a free loopback port.
+func TestStreamableHTTP_EverythingServer(t *testing.T) {
+	script := serverScript(t, "server-everything")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// The HTTP server is a process of its own here; startProcess gives it
+	// the same process-group handling as a stdio server.
+	p, err := startProcess("node", []string{script, "streamableHttp"}, Options{Env: []string{"PORT=" + strconv.Itoa(port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop(time.Second)
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
+	ctx := context.Background()
+	var srv *Server
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if srv, err = Connect(ctx, url, Options{StartTimeout: 5 * time.Second}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect: %v%s", err, p.stderrNote())
+		}
+	}
+	defer srv.Close()
+	tools, err := srv.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := toolNamed(tools, "get-sum"); !ok {
+		t.Fatalf("no get-sum among %d tools", len(tools))
+	}
+	res, err := srv.Call(ctx, "get-sum", json.RawMessage(`{"a":19,"b":23}`))
+	if err != nil || !strings.Contains(res.Text, "42") {
+		t.Fatalf("get-sum: %+v, %v", res, err)
+	}
 }

@@ -133,7 +133,13 @@ func (a Agent) call(ctx context.Context, srv *Server, known map[string]bool, cal
 	}
 	res, err := srv.Call(ctx, name, json.RawMessage(call.Function.Arguments))
 	if errors.Is(err, ErrBadArguments) || errors.Is(err, ErrCallTimeout) || errors.Is(err, ErrRejected) {
-		return Result{IsError: true, Text: err.Error()}, nil
+		// The model reads what went wrong, not our prefix and the
+		// server's command line.
+		text := err.Error()
+		if _, rest, ok := strings.Cut(text, " on "+srv.name+": "); ok {
+			text = rest
+		}
+		return Result{IsError: true, Text: text}, nil
 	}
 	return res, err
 }

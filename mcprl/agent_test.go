@@ -100,7 +100,7 @@ func TestAgent_RunOnMemoryServer(t *testing.T) {
 	if choices != 4 || len(toolMsgs) != 4 {
 		t.Fatalf("%d choices, tool messages %q", choices, toolMsgs)
 	}
-	if !strings.Contains(toolMsgs[0], `no tool "delete_everything"`) || !strings.Contains(toolMsgs[1], "not a JSON object") {
+	if !strings.Contains(toolMsgs[0], `no tool "delete_everything"`) || !strings.HasPrefix(toolMsgs[1], "Error: the arguments are not a JSON object") {
 		t.Errorf("tool errors fed back: %q", toolMsgs[:2])
 	}
 	want := map[string]float64{"turns": 4, "tool_calls": 4, "tool_errors": 2, "completed": 1}

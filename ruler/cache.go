@@ -43,20 +43,20 @@ func cacheKey(j Judge, msgs []art.Message, schema json.RawMessage) string {
 func (c cache) path(key string) string { return filepath.Join(c.dir, key[:2], key+".json") }
 
 // get returns a stored answer; a missing or unreadable entry is a miss.
-func (c cache) get(key string) (answer, bool) {
+func (c cache) get(key string) (Answer, bool) {
 	b, err := os.ReadFile(c.path(key))
 	if err != nil {
-		return answer{}, false
+		return Answer{}, false
 	}
-	var a answer
+	var a Answer
 	if json.Unmarshal(b, &a) != nil || a.Content == "" {
-		return answer{}, false
+		return Answer{}, false
 	}
 	return a, true
 }
 
 // put stores an answer atomically (a crash never leaves half an entry).
-func (c cache) put(key string, a answer) error {
+func (c cache) put(key string, a Answer) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return err

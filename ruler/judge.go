@@ -115,21 +115,25 @@ func FromEndpoint(ep art.Endpoint) Judge {
 	return Judge{Model: ep.Model, BaseURL: ep.BaseURL, APIKey: ep.APIKey}
 }
 
-// answer is one judge reply.
-type answer struct {
+// Answer is one reply of a structured-output call (Judge.CompleteJSON).
+type Answer struct {
 	Content          string `json:"content"`
 	FinishReason     string `json:"finish_reason"`
 	PromptTokens     int64  `json:"prompt_tokens"`
 	CompletionTokens int64  `json:"completion_tokens"`
 }
 
-// errUnreachable marks a failure to get any answer (as opposed to a bad
-// one): retrying the content does not help.
-var errUnreachable = errors.New("no answer")
+// ErrUnreachable is wrapped by the error of a call that got no answer at
+// all (as opposed to a bad one): asking again for a better answer does not
+// help.
+var ErrUnreachable = errors.New("no answer")
 
-// complete sends one request with response_format json_schema, bounded by
-// timeout.
-func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.RawMessage, timeout time.Duration) (answer, error) {
+// CompleteJSON sends msgs in one request whose answer must match schema
+// (response_format json_schema named name, strict), bounded by timeout.
+// It is the structured-output path RULER scores with, for other callers
+// of a judge-style endpoint (scenario and input generation); checking the
+// content is theirs.
+func (j Judge) CompleteJSON(ctx context.Context, msgs []art.Message, name string, schema json.RawMessage, timeout time.Duration) (Answer, error) {
 	opts := []option.RequestOption{option.WithBaseURL(j.BaseURL), option.WithMaxRetries(2)}
 	if j.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(j.APIKey))
@@ -146,7 +150,7 @@ func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.Raw
 	params := openai.ChatCompletionNewParams{
 		Model: j.Model,
 		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
-			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "ruler_scores", Schema: schema, Strict: openai.Bool(true)}}},
+			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: name, Schema: schema, Strict: openai.Bool(true)}}},
 	}
 	for _, m := range msgs {
 		text := m.Content.String()
@@ -170,14 +174,14 @@ func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.Raw
 	resp, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return answer{}, fmt.Errorf("%w: no answer within %s: %w", errUnreachable, timeout, err)
+			return Answer{}, fmt.Errorf("%w: no answer within %s: %w", ErrUnreachable, timeout, err)
 		}
-		return answer{}, fmt.Errorf("%w: %w", errUnreachable, err)
+		return Answer{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	if len(resp.Choices) == 0 {
-		return answer{}, errors.New("the answer has no choices")
+		return Answer{}, errors.New("the answer has no choices")
 	}
 	c := resp.Choices[0]
-	return answer{Content: c.Message.Content, FinishReason: c.FinishReason,
+	return Answer{Content: c.Message.Content, FinishReason: c.FinishReason,
 		PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}, nil
 }

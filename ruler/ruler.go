@@ -139,9 +139,9 @@ func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Opti
 			st.retries.Add(1)
 		}
 		st.calls.Add(1)
-		a, err := judge.complete(ctx, msgs, schema, timeout)
+		a, err := judge.CompleteJSON(ctx, msgs, "ruler_scores", schema, timeout)
 		if err != nil {
-			if errors.Is(err, errUnreachable) {
+			if errors.Is(err, ErrUnreachable) {
 				return nil, fmt.Errorf("ruler: scoring %s with %s at %s: %w", what, judge.name(), judge.BaseURL, err)
 			}
 			last = err

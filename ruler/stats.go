@@ -73,7 +73,7 @@ func priceOf(model string) (price, bool) {
 	return price{}, false
 }
 
-func (s *Stats) record(model string, a answer) {
+func (s *Stats) record(model string, a Answer) {
 	s.promptTokens.Add(a.PromptTokens)
 	s.completionTokens.Add(a.CompletionTokens)
 	if p, ok := priceOf(model); ok {

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -17,13 +18,15 @@ import (
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/backend/remote"
+	"github.com/artgo/art/internal/testassets"
+	"github.com/artgo/art/mcprl"
 	"github.com/artgo/art/ruler"
 )
 
 // Ensure every kind of wait stops when its context is cancelled midway and
 // leaves no goroutine behind: a chat call while it generates, a chat call
 // waiting in the queue for a generation slot, a gather of rollouts, a
-// RULER judge call, and a training step driven through the remote
+// RULER judge call, an MCP tool call, and a training step driven through the remote
 // backend. Each must return within a second or two of the cancellation;
 // at the end the goroutine count is back at its baseline.
 func TestCancelMidwayLeavesNothing(t *testing.T) {
@@ -116,6 +119,22 @@ func TestCancelMidwayLeavesNothing(t *testing.T) {
 	})
 	release()
 	<-holding
+
+	// An MCP tool call (server-everything from npm, a 60 s operation) is
+	// cancelled midway; closing the server then stops its process and the
+	// session's goroutines.
+	t.Run("MCP tool call", func(t *testing.T) {
+		script := filepath.Join(testassets.Dir(t, testassets.MCPServers), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+		srv, err := mcprl.Start(ctx, mcprl.Options{StopTimeout: 500 * time.Millisecond}, "node", script, "stdio")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		cancelled("MCP tool call", 300*time.Millisecond, func(ctx context.Context) error {
+			_, err := srv.Call(ctx, "trigger-long-running-operation", json.RawMessage(`{"duration":60,"steps":5}`))
+			return err
+		})
+	})
 
 	rb, err := remote.New(remote.Options{BaseURL: ep.BaseURL, APIKey: ep.APIKey, Quiet: true, HTTPClient: hc})
 	if err != nil {

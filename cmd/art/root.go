@@ -51,6 +51,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newDashboardCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
+		newAutoRLCmd(),
 	)
 	return root
 }

@@ -43,15 +43,9 @@ again); each judge call is bounded by --timeout.`,
 			if judgeSpec == "" {
 				return fmt.Errorf("ruler: --judge is required (for example openai/o4-mini)")
 			}
-			key := ""
-			if keyEnv != "" {
-				if key = os.Getenv(keyEnv); key == "" {
-					return fmt.Errorf("ruler: --api-key-env %s: the variable is empty or unset", keyEnv)
-				}
-			}
-			judge, err := ruler.NewJudge(judgeSpec, baseURL, key)
+			judge, err := judgeFromFlags(judgeSpec, baseURL, keyEnv, "--api-key-env")
 			if err != nil {
-				return err
+				return fmt.Errorf("ruler: %w", err)
 			}
 			if maxExplanation < 0 || maxTokens < 0 {
 				return fmt.Errorf("ruler: --max-explanation and --max-tokens must be >= 0")
@@ -130,4 +124,17 @@ func explanation(t art.Trajectory) string {
 		}
 	}
 	return ""
+}
+
+// judgeFromFlags builds a judge-style endpoint from a provider/model spec,
+// an optional base URL and the name of an environment variable holding
+// its key (keyFlag names that flag in errors).
+func judgeFromFlags(spec, baseURL, keyEnv, keyFlag string) (ruler.Judge, error) {
+	key := ""
+	if keyEnv != "" {
+		if key = os.Getenv(keyEnv); key == "" {
+			return ruler.Judge{}, fmt.Errorf("%s %s: the variable is empty or unset", keyFlag, keyEnv)
+		}
+	}
+	return ruler.NewJudge(spec, baseURL, key)
 }

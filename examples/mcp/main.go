@@ -1,0 +1,320 @@
+// Command mcp trains an agent on a real MCP server's tools, end to end, as
+// OpenPipe ART's MCP•RL: the knowledge-graph server
+// @modelcontextprotocol/server-memory from npm (installed by
+// scripts/install-mcp-servers.sh), started once per rollout with a fresh
+// graph file, so each episode starts empty and its reward is read from the
+// server's resulting state: 0.5 when the graph holds the person the task
+// names, 0.4 more when the person carries the fact, 0.1 more when the agent
+// called complete_task.
+//
+//	go run ./examples/mcp --base-model DIR [--steps 20] [--eval 20]
+//
+// The rollout is mcprl.Agent: the server's tools as OpenAI function tools
+// plus complete_task, up to --max-turns turns, tool errors fed back to the
+// model, every turn recorded as a trainable Choice. The tasks are built
+// from --seed ("Remember that Ada is a chemist who likes tea."); with
+// --generator (a provider/model or an endpoint, as RULER judges are given)
+// they are generated from the server's tools by mcprl.Generate instead,
+// and rewarded by the --judge (RULER) rather than by the graph. --eval N
+// runs N held-out tasks before and after training and prints the mean
+// reward with its paired standard error. Checkpoints and logs go to
+// <path>/<project>/models/<name>/.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/backend/local"
+	"github.com/artgo/art/experiment"
+	"github.com/artgo/art/mcprl"
+	"github.com/artgo/art/ruler"
+)
+
+type config struct {
+	experiment.Flags
+	serverDir            string
+	maxTurns, maxTokens  int
+	system               string
+	generator, judge     string
+	generatorURL, keyEnv string
+	tools                string
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{Flags: experiment.Defaults("mcp")}
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.Register(fs)
+	fs.StringVar(&c.serverDir, "server-dir", ".assets/mcp-servers", "the folder scripts/install-mcp-servers.sh installed the servers in")
+	fs.StringVar(&c.tools, "tools", "", "offer only these tools, comma-separated (default: all the server's; a small model's context may not hold them all)")
+	fs.IntVar(&c.maxTurns, "max-turns", 4, "bound on the agent's turns per task")
+	fs.IntVar(&c.maxTokens, "max-tokens", 256, "bound on each turn, in tokens")
+	fs.StringVar(&c.system, "system", "", "the agent's system prompt (default: mcprl.DefaultSystemPrompt)")
+	fs.StringVar(&c.generator, "generator", "", "generate the tasks with this model (provider/model, or a model id with --generator-base-url) and reward with --judge")
+	fs.StringVar(&c.generatorURL, "generator-base-url", "", "the generator's and judge's OpenAI-compatible base URL")
+	fs.StringVar(&c.keyEnv, "api-key-env", "", "the environment variable holding the generator's and judge's API key (default: the provider's)")
+	fs.StringVar(&c.judge, "judge", "", "the RULER judge for generated tasks (default: the generator)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	return c, c.Check(true)
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := train(ctx, cfg, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// task is one training task and what the graph must hold after it.
+type task struct {
+	Text         string
+	Person, Fact string // empty for generated tasks (judged by RULER)
+}
+
+var (
+	people = []string{"Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Margaret", "Ken", "Frances", "John", "Radia", "Niklaus"}
+	jobs   = []string{"chemist", "pilot", "baker", "teacher", "painter", "doctor", "farmer", "poet"}
+	facts  = []string{"likes tea", "owns a red bike", "lives in Paris", "plays chess", "speaks Welsh", "keeps bees", "runs marathons", "collects stamps"}
+)
+
+// makeTasks builds n state-checkable tasks from seed.
+func makeTasks(n int, seed uint64) []task {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]task, n)
+	for i := range out {
+		p, j, f := people[r.IntN(len(people))], jobs[r.IntN(len(jobs))], facts[r.IntN(len(facts))]
+		out[i] = task{Text: fmt.Sprintf("Remember that %s is a %s who %s.", p, j, f), Person: p, Fact: f}
+	}
+	return out
+}
+
+// grade rewards a task by the graph file the server left.
+func grade(file string, t task, completed bool) float64 {
+	var reward float64
+	if completed {
+		reward += 0.1
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return reward // nothing was stored
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	best := 0.0
+	for sc.Scan() {
+		var e struct {
+			Type, Name   string
+			Observations []string
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Type != "entity" || !strings.EqualFold(strings.TrimSpace(e.Name), t.Person) {
+			continue
+		}
+		score := 0.5
+		for _, o := range e.Observations {
+			if strings.Contains(strings.ToLower(o), t.Fact) {
+				score = 0.9
+			}
+		}
+		best = max(best, score)
+	}
+	return reward + best
+}
+
+func train(ctx context.Context, cfg config, out io.Writer) error {
+	script := filepath.Join(cfg.serverDir, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
+	if _, err := os.Stat(script); err != nil {
+		return fmt.Errorf("the memory server is not installed: run scripts/install-mcp-servers.sh (%w)", err)
+	}
+	opts := mcprl.Options{CallTimeout: cfg.CallTimeout}
+	start := func(ctx context.Context, file string) (*mcprl.Server, error) {
+		o := opts
+		o.Env = []string{"MEMORY_FILE_PATH=" + file}
+		return mcprl.Start(ctx, o, "node", script)
+	}
+	tmp, err := os.MkdirTemp("", "art-mcp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	probe, err := start(ctx, filepath.Join(tmp, "probe.jsonl"))
+	if err != nil {
+		return err
+	}
+	tools, err := probe.Tools(ctx)
+	probe.Close()
+	if err != nil {
+		return err
+	}
+	if tools, err = selectTools(tools, cfg.tools); err != nil {
+		return err
+	}
+
+	b := local.New(local.Options{Path: cfg.Path, Quiet: cfg.Quiet, Seed: cfg.Seed})
+	defer b.Close()
+	model := &art.TrainableModel{Model: art.Model{Name: cfg.Name, Project: cfg.Project, BasePath: cfg.Path}, BaseModel: cfg.BaseModel}
+	if err := model.Register(ctx, b); err != nil {
+		return err
+	}
+	client, err := model.OpenAIClient()
+	if err != nil {
+		return err
+	}
+
+	train, held := makeTasks(cfg.Groups*cfg.Steps, cfg.Seed), makeTasks(cfg.Eval, cfg.Seed+1000)
+	var judge ruler.Judge
+	if cfg.generator != "" {
+		key := ""
+		if cfg.keyEnv != "" {
+			key = os.Getenv(cfg.keyEnv)
+		}
+		gen, err := ruler.NewJudge(cfg.generator, cfg.generatorURL, key)
+		if err != nil {
+			return err
+		}
+		judge = gen
+		if cfg.judge != "" {
+			if judge, err = ruler.NewJudge(cfg.judge, cfg.generatorURL, key); err != nil {
+				return err
+			}
+		}
+		scenarios, err := mcprl.Generate(ctx, gen, tools, mcprl.GenerateOptions{Count: len(train) + len(held)})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, scenarios)
+		first, rest := scenarios.Split(len(train))
+		train, held = tasksOf(first), tasksOf(rest)
+	}
+
+	var seq atomic.Int64 // names each rollout's graph file
+	rollout := func(step int, seed *int64) func(context.Context, task) (art.Trajectory, error) {
+		return func(ctx context.Context, t task) (art.Trajectory, error) {
+			file := filepath.Join(tmp, fmt.Sprintf("graph-%d.jsonl", seq.Add(1)))
+			srv, err := start(ctx, file)
+			if err != nil {
+				return art.Trajectory{}, err
+			}
+			defer srv.Close()
+			params := openai.ChatCompletionNewParams{MaxTokens: openai.Int(int64(cfg.maxTokens))}
+			if seed != nil {
+				params.Seed = openai.Int(*seed)
+			}
+			agent := mcprl.Agent{Client: client, Model: model.InferenceName(step), SystemPrompt: cfg.system, MaxTurns: cfg.maxTurns, Params: params}
+			traj, err := agent.Run(ctx, srv, tools, t.Text)
+			if err != nil {
+				return traj, err
+			}
+			srv.Close() // the graph file is complete once the server stopped
+			if t.Person != "" {
+				traj.Reward = grade(file, t, traj.Metrics["completed"] == 1)
+			}
+			return traj, nil
+		}
+	}
+	gopts := cfg.GatherOptions("")
+	if cfg.generator != "" {
+		gopts.AfterEach = ruler.AfterEach(judge, ruler.Options{})
+	}
+	evaluate := func(step int) ([]art.TrajectoryGroup, error) {
+		if len(held) == 0 {
+			return nil, nil
+		}
+		seed := int64(cfg.Seed)
+		o := gopts
+		o.Description = fmt.Sprintf("eval @%d", step)
+		return art.GatherGroups(ctx, held, 1, rollout(step, &seed), o)
+	}
+	first, err := model.Step(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := evaluate(first)
+	if err != nil {
+		return err
+	}
+	for step := first; step < cfg.Steps; step++ {
+		batch := train[(step*cfg.Groups)%len(train):][:min(cfg.Groups, len(train)-(step*cfg.Groups)%len(train))]
+		o := gopts
+		o.Description = fmt.Sprintf("step %d", step+1)
+		groups, err := art.GatherGroups(ctx, batch, cfg.GroupSize, rollout(-1, nil), o)
+		if err != nil {
+			return err
+		}
+		res, err := model.Train(ctx, groups, cfg.TrainConfig())
+		if err != nil {
+			return err
+		}
+		mean, _, _ := experiment.Summarize(groups)
+		fmt.Fprintf(out, "step %d: train reward %.3f, loss %.4f\n", res.Step, mean, res.Metrics["loss/train"])
+	}
+	last, err := model.Step(ctx)
+	if err != nil {
+		return err
+	}
+	if len(before) > 0 {
+		after, err := evaluate(last)
+		if err != nil {
+			return err
+		}
+		mb, _, _ := experiment.Summarize(before)
+		ma, _, _ := experiment.Summarize(after)
+		fmt.Fprintf(out, "held-out reward: step %d %.3f → step %d %.3f (paired SE %.3f, %d tasks)\n", first, mb, last, ma, experiment.PairedStderr(before, after), len(held))
+	}
+	return nil
+}
+
+func tasksOf(s mcprl.Scenarios) []task {
+	out := make([]task, len(s))
+	for i, sc := range s {
+		out[i] = task{Text: sc.Task}
+	}
+	return out
+}
+
+// selectTools keeps the tools named in list (comma-separated); "" keeps all.
+func selectTools(tools []mcprl.Tool, list string) ([]mcprl.Tool, error) {
+	if list == "" {
+		return tools, nil
+	}
+	var out []mcprl.Tool
+	for _, name := range strings.Split(list, ",") {
+		i := slices.IndexFunc(tools, func(t mcprl.Tool) bool { return t.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			names := make([]string, len(tools))
+			for j, t := range tools {
+				names[j] = t.Name
+			}
+			return nil, fmt.Errorf("--tools: the server has no tool %q (it has %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, tools[i])
+	}
+	return out, nil
+}

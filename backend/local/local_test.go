@@ -51,3 +51,11 @@ func TestRegister_LoRAMismatch(t *testing.T) {
 		t.Fatalf("register with the adapter's own config: %v", err)
 	}
 }
+
+// Ensure two runs of the same program with the same seed sample the same
+// tokens, log the same history and save byte-equal checkpoints.
+func TestReproducible(t *testing.T) {
+	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
+		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 8})
+	})
+}

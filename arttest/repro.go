@@ -76,9 +76,9 @@ func RunReproducibilityTest(t *testing.T, newBackend NewBackend) {
 // reproResult is what one run of RunReproducibilityTest produced.
 type reproResult struct {
 	samples     [][]art.TokenLogprob // tokens and logprobs of every sampled turn, in gather order
-	history     []map[string]any  // history.jsonl without times
-	files       map[string][]byte // checkpoint files by path under checkpoints/
-	checkpoints []string          // the adapter files among them
+	history     []map[string]any     // history.jsonl without times
+	files       map[string][]byte    // checkpoint files by path under checkpoints/
+	checkpoints []string             // the adapter files among them
 }
 
 func reproRun(t *testing.T, newBackend NewBackend, base string) reproResult {

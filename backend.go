@@ -91,4 +91,7 @@ type TrainResult struct {
 	// was carried over unchanged); SkipReason says why.
 	Skipped    bool
 	SkipReason string
+	// Warnings are the collapse watch's findings about the step (see
+	// Watch), one sentence each.
+	Warnings []string
 }

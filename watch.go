@@ -245,9 +245,7 @@ func lineage(rows []map[string]any) (kept []map[string]any, rollbacks int) {
 			kept = slices.DeleteFunc(kept, func(k map[string]any) bool { return stepOf(k) > int(b) })
 			continue
 		}
-		if _, ok := r["train/reward"]; ok {
-			kept = append(kept, r)
-		} else if _, ok := r["loss/grad_norm"]; ok {
+		if _, ok := r["train/reward"]; ok { // a Train row, not SFT nor val
 			kept = append(kept, r)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	arttest.RunBackendTests(t, func(t *testing.T, env arttest.Env) art.Backend {
 		return local.New(local.Options{Seed: 1, Quiet: true})
-	}, arttest.SFT, arttest.DeleteCheckpoints)
+	}, arttest.SFT, arttest.DeleteCheckpoints, arttest.RestoreCheckpoint)
 }
 
 // minimal hides every optional capability of the backend it wraps.

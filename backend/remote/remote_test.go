@@ -80,7 +80,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return backend{b, stop}
-	}, arttest.SFT, arttest.DeleteCheckpoints)
+	}, arttest.SFT, arttest.DeleteCheckpoints, arttest.RestoreCheckpoint)
 }
 
 // Ensure Register refuses a server that trains another model, and that

@@ -102,8 +102,7 @@ func (m *Model) InferenceName(step int) string {
 // Only the model's own API key is sent: OPENAI_API_KEY from the environment
 // is never sent to InferenceBaseURL.
 //
-// In a gathered rollout, a chat or responses request without a seed gets
-// one derived from GatherOptions.Seed, the model id (which names the step),
+// In a gathered rollout, a chat request without a seed gets one derived from GatherOptions.Seed, the model id (which names the step),
 // the rollout's group and index and the number of requests it made before,
 // so the same program samples the same tokens run after run. A request's
 // own seed wins.

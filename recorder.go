@@ -41,8 +41,8 @@ import (
 // the client unchanged and reported by Err. Use one Recorder per rollout;
 // its methods are safe for concurrent use.
 //
-// In a gathered rollout, a chat or responses request without a seed gets
-// one (see GatherOptions.Seed), as through Model.OpenAIClient.
+// In a gathered rollout, a chat request without a seed gets one (see
+// GatherOptions.Seed), as through Model.OpenAIClient.
 type Recorder struct {
 	// Transport sends the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
@@ -102,7 +102,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("art: recorder: %w", err)
 	}
 	resp, err := t.RoundTrip(out)
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasSuffix(req.URL.Path, "/chat/completions") {
+	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
 	var creq struct {

@@ -79,12 +79,11 @@ func fnv64(s string) uint64 {
 // positive keeps a seed in [0, 2^63): some servers refuse negative seeds.
 func positive(h uint64) int64 { return int64(h >> 1) }
 
-// seedable reports whether a request goes to an endpoint whose body takes
-// a "seed": chat completions and responses.
+// seedable reports whether a request is a chat completion, whose body
+// takes a "seed" at every OpenAI-compatible server. (OpenAI's responses
+// API refuses one, so those requests are sent as they are.)
 func seedable(req *http.Request) bool {
-	p := req.URL.Path
-	return req.Method == http.MethodPost && req.Body != nil &&
-		(strings.HasSuffix(p, "/chat/completions") || strings.HasSuffix(p, "/responses"))
+	return req.Method == http.MethodPost && req.Body != nil && strings.HasSuffix(req.URL.Path, "/chat/completions")
 }
 
 // seedBody returns body with "seed" set to the rollout's request seed (see
@@ -146,8 +145,8 @@ func withBody(req *http.Request, edit func([]byte) []byte) (*http.Request, []byt
 	return out, body, nil
 }
 
-// seedingTransport fills in the seed of the chat and responses requests a
-// gathered rollout makes without one (see GatherOptions.Seed).
+// seedingTransport fills in the seed of the chat requests a gathered
+// rollout makes without one (see GatherOptions.Seed).
 type seedingTransport struct{ next http.RoundTripper }
 
 func (t seedingTransport) RoundTrip(req *http.Request) (*http.Response, error) {

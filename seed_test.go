@@ -73,8 +73,8 @@ func TestSeedingTransport(t *testing.T) {
 	if s := send(rollout(7, 2, 3), seeding, "/v1/chat/completions", `{"model":"m@1","seed":null}`)["seed"]; s != first {
 		t.Errorf("seed null became %v; want %v", s, first)
 	}
-	if s := send(rollout(7, 2, 3), seeding, "/v1/responses", `{}`)["seed"]; s == nil {
-		t.Error("a responses request got no seed")
+	if s, ok := send(rollout(7, 2, 3), seeding, "/v1/responses", `{}`)["seed"]; ok {
+		t.Errorf("a responses request (OpenAI refuses a seed there) got seed %v", s)
 	}
 	if s, ok := send(context.Background(), seeding, "/v1/chat/completions", chatBody)["seed"]; ok {
 		t.Errorf("a request outside a rollout got seed %v", s)

@@ -102,10 +102,11 @@ func (m *Model) InferenceName(step int) string {
 // Only the model's own API key is sent: OPENAI_API_KEY from the environment
 // is never sent to InferenceBaseURL.
 //
-// In a gathered rollout, a chat request without a seed gets one derived from GatherOptions.Seed, the model id (which names the step),
-// the rollout's group and index and the number of requests it made before,
-// so the same program samples the same tokens run after run. A request's
-// own seed wins.
+// In a gathered rollout, a chat request without a seed gets one derived
+// from GatherOptions.Seed, the model id (which names the step), the
+// rollout's group and index and the number of requests it made before, so
+// the same program samples the same tokens run after run. A request's own
+// seed wins.
 func (m *Model) OpenAIClient() (openai.Client, error) {
 	if m.InferenceBaseURL == "" {
 		return openai.Client{}, fmt.Errorf("art: model %q has no InferenceBaseURL; set it (and InferenceAPIKey) to call a prompted model", m.Name)

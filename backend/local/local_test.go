@@ -55,6 +55,9 @@ func TestRegister_LoRAMismatch(t *testing.T) {
 // Ensure two runs of the same program with the same seed sample the same
 // tokens, log the same history and save byte-equal checkpoints.
 func TestReproducible(t *testing.T) {
+	if raceDetector {
+		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
+	}
 	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
 		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 8})
 	})

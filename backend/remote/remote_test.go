@@ -177,6 +177,9 @@ func TestLog(t *testing.T) {
 // Ensure two runs through `art serve` with the same seed sample the same
 // tokens, log the same history and save byte-equal checkpoints.
 func TestReproducible(t *testing.T) {
+	if raceDetector {
+		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
+	}
 	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
 		url, stop := serveAt(t, env, 8)
 		b, err := remote.New(remote.Options{BaseURL: url, APIKey: apiKey, Quiet: true})

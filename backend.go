@@ -16,9 +16,10 @@ var ErrNotRegistered = errors.New("art: model is not registered with a backend; 
 //
 // Backend is what every backend must do. Further capabilities are optional
 // interfaces that a backend implements if it can, found by type assertion:
-// SFTTrainer (TrainableModel.TrainSFT) and CheckpointDeleter
-// (TrainableModel.DeleteCheckpoints). A model method whose backend lacks
-// the capability fails with an error wrapping errors.ErrUnsupported.
+// SFTTrainer (TrainableModel.TrainSFT), CheckpointDeleter
+// (TrainableModel.DeleteCheckpoints) and CheckpointRestorer
+// (Watch.Recovery). A model method whose backend lacks the capability
+// fails with an error wrapping errors.ErrUnsupported.
 //
 // A Backend must be safe for concurrent use. Every method receives the
 // model it acts on; a backend may keep per-model state keyed by
@@ -91,4 +92,7 @@ type TrainResult struct {
 	// was carried over unchanged); SkipReason says why.
 	Skipped    bool
 	SkipReason string
+	// Warnings are the collapse watch's findings about the step (see
+	// Watch), one sentence each.
+	Warnings []string
 }

@@ -67,6 +67,16 @@ type GatherOptions struct {
 	ProgressWriter io.Writer
 	// Description labels the progress bar; "" means "gather".
 	Description string
+
+	// Seed is the run's seed. Each rollout's context carries its identity
+	// (Seed, its group, its index in the group), from which the SDK's
+	// clients (Model.OpenAIClient, Recorder) seed every chat request the
+	// rollout makes without a seed of its own, so the same program samples
+	// the same tokens run after run (see RolloutSeed for the rollout's own
+	// randomness). Two gathers of the same scenarios at the same step with
+	// the same Seed sample the same: give each a different Seed to draw
+	// afresh. A Run function's requests are seeded as its group's rollout 0.
+	Seed int64
 }
 
 // ErrTooManyExceptions is wrapped by the error of a gather whose failed
@@ -173,7 +183,7 @@ func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts Gather
 	if opts.Concurrency > 0 {
 		sem = make(chan struct{}, opts.Concurrency)
 	}
-	go launch(runCtx, groups, tasks, sem, results)
+	go launch(runCtx, opts.Seed, groups, tasks, sem, results)
 
 	ga := &gatherer{
 		specs:  groups,
@@ -374,7 +384,7 @@ func (st *groupState) group(spec GroupSpec) TrajectoryGroup {
 // launch starts the tasks in order, each after taking a slot of sem (all at
 // once if sem is nil), and stops launching when ctx is done. Every started
 // task sends exactly one result; the receiver gives the slot back.
-func launch(ctx context.Context, specs []GroupSpec, tasks []task, sem chan struct{}, results chan<- taskResult) {
+func launch(ctx context.Context, seed int64, specs []GroupSpec, tasks []task, sem chan struct{}, results chan<- taskResult) {
 	for _, tk := range tasks {
 		if sem != nil {
 			select {
@@ -397,10 +407,11 @@ func launch(ctx context.Context, specs []GroupSpec, tasks []task, sem chan struc
 				results <- r
 			}()
 			spec := specs[tk.group]
+			rctx := withRollout(ctx, seed, tk.group, max(tk.index, 0))
 			if tk.index < 0 {
-				r.grp, r.err = spec.Run(ctx)
+				r.grp, r.err = spec.Run(rctx)
 			} else {
-				r.traj, r.err = spec.Rollouts[tk.index](ctx)
+				r.traj, r.err = spec.Rollouts[tk.index](rctx)
 			}
 			returned = true
 		}()

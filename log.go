@@ -133,6 +133,7 @@ func qualifyMetric(key, split string) string {
 	case split,
 		// ART's metric sections and splits
 		"reward", "loss", "offpolicy", "pipeline", "throughput", "costs", "time", "data",
+		"watch", // the collapse watch (see Watch)
 		"train", "val", "test":
 		return key
 	}

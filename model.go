@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,12 @@ func (m *Model) InferenceName(step int) string {
 //
 // Only the model's own API key is sent: OPENAI_API_KEY from the environment
 // is never sent to InferenceBaseURL.
+//
+// In a gathered rollout, a chat request without a seed gets one derived
+// from GatherOptions.Seed, the model id (which names the step), the
+// rollout's group and index and the number of requests it made before, so
+// the same program samples the same tokens run after run. A request's own
+// seed wins.
 func (m *Model) OpenAIClient() (openai.Client, error) {
 	if m.InferenceBaseURL == "" {
 		return openai.Client{}, fmt.Errorf("art: model %q has no InferenceBaseURL; set it (and InferenceAPIKey) to call a prompted model", m.Name)
@@ -112,6 +119,13 @@ func (m *Model) openAIClient() openai.Client {
 	if hc == nil {
 		hc = sharedHTTPClient()
 	}
+	next := hc.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	seeded := *hc
+	seeded.Transport = seedingTransport{next}
+	hc = &seeded
 	return openai.NewClient(
 		option.WithBaseURL(m.InferenceBaseURL),
 		option.WithAPIKey(m.InferenceAPIKey),
@@ -180,6 +194,9 @@ type TrainableModel struct {
 	BaseModel string `json:"base_model"`
 	// LoRA configures the adapter; the zero value is ART's default.
 	LoRA LoRAConfig `json:"lora_config"`
+	// Watch is the collapse watch Train runs after each step; the zero
+	// value warns with the default thresholds (see Watch).
+	Watch Watch `json:"-"`
 
 	backend Backend      // set by Register
 	latest  atomic.Int64 // the latest step this model has seen: at Register, Step, Train and TrainSFT
@@ -308,6 +325,11 @@ func LogGroups(groups []TrajectoryGroup) TrainOption {
 // A step with nothing to train is still saved and logged, with
 // TrainResult.Skipped set. If training succeeds but logging fails, Train
 // returns the result and the logging error.
+//
+// The model's Watch then judges the step (see Watch): a step that looks
+// like the start of a collapse is warned about, and with Watch.Recovery
+// the best checkpoint is served again as the next step, whose number
+// TrainResult.Step then holds.
 func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (TrainResult, error) {
 	b, err := m.registered()
 	if err != nil {
@@ -320,6 +342,33 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 	if err := cfg.Validate(); err != nil {
 		return TrainResult{}, err
 	}
+	if err := m.Watch.Validate(); err != nil {
+		return TrainResult{}, err
+	}
+	var restorer CheckpointRestorer
+	if m.Watch.Recovery != nil && !m.Watch.Off {
+		var ok bool
+		if restorer, ok = b.(CheckpointRestorer); !ok {
+			return TrainResult{}, unsupported(m, b, "rolling back to a checkpoint (Watch.Recovery)", "CheckpointRestorer")
+		}
+	}
+	d, err := m.Dir()
+	if err != nil {
+		return TrainResult{}, err
+	}
+	var rows []map[string]any // the history before this step, for the watch
+	if !m.Watch.Off {
+		rows, err = d.ReadHistory()
+		if cerr := (*store.CorruptLinesError)(nil); errors.As(err, &cerr) {
+			m.logger().Warn("art: reading history for the collapse watch", "model", m.Name, "err", err)
+		} else if err != nil {
+			return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
+		}
+	}
+	lrScale := m.Watch.learningRateScale(rows)
+	if lrScale != 1 {
+		cfg.LearningRate = cfg.WithDefaults().LearningRate * lrScale
+	}
 	res, err := b.Train(ctx, m, groups, cfg)
 	if err != nil {
 		return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
@@ -329,9 +378,30 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 	if o.logGroupsSet {
 		logged = o.logGroups
 	}
+	flagged := false
+	if !m.Watch.Off {
+		if res.Metrics == nil {
+			res.Metrics = map[string]float64{}
+		}
+		row := logMetrics(logged, "train", res.Metrics)
+		flagged = m.watchStep(rows, &res, row)
+		for k, v := range row {
+			if strings.HasPrefix(k, "watch/") {
+				res.Metrics[k] = v
+			}
+		}
+		if restorer != nil {
+			res.Metrics["watch/lr_scale"] = lrScale
+		}
+	}
 	step := res.Step
 	if err := m.Log(ctx, logged, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
 		return res, err
+	}
+	if flagged && restorer != nil {
+		if err := m.rollBack(ctx, restorer, d, &res); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

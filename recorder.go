@@ -40,6 +40,9 @@ import (
 // ("data: [DONE]" or EOF). Responses that cannot be decoded are passed to
 // the client unchanged and reported by Err. Use one Recorder per rollout;
 // its methods are safe for concurrent use.
+//
+// In a gathered rollout, a chat request without a seed gets one (see
+// GatherOptions.Seed), as through Model.OpenAIClient.
 type Recorder struct {
 	// Transport sends the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
@@ -91,18 +94,13 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t == nil {
 		t = http.DefaultTransport
 	}
-	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") || req.Body == nil {
+	if !seedable(req) {
 		return t.RoundTrip(req)
 	}
-	body, err := io.ReadAll(req.Body)
-	req.Body.Close()
+	out, body, err := withBody(req, func(b []byte) []byte { return seedBody(req.Context(), b) })
 	if err != nil {
-		return nil, fmt.Errorf("art: recorder: read request body: %w", err)
+		return nil, fmt.Errorf("art: recorder: %w", err)
 	}
-	out := req.Clone(req.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
 	resp, err := t.RoundTrip(out)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err

@@ -4,11 +4,14 @@
 package arttest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -80,8 +83,9 @@ type Capability string
 
 // The optional capabilities of art.Backend.
 const (
-	SFT               Capability = "art.SFTTrainer"        // TrainableModel.TrainSFT
-	DeleteCheckpoints Capability = "art.CheckpointDeleter" // TrainableModel.DeleteCheckpoints
+	SFT               Capability = "art.SFTTrainer"         // TrainableModel.TrainSFT
+	DeleteCheckpoints Capability = "art.CheckpointDeleter"  // TrainableModel.DeleteCheckpoints
+	RestoreCheckpoint Capability = "art.CheckpointRestorer" // Watch.Recovery
 )
 
 // has reports whether b implements the optional interface c.
@@ -92,6 +96,9 @@ func (c Capability) has(b art.Backend) bool {
 		return ok
 	case DeleteCheckpoints:
 		_, ok := b.(art.CheckpointDeleter)
+		return ok
+	case RestoreCheckpoint:
+		_, ok := b.(art.CheckpointRestorer)
 		return ok
 	}
 	return false
@@ -114,7 +121,9 @@ func (c Capability) has(b art.Backend) bool {
 // latest step. Each optional capability the backend has is checked
 // (DeleteCheckpointsExcept keeps the latest; TrainSFT saves a step per
 // call, refuses a bad config without one, and lowers its loss on the same
-// transcripts); for each it lacks, the model method must fail with
+// transcripts; RestoreCheckpoint serves the best checkpoint again when the
+// collapse watch with Recovery flags a step, and later steps train at the
+// lower learning rate); for each it lacks, the model method must fail with
 // errors.ErrUnsupported.
 func RunBackendTests(t *testing.T, newBackend NewBackend, want ...Capability) {
 	env := NewEnv(t)
@@ -292,6 +301,9 @@ func RunBackendTests(t *testing.T, newBackend NewBackend, want ...Capability) {
 			wantStep(t, ctx, b, m, 4)
 			chat(t, ctx, m, m.Name, id(4), 1, 5)
 		}},
+		{"WatchRollsBack", func(t *testing.T) {
+			latest = watchRollsBack(t, ctx, b, m, groups, latest)
+		}},
 		{"RegisterAgainResumes", func(t *testing.T) {
 			if err := b.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
@@ -399,4 +411,86 @@ func SampleGroups(ctx context.Context, client openai.Client, model, prompt strin
 		out = append(out, grp)
 	}
 	return out, nil
+}
+
+// watchRollsBack trains three healthy steps with the collapse watch's
+// Recovery on, then one whose rollouts mostly fail: the best checkpoint by
+// train reward must come back as the next step, byte for byte, and the step
+// after it must train at half the learning rate. It returns the latest step.
+func watchRollsBack(t *testing.T, ctx context.Context, b art.Backend, m *art.TrainableModel, groups []art.TrajectoryGroup, latest int) int {
+	t.Helper()
+	m.Watch = art.Watch{Recovery: &art.Recovery{Metric: "train/reward", LRFactor: 0.5}}
+	defer func() { m.Watch = art.Watch{} }()
+	const lr = 1e-3
+	if _, ok := b.(art.CheckpointRestorer); !ok {
+		if _, err := m.Train(ctx, groups, art.TrainConfig{LearningRate: lr}); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("Train with Watch.Recovery on a backend without RestoreCheckpoint = %v; want errors.ErrUnsupported", err)
+		}
+		wantStep(t, ctx, b, m, latest)
+		t.Logf("backend %T is not an art.CheckpointRestorer: Watch.Recovery fails with ErrUnsupported", b)
+		return latest
+	}
+	shifted := func(by float64, exceptions int) []art.TrajectoryGroup {
+		out := cloneGroups(groups)
+		for i := range out {
+			for j := range out[i].Trajectories {
+				out[i].Trajectories[j].Reward += by
+			}
+			for range exceptions {
+				out[i].Exceptions = append(out[i].Exceptions, art.Exception{Type: "error", Message: "malformed reply"})
+			}
+		}
+		return out
+	}
+	bestStep := 0
+	for i, by := range []float64{0, 0.3, 0.1} { // train reward 0.5, 0.8, 0.6
+		res, err := m.Train(ctx, shifted(by, 0), art.TrainConfig{LearningRate: lr})
+		if err != nil {
+			t.Fatalf("healthy step: Train: %v", err)
+		}
+		if len(res.Warnings) > 0 || res.Step != latest+1 {
+			t.Fatalf("healthy step %d: Train = %+v; want step %d without warnings", i, res, latest+1)
+		}
+		latest = res.Step
+		if i == 1 {
+			bestStep = res.Step - 1 // the checkpoint that sampled the best rollouts
+		}
+	}
+	res, err := m.Train(ctx, shifted(0, 4), art.TrainConfig{LearningRate: lr})
+	if err != nil {
+		t.Fatalf("collapsing step: Train: %v", err)
+	}
+	warnings := strings.Join(res.Warnings, "\n")
+	if res.Step != latest+2 || !strings.Contains(warnings, "exception rate") || !strings.Contains(warnings, "rolled back") {
+		t.Fatalf("collapsing step: Train = step %d, warnings %q; want step %d (the rollback) warning of the exception rate", res.Step, warnings, latest+2)
+	}
+	latest = res.Step
+	wantStep(t, ctx, b, m, latest)
+	d, err := m.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapter := func(step int) []byte {
+		data, err := os.ReadFile(filepath.Join(d.CheckpointDir(step), "adapter_model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	if !bytes.Equal(adapter(latest), adapter(bestStep)) {
+		t.Errorf("step %d does not hold the adapter of step %d", latest, bestStep)
+	}
+	rows := ReadHistory(t, d.Path())
+	if last := rows[len(rows)-1]; last["watch/restored_from"] != float64(bestStep) || last["step"] != float64(latest) {
+		t.Errorf("last history row %v; want watch/restored_from %d at step %d", last, bestStep, latest)
+	}
+	chat(t, ctx, m, m.Name, m.InferenceName(latest), 1, 2)
+	res, err = m.Train(ctx, groups, art.TrainConfig{LearningRate: lr})
+	if err != nil {
+		t.Fatalf("after the rollback: Train: %v", err)
+	}
+	if got := res.Metrics["loss/learning_rate"]; got != lr*0.5 {
+		t.Errorf("after one rollback: learning rate %v; want %v", got, lr*0.5)
+	}
+	return res.Step
 }

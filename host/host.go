@@ -66,6 +66,11 @@ type Training interface {
 	// DeleteCheckpoints removes every checkpoint whose step is not in
 	// keep; the latest is always kept.
 	DeleteCheckpoints(keep []int) error
+	// RestoreCheckpoint saves the checkpoint at step (adapter and
+	// optimizer state) again as the next step, served at once, from which
+	// training goes on; it returns the new step. A step without a
+	// checkpoint wraps ErrUnknownModel.
+	RestoreCheckpoint(ctx context.Context, step int) (int, error)
 }
 
 // Info describes a hosted model.

@@ -112,6 +112,10 @@ func TestBadRequests(t *testing.T) {
 		{"SFTBadSchedule", "POST", ts.URL + "/v1/art/train_sft", testKey, `{"trajectories":[{"messages_and_choices":[]}],"config":{"learning_rates":[1,2]}}`, 400, "invalid_request_error", "config", "1 batches"},
 		{"SFTBadTrajectory", "POST", ts.URL + "/v1/art/train_sft", testKey, `{"trajectories":[{"messages_and_choices":[],"metadata":{"x":[1]}}]}`, 400, "invalid_request_error", "", "metadata"},
 		{"DeleteNegative", "POST", ts.URL + "/v1/art/checkpoints/delete", testKey, `{"keep":[-1]}`, 400, "invalid_request_error", "keep[0]", ">= 0"},
+		{"RestoreNoStep", "POST", ts.URL + "/v1/art/checkpoints/restore", testKey, `{}`, 400, "invalid_request_error", "step", "step is required"},
+		{"RestoreNegative", "POST", ts.URL + "/v1/art/checkpoints/restore", testKey, `{"step":-1}`, 400, "invalid_request_error", "step", ">= 0"},
+		{"RestoreUnknownStep", "POST", ts.URL + "/v1/art/checkpoints/restore", testKey, `{"step":9}`, 404, "not_found_error", "step", "agent@9"},
+		{"RestoreOtherModel", "POST", ts.URL + "/v1/art/checkpoints/restore", testKey, `{"model":"other","step":0}`, 404, "not_found_error", "model", "other"},
 		{"RegisterNoName", "POST", ts.URL + "/v1/art/register", testKey, `{}`, 400, "invalid_request_error", "name", "name is required"},
 		{"LogBadSplit", "POST", ts.URL + "/v1/art/log", testKey, `{"split":"../x"}`, 400, "invalid_request_error", "split", "split"},
 	}

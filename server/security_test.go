@@ -67,6 +67,7 @@ func TestPathTraversal(t *testing.T) {
 		{"POST", "/v1/art/log", `{"groups":[` + group + `],"step":-1}`},
 		{"POST", "/v1/art/train", `{"model":"agent/../../escape","groups":[]}`},
 		{"POST", "/v1/art/checkpoints/delete", `{"model":"../escape","keep":[]}`},
+		{"POST", "/v1/art/checkpoints/restore", `{"model":"../escape","step":0}`},
 		{"POST", "/v1/art/register", `{"name":"../escape"}`},
 		{"POST", "/v1/art/register", `{"name":"agent","project":"../escape"}`},
 		{"GET", "/v1/models/..%2F..%2Fescape", ""},

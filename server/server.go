@@ -177,6 +177,7 @@ func (s *Server) routesHandler() http.Handler {
 	handle("GET", "/v1/art/step", s.handleStep)
 	handle("GET", "/v1/art/checkpoints", s.handleCheckpoints)
 	handle("POST", "/v1/art/checkpoints/delete", s.handleDeleteCheckpoints)
+	handle("POST", "/v1/art/checkpoints/restore", s.handleRestoreCheckpoint)
 	handle("POST", "/v1/art/train", s.handleTrain)
 	handle("POST", "/v1/art/train_sft", s.handleTrainSFT)
 	handle("POST", "/v1/art/log", s.handleLog)

@@ -2,9 +2,12 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -219,5 +222,31 @@ func TestSameBaseModel(t *testing.T) {
 		if got := sameBaseModel(c.client, c.server); got != c.want {
 			t.Errorf("sameBaseModel(%q, %q) = %v; want %v", c.client, c.server, got, c.want)
 		}
+	}
+}
+
+// Ensure a restored checkpoint becomes the next step, served at once, with
+// the restored adapter's bytes.
+func TestRestoreCheckpoint(t *testing.T) {
+	srv, ts := newTestServer(t, Config{APIKey: testKey})
+	status, body := do(t, "POST", ts.URL+"/v1/art/checkpoints/restore", testKey, `{"model":"agent","step":0}`)
+	if status != http.StatusOK || string(bytes.TrimSpace(body)) != `{"step":1}` {
+		t.Fatalf("restore step 0: %d %s; want 200 {\"step\":1}", status, body)
+	}
+	if got := srv.model.Step(); got != 1 {
+		t.Fatalf("latest step after the restore = %d; want 1", got)
+	}
+	read := func(step int) []byte {
+		b, err := os.ReadFile(filepath.Join(srv.model.CheckpointPath(step), "adapter_model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(read(0), read(1)) {
+		t.Error("step 1 does not hold step 0's adapter")
+	}
+	if status, body := do(t, "POST", ts.URL+"/v1/chat/completions", testKey, `{"model":"agent@1","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`); status != http.StatusOK {
+		t.Errorf("chat with the restored step: %d %s", status, body)
 	}
 }

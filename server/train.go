@@ -140,6 +140,34 @@ func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request)
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// handleRestoreCheckpoint serves an earlier checkpoint again as the next
+// step (see host.Training.RestoreCheckpoint).
+func (s *Server) handleRestoreCheckpoint(w http.ResponseWriter, r *http.Request) {
+	var req api.RestoreCheckpointRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Step == nil || *req.Step < 0 {
+		writeError(w, badRequest("step", "step is required: the checkpoint step (>= 0) to restore"))
+		return
+	}
+	step, err := s.model.RestoreCheckpoint(r.Context(), *req.Step)
+	if errors.Is(err, host.ErrUnknownModel) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: openai.ErrNotFound, Param: "step", Code: "checkpoint_not_found", Msg: trimPrefix(err.Error())})
+		return
+	}
+	if err != nil {
+		writeError(w, internalError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, api.StepResponse{Step: step})
+}
+
 // handleTrain runs a training step and streams its progress as NDJSON
 // (see api.TrainEvent). Invalid requests are answered with a JSON error
 // before the stream starts; once it has started, failures are an "error"

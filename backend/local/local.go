@@ -82,9 +82,10 @@ type Backend struct {
 
 // The backend has every optional capability of art.Backend.
 var (
-	_ art.Backend           = (*Backend)(nil)
-	_ art.SFTTrainer        = (*Backend)(nil)
-	_ art.CheckpointDeleter = (*Backend)(nil)
+	_ art.Backend            = (*Backend)(nil)
+	_ art.SFTTrainer         = (*Backend)(nil)
+	_ art.CheckpointDeleter  = (*Backend)(nil)
+	_ art.CheckpointRestorer = (*Backend)(nil)
 )
 
 // hosted is one registered model and its server.
@@ -242,6 +243,20 @@ func (b *Backend) DeleteCheckpointsExcept(ctx context.Context, m *art.TrainableM
 		return fmt.Errorf("local: %w", err)
 	}
 	return nil
+}
+
+// RestoreCheckpoint serves the checkpoint at step again as the next step,
+// from which training goes on (see art.CheckpointRestorer).
+func (b *Backend) RestoreCheckpoint(ctx context.Context, m *art.TrainableModel, step int) (int, error) {
+	h, err := b.lookup(m)
+	if err != nil {
+		return 0, err
+	}
+	next, err := h.model.RestoreCheckpoint(ctx, step)
+	if err != nil {
+		return 0, fmt.Errorf("local: %w", err)
+	}
+	return next, nil
 }
 
 // InferenceEndpoint returns the model's server, its API key and the id

@@ -14,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	arttest.RunBackendTests(t, func(t *testing.T, env arttest.Env) art.Backend {
 		return local.New(local.Options{Seed: 1, Quiet: true})
-	}, arttest.SFT, arttest.DeleteCheckpoints)
+	}, arttest.SFT, arttest.DeleteCheckpoints, arttest.RestoreCheckpoint)
 }
 
 // minimal hides every optional capability of the backend it wraps.
@@ -50,4 +50,15 @@ func TestRegister_LoRAMismatch(t *testing.T) {
 	if err := same.Register(ctx, second); err != nil {
 		t.Fatalf("register with the adapter's own config: %v", err)
 	}
+}
+
+// Ensure two runs of the same program with the same seed sample the same
+// tokens, log the same history and save byte-equal checkpoints.
+func TestReproducible(t *testing.T) {
+	if raceDetector {
+		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
+	}
+	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
+		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 8})
+	})
 }

@@ -89,9 +89,10 @@ type Backend struct {
 
 // The backend has every optional capability of art.Backend.
 var (
-	_ art.Backend           = (*Backend)(nil)
-	_ art.SFTTrainer        = (*Backend)(nil)
-	_ art.CheckpointDeleter = (*Backend)(nil)
+	_ art.Backend            = (*Backend)(nil)
+	_ art.SFTTrainer         = (*Backend)(nil)
+	_ art.CheckpointDeleter  = (*Backend)(nil)
+	_ art.CheckpointRestorer = (*Backend)(nil)
 )
 
 // New returns a Backend for the server at opt.BaseURL. It does not contact
@@ -366,6 +367,20 @@ func (b *Backend) DeleteCheckpointsExcept(ctx context.Context, m *art.TrainableM
 	}
 	var resp api.CheckpointsResponse
 	return b.call(ctx, http.MethodPost, "/v1/art/checkpoints/delete", api.DeleteCheckpointsRequest{Model: m.Name, Keep: keep}, &resp)
+}
+
+// RestoreCheckpoint has the server serve the checkpoint at step again as
+// the next step, from which training goes on (see art.CheckpointRestorer).
+// It is not retried: a retry could restore twice.
+func (b *Backend) RestoreCheckpoint(ctx context.Context, m *art.TrainableModel, step int) (int, error) {
+	if err := b.registered(m); err != nil {
+		return 0, err
+	}
+	var resp api.StepResponse
+	if err := b.call(ctx, http.MethodPost, "/v1/art/checkpoints/restore", api.RestoreCheckpointRequest{Model: m.Name, Step: &step}, &resp); err != nil {
+		return 0, err
+	}
+	return resp.Step, nil
 }
 
 // Checkpoints lists the steps whose checkpoints are on the server.

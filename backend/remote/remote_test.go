@@ -22,7 +22,14 @@ const apiKey = "test-key"
 // returns its URL and a function that shuts it down.
 func serve(t *testing.T, env arttest.Env) (url string, stop func()) {
 	t.Helper()
-	svc, err := native.Open(context.Background(), native.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1})
+	return serveAt(t, env, 0)
+}
+
+// serveAt is serve generating at most maxConcurrent sequences at once (0:
+// the default).
+func serveAt(t *testing.T, env arttest.Env, maxConcurrent int) (url string, stop func()) {
+	t.Helper()
+	svc, err := native.Open(context.Background(), native.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1, MaxConcurrent: maxConcurrent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +80,7 @@ func TestConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		return backend{b, stop}
-	}, arttest.SFT, arttest.DeleteCheckpoints)
+	}, arttest.SFT, arttest.DeleteCheckpoints, arttest.RestoreCheckpoint)
 }
 
 // Ensure Register refuses a server that trains another model, and that
@@ -165,4 +172,20 @@ func TestLog(t *testing.T) {
 	if _, err := b.Log(ctx, m, nil, art.LogOptions{Split: "../x"}); err == nil {
 		t.Error("Log accepted the split ../x")
 	}
+}
+
+// Ensure two runs through `art serve` with the same seed sample the same
+// tokens, log the same history and save byte-equal checkpoints.
+func TestReproducible(t *testing.T) {
+	if raceDetector {
+		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
+	}
+	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
+		url, stop := serveAt(t, env, 8)
+		b, err := remote.New(remote.Options{BaseURL: url, APIKey: apiKey, Quiet: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend{b, stop}
+	})
 }

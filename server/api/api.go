@@ -7,6 +7,7 @@
 //	GET  /v1/art/step                → StepResponse
 //	GET  /v1/art/checkpoints         → CheckpointsResponse
 //	POST /v1/art/checkpoints/delete  DeleteCheckpointsRequest → CheckpointsResponse
+//	POST /v1/art/checkpoints/restore RestoreCheckpointRequest → StepResponse
 //	POST /v1/art/train               TrainRequest → NDJSON stream of TrainEvent
 //	POST /v1/art/train_sft           TrainSFTRequest → NDJSON stream of TrainEvent
 //	POST /v1/art/log                 LogRequest → LogResponse
@@ -66,6 +67,14 @@ type CheckpointsResponse struct {
 type DeleteCheckpointsRequest struct {
 	Model string `json:"model,omitempty"`
 	Keep  []int  `json:"keep"`
+}
+
+// RestoreCheckpointRequest saves the checkpoint at Step again as the next
+// step, served at once, from which training goes on (the collapse watch's
+// rollback); the answer is the new step.
+type RestoreCheckpointRequest struct {
+	Model string `json:"model,omitempty"`
+	Step  *int   `json:"step"`
 }
 
 // TrainRequest runs one training step.

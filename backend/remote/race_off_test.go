@@ -1,0 +1,5 @@
+//go:build !race
+
+package remote_test
+
+const raceDetector = false

@@ -1,0 +1,43 @@
+package native
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/host"
+)
+
+// RestoreCheckpoint saves the checkpoint at step (adapter and optimizer
+// state) again as the next step, serves it, and trains on from it (see
+// host.Training). A step without a checkpoint wraps host.ErrUnknownModel.
+func (h *Host) RestoreCheckpoint(ctx context.Context, step int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
+	}
+	h.trainMu.Lock()
+	defer h.trainMu.Unlock()
+	dir := h.dir.CheckpointDir(step)
+	if _, err := os.Stat(dir); step < 0 || err != nil {
+		return 0, fmt.Errorf("native: restore step %d: %w", step, h.unknown(h.opt.Name+"@"+fmt.Sprint(step)))
+	}
+	a, opt, err := train.LoadCheckpoint(dir, h.model.Config)
+	if err != nil {
+		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
+	}
+	next := h.Step() + 1
+	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), a, opt, h.opt.BaseModel); err != nil {
+		return 0, fmt.Errorf("native: restore step %d as step %d: %w", step, next, err)
+	}
+	h.trainer.Adapter, h.trainer.Opt = a, opt
+	h.mu.Lock()
+	h.adapters[next] = a.Clone()
+	h.latest = next
+	h.evictLocked()
+	h.mu.Unlock()
+	h.log.Warn("native: restored an earlier checkpoint as the next step", "model", h.opt.Name, "from", step, "step", next)
+	return next, nil
+}
+
+var _ host.Training = (*Host)(nil)

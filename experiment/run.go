@@ -103,6 +103,9 @@ func (r *Run) Begin(ctx context.Context, step int) error {
 func (r *Run) Step(ctx context.Context, groups []art.TrajectoryGroup, res art.TrainResult) error {
 	r.Report.Steps++
 	r.Report.FinalStep = res.Step
+	if !res.Skipped {
+		r.Report.TrainedSteps++
+	}
 	if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; ok {
 		r.Report.OnPolicySteps++
 		r.Report.MaxRolloutLogprobDiff = max(r.Report.MaxRolloutLogprobDiff, d)

@@ -21,7 +21,7 @@ func TestChat_BatchInvariant(t *testing.T) {
 	s := openTiny(t)
 	ctx := context.Background()
 	prompt := func(i int) string {
-		return strings.Repeat(fmt.Sprintf("request %d, alone or amid others. ", i), 20+7*i)
+		return strings.Repeat(fmt.Sprintf("request %d, alone or amid others. ", i), 16+3*i)
 	}
 	seed := int64(11)
 	req := host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg(prompt(0))), MaxTokens: 24, Seed: &seed, TopLogprobs: 3}

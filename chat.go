@@ -75,5 +75,7 @@ func chat(ctx context.Context, client openai.Client, items []MessageOrChoice, to
 	if len(resp.Choices) == 0 {
 		return Choice{}, fmt.Errorf("art: chat with %s: the answer has no choices", params.Model)
 	}
-	return ChoiceFromOpenAI(resp.Choices[0])
+	c, err := ChoiceFromOpenAI(resp.Choices[0])
+	c.Model = resp.Model
+	return c, err
 }

@@ -280,7 +280,7 @@ func (t Tool) MarshalJSON() ([]byte, error) {
 // one entry per sampled token, with the exact token id.
 //
 // In JSON a Choice is OpenAI's choice object with our token_id added to each
-// logprob entry:
+// logprob entry, and the answering model's id as "model" when known:
 //
 //	{"index":0,"message":{...},"finish_reason":"stop",
 //	 "logprobs":{"content":[{"token":"Hi","token_id":13048,"logprob":-0.1,"bytes":[72,105],"top_logprobs":[]}]}}
@@ -289,6 +289,11 @@ type Choice struct {
 	Message      Message
 	FinishReason string
 	Logprobs     []TokenLogprob // nil when the response had no logprobs
+	// Model is the model id the response named ("name@step" from an art
+	// endpoint; empty when unknown): the trainer compares its logprobs
+	// with the sampler's for the turns its starting weights sampled
+	// (loss/rollout_logprob_abs_diff). Chat and Recorder fill it in.
+	Model string
 }
 
 type choiceLogprobs struct {
@@ -302,12 +307,13 @@ type choiceJSON struct {
 	Logprobs     *choiceLogprobs `json:"logprobs"`
 	// TokenIDs is vLLM's return_token_ids field; it is only read, to fill
 	// in logprob entries that lack a token id.
-	TokenIDs []int `json:"token_ids,omitempty"`
+	TokenIDs []int  `json:"token_ids,omitempty"`
+	Model    string `json:"model,omitempty"`
 }
 
 // MarshalJSON encodes c as an OpenAI choice object.
 func (c Choice) MarshalJSON() ([]byte, error) {
-	w := choiceJSON{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason}
+	w := choiceJSON{Index: c.Index, Message: c.Message, FinishReason: c.FinishReason, Model: c.Model}
 	if c.Logprobs != nil {
 		w.Logprobs = &choiceLogprobs{Content: c.Logprobs}
 	}
@@ -322,7 +328,7 @@ func (c *Choice) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
-	*c = Choice{Index: w.Index, Message: w.Message, FinishReason: w.FinishReason}
+	*c = Choice{Index: w.Index, Message: w.Message, FinishReason: w.FinishReason, Model: w.Model}
 	if w.Logprobs != nil && w.Logprobs.Content != nil {
 		c.Logprobs = w.Logprobs.Content
 		if len(w.TokenIDs) == len(c.Logprobs) {

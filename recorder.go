@@ -148,6 +148,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // add appends a request's new messages and its answer to the matching
 // history.
 func (r *Recorder) add(messages []Message, tools []Tool, model string, c Choice) {
+	c.Model = model
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := &r.traj

@@ -34,6 +34,7 @@ func TestRun_Smoke(t *testing.T) {
 	if rep.SFTSteps != 60 || rep.Steps != 2 || math.IsNaN(rep.ExpectedBefore) || math.IsNaN(rep.ExpectedAfter) {
 		t.Errorf("report %+v", rep)
 	}
+	checkOnPolicy(t, rep.ModelDir)
 	// A second run reuses the cached base model.
 	out.Reset()
 	rep2, err := Run(context.Background(), Options{Path: dir, Base: BaseOptions{SFTSteps: 60, BatchSize: 16}, RLSteps: 1,
@@ -75,5 +76,35 @@ func TestRun_GivenBaseModel(t *testing.T) {
 	if len(rows) != 2 || len(rows[0].Messages) < 2 || rows[0].Messages[0].Role != "system" ||
 		rows[0].Messages[0].Content != tictactoe.Instructions || rows[0].Messages[1].Role != "user" {
 		t.Errorf("held-out games do not start with the instructions: %+v", rows)
+	}
+}
+
+// checkOnPolicy fails unless every trained step in the model's history
+// logged loss/rollout_logprob_abs_diff as exactly 0: the trainer's
+// logprobs of the sampled moves equal the sampler's bit for bit (true
+// on-policy, issue #22).
+func checkOnPolicy(t *testing.T, modelDir string) {
+	t.Helper()
+	d, err := store.Open(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trained := 0
+	for _, row := range rows {
+		if _, ok := row["loss/train"]; !ok {
+			continue // an evaluation, or a step with nothing to train
+		}
+		trained++
+		v, ok := row["loss/rollout_logprob_abs_diff"]
+		if !ok || v != 0.0 {
+			t.Errorf("step %v: loss/rollout_logprob_abs_diff = %v (logged %v); want exactly 0", row["step"], v, ok)
+		}
+	}
+	if trained == 0 {
+		t.Errorf("no trained step in the history")
 	}
 }

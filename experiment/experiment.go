@@ -45,7 +45,27 @@ type Report struct {
 	RLSeconds       float64            `json:"rl_seconds"`
 	EvalSeconds     float64            `json:"eval_seconds"`
 	TotalSeconds    float64            `json:"total_seconds"`
-	Config          map[string]any     `json:"config,omitempty"`
+	// TrainedSteps counts the steps that trained (not skipped);
+	// OnPolicySteps those that compared the trainer's logprobs with the
+	// sampler's (loss/rollout_logprob_abs_diff), and
+	// MaxRolloutLogprobDiff is the largest of those means: 0 when sampler
+	// and trainer agree bit for bit (true on-policy).
+	TrainedSteps          int            `json:"trained_steps"`
+	OnPolicySteps         int            `json:"on_policy_steps"`
+	MaxRolloutLogprobDiff float64        `json:"max_rollout_logprob_diff"`
+	Config                map[string]any `json:"config,omitempty"`
+}
+
+// CheckOnPolicy reports an error unless every trained step of the run
+// compared the trainer's logprobs of the sampled tokens with the
+// sampler's and found them equal bit for bit (true on-policy; the
+// examples assert it in their smoke tests).
+func (r Report) CheckOnPolicy() error {
+	if r.OnPolicySteps != r.TrainedSteps || r.MaxRolloutLogprobDiff != 0 {
+		return fmt.Errorf("experiment: %d of %d trained steps compared sampler and trainer logprobs, largest mean |Δ| %g; want all, and exactly 0",
+			r.OnPolicySteps, r.TrainedSteps, r.MaxRolloutLogprobDiff)
+	}
+	return nil
 }
 
 // Summarize returns the mean reward of the trajectories of groups, its

@@ -103,6 +103,13 @@ func (r *Run) Begin(ctx context.Context, step int) error {
 func (r *Run) Step(ctx context.Context, groups []art.TrajectoryGroup, res art.TrainResult) error {
 	r.Report.Steps++
 	r.Report.FinalStep = res.Step
+	if !res.Skipped {
+		r.Report.TrainedSteps++
+	}
+	if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; ok {
+		r.Report.OnPolicySteps++
+		r.Report.MaxRolloutLogprobDiff = max(r.Report.MaxRolloutLogprobDiff, d)
+	}
 	mean, _, metrics := Summarize(groups)
 	fmt.Fprintf(r.out, "step %d: reward %.3f%s loss %.4f skipped=%v %s\n", res.Step, mean, r.metrics(metrics),
 		res.Metrics["loss/train"], res.Skipped, res.SkipReason)

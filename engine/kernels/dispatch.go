@@ -181,11 +181,6 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 }
 
-// Products of a transposed B with one row of A (and K ≥ 64), or with up to
-// dotMaxM rows when N is narrower than a panel, run as dot products (see
-// gemmRows).
-const dotMaxM = 8
-
 // transAChunk bounds the scratch (elements) of the transposed A in gemm:
 // a taller op(A) is done in row blocks (the LM-head weight gradient has
 // M = 151936). A variable so tests can make it small.
@@ -214,30 +209,11 @@ func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 
 // gemmRows is gemm for A stored M×K.
 func gemmRows(transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
-	if transB && (M == 1 && K >= 64 || M <= dotMaxM && N < panelW) {
-		// A few rows against a transposed B (attention scores and LoRA
-		// projections while decoding, q·Kᵀ, x·Aᵀ): one dot product per
-		// output, reading each row of B in place, beats transposing B into
-		// panels that would be used once (measured 2× at M = 1, K = 64, and
-		// at M = 8, N = 16, K = 896). Short dots (K < 64) lose to the panels.
-		for i := range M {
-			a := A[i*lda : i*lda+K]
-			row := C[i*ldc : i*ldc+N]
-			done := 0
-			if beta == 0 {
-				done = dotRowsAsm(row, a, B, ldb, N)
-			}
-			for j := done; j < N; j++ {
-				d := Dot(a, B[j*ldb:j*ldb+K])
-				if beta == 0 {
-					row[j] = d
-				} else {
-					row[j] = beta*row[j] + d
-				}
-			}
-		}
-		return
-	}
+	// A transposed B runs in the panel kernels too, even for one row of A
+	// (decode attention scores q·Kᵀ, LoRA x·Aᵀ), where dot products read B
+	// in place faster: a dot product sums in another order than the
+	// kernels, so a row's scores would depend on how many rows came with
+	// it, and the sampler's logprobs would differ from the trainer's.
 	j := job{M: M, N: N, K: K, a: A, lda: lda, bf: B, ldb: ldb, c: C, ldc: ldc}
 	j.kind = bRowsF32
 	if transB {

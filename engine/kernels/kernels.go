@@ -40,9 +40,21 @@
 //     widening B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
 //     transB) or, for few rows, reads B in place; it transposes A once (in
-//     row blocks) when transA, computes narrow transA products (LoRA
-//     weight gradients) as Cᵀ to fill the panels, and runs one row against
-//     a transposed B (decode attention scores, LoRA) as dot products.
+//     row blocks) when transA and computes narrow transA products (LoRA
+//     weight gradients) as Cᵀ to fill the panels.
+//
+// # One summation order
+//
+// Every forward product sums in one order whatever the number of rows, the
+// path (streamed or blocked) and the split over goroutines: K is cut into
+// the same sum blocks (sumBlockK, a function of K alone), each output sums
+// its block's k in order from zero in one accumulator, and the block sums
+// are added to C in order (the bias with the first). So a row of C has the
+// same bits alone, in a decoding batch, in a prefill chunk or in a
+// training sequence: batch invariance, and the trainer's logprobs equal
+// the sampler's bit for bit (true on-policy, issue #22). The tests
+// TestLinear_RowInvariant and TestGemm_RowInvariant hold it for every
+// variant; a variant's bits still differ from another variant's.
 //
 // Work is split over GOMAXPROCS goroutines in chunks of 64-column panels (or
 // of rows, when there are few panels), two to eight per goroutine, taken from

@@ -29,13 +29,10 @@ const (
 )
 
 // streamL2 bounds the panels one row chunk sweeps before the next chunk
-// reuses them, so that they are still in L2; maxCallElems bounds one
-// assembly call (K·panels·64 weights, about 0.2–1 ms) so the Go scheduler
-// is never held off for long.
-const (
-	streamL2     = 512 << 10
-	maxCallElems = 1 << 20
-)
+// reuses them, so that they are still in L2. It also bounds one assembly
+// call (a K block of those panels, well under a millisecond) so the Go
+// scheduler is never held off for long.
+const streamL2 = 512 << 10
 
 // parallelMinNs is the estimated single-thread time below which a call
 // stays on the caller's goroutine: starting and joining a goroutine costs a
@@ -258,12 +255,12 @@ func (j *job) part(m0, m1, p0, p1 int) {
 			putBuf(buf)
 		}
 	}()
+	kb := sumBlockK(j.K)
 	if !j.stream() {
 		// Blocked GEMM (BLIS order): K blocks, then N blocks packed to L2,
 		// then 6-row micro-panels of A across the block.
-		kcb := balancedK(j.K, blockK)
-		for pc := 0; pc < j.K; pc += kcb {
-			kc := min(kcb, j.K-pc)
+		for pc := 0; pc < j.K; pc += kb {
+			kc := min(kb, j.K-pc)
 			for jp := p0; jp < p1; jp += blockPanels {
 				j.block(&buf, m0, m1, pc, kc, jp, min(blockPanels, p1-jp), false)
 			}
@@ -271,30 +268,31 @@ func (j *job) part(m0, m1, p0, p1 int) {
 		return
 	}
 	// Streaming: B is read in place, panel group by panel group, so it
-	// streams from memory once. With more than 6 rows, later row chunks
-	// re-read the group from L2, so the group's K slice is sized to fit.
+	// streams from memory once, each panel in the same K blocks as the
+	// blocked path (one summation order at any M). With more than 6 rows,
+	// later row chunks re-read a group's K block from L2, so the group is
+	// sized to fit; up to 8 rows (decoding) take streamPairPanels panels
+	// at a time, so the memory streams stay few and long: with a whole
+	// group per K block, decoding jumped from panel to panel every K block
+	// and measured 7 % slower.
 	bytesPerK := panelW * 4
 	if j.kind == bPanelsBF16 || j.kind == bPanelsF16 {
 		bytesPerK /= 2
 	}
-	kcMax := j.K
-	ncp := max(1, min(maxCallElems/(j.K*panelW), p1-p0))
-	// Up to 8 rows (a decoding group) keep K whole, so that each row gets
-	// the same bits as alone (the kernels sum k in order from zero, then
-	// add C and the bias): a group of one panel of K k-rows is re-read from
-	// L2 by the second row chunk.
-	if m1-m0 > 8 {
-		kcMax = balancedK(j.K, max(blockK, streamL2/bytesPerK))
-		ncp = max(1, min(p1-p0, streamL2/(kcMax*bytesPerK)))
-	} else if m1-m0 > 6 && !(m1-m0 == 8 && j.m8()) {
-		ncp = max(1, min(p1-p0, streamL2/(j.K*bytesPerK)))
+	ncp := max(1, min(p1-p0, streamL2/(kb*bytesPerK)))
+	if m1-m0 <= 8 {
+		ncp = min(p1-p0, streamPairPanels)
 	}
 	for jp := p0; jp < p1; jp += ncp {
-		for pc := 0; pc < j.K; pc += kcMax {
-			j.block(&buf, m0, m1, pc, min(kcMax, j.K-pc), jp, min(ncp, p1-jp), true)
+		for pc := 0; pc < j.K; pc += kb {
+			j.block(&buf, m0, m1, pc, min(kb, j.K-pc), jp, min(ncp, p1-jp), true)
 		}
 	}
 }
+
+// streamPairPanels is how many panels a decoding row chunk streams at a
+// time, K block by K block.
+const streamPairPanels = 2
 
 // block runs the micro-panels of rows [m0, m1) over k-rows [pc, pc+kc) and
 // panels [jp, jp+np). buf is the caller's scratch buffer.
@@ -405,6 +403,12 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 	}
 	return append(out, bblock{bf: (**buf)[:np*kc*panelW], ldb: panelW, pstride: kc * panelW, np: np, ncols: ncols})
 }
+
+// sumBlockK is the length of the K blocks every product of inner size K
+// sums in (the last may be shorter): the blocks' sums are added to C in
+// order, so the bits of a product depend on K and the values, never on the
+// number of rows or the path that computed it.
+func sumBlockK(K int) int { return balancedK(K, blockK) }
 
 // balancedK splits K into the fewest blocks of at most kmax and returns
 // their common length (a multiple of 8), so no block is much shorter than

@@ -381,9 +381,6 @@ var (
 		{k512f16m5n1, k512f16m5n2, k512f16m5n4, k512f16m5p},
 		{k512f16m6n1, k512f16m6n2, k512f16m6n4, k512f16m6p},
 	}
-	k256f16 = [6]func(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32){
-		k256f16m1, k256f16m2, k256f16m3, k256f16m4, k256f16m5, k256f16m6,
-	}
 )
 
 // pf and ph turn a slice and an element offset into a pointer for the
@@ -493,8 +490,23 @@ func m8call(t *tileArgs) {
 func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, bias *float32) {
 	a, lda := pf(t.a, t.aoff), uintptr(t.lda)*4
 	if t.bh != nil && t.f16 {
+		// A switch, not a table of func values: through those, escape
+		// analysis would move tile256's scratch tile to the heap.
 		b, ldb, ps := ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2
-		k256f16[t.mr-1](a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		switch t.mr {
+		case 1:
+			k256f16m1(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		case 2:
+			k256f16m2(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		case 3:
+			k256f16m3(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		case 4:
+			k256f16m4(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		case 5:
+			k256f16m5(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		case 6:
+			k256f16m6(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias)
+		}
 		return
 	}
 	if t.bh != nil {

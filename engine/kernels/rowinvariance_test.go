@@ -1,41 +1,141 @@
 package kernels
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// Ensure a row of Linear's product does not depend on how many rows come
-// with it: batched decoding and prefill in chunks give each sequence the
-// numbers it would get alone (batch invariance; issue #22). Gemm with a
-// transposed B is not row-invariant yet (dot products up to dotMaxM rows,
-// panels beyond), which is why attention scores can differ in the last
-// bits between a prompt prefilled whole and in chunks.
-func TestLinear_RowInvariant(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, shape := range [][2]int{{64, 192}, {64, 64}, {128, 896}} {
-		K, N := shape[0], shape[1]
-		wd := make([]float32, N*K)
-		for i := range wd {
-			wd[i] = float32(rng.NormFloat64())
-		}
-		w := NewMatF32(N, K, wd)
-		for _, M := range []int{2, 5, 8, 24, 25, 29, 40, 130} {
-			in := make([]float32, M*K)
-			for i := range in {
-				in[i] = float32(rng.NormFloat64())
+// One summation order (kernels.go): a row of a product has the same bits
+// whatever rows come with it, and a column whatever columns, so batched
+// decoding, prefill in chunks and the trainer's whole-sequence passes give
+// each token the numbers it would get alone (batch invariance, true
+// on-policy; issue #22).
+
+// rowInvariantMs covers the paths: one row, the decoding chunks (6 + 2),
+// streaming over several micro-panels, and the blocked GEMM past
+// streamMaxPanelsM (Linear) or streamMaxM (Gemm).
+var rowInvariantMs = []int{2, 5, 8, 9, 24, 25, 40, 130}
+
+// sameRows fails unless every row r of all (M×N, row stride N) equals
+// one(r), the row computed alone.
+func sameRows(t *testing.T, what string, all []float32, M, N int, one func(r int) []float32) {
+	t.Helper()
+	for r := range M {
+		got := one(r)
+		for j, v := range got {
+			if v != all[r*N+j] {
+				t.Fatalf("%s M=%d row %d col %d: %v in the batch, %v alone", what, M, r, j, all[r*N+j], v)
 			}
-			all := make([]float32, M*N)
-			Linear(all, in, w, nil, M)
-			one := make([]float32, N)
-			for r := 0; r < M; r++ {
-				Linear(one, in[r*K:(r+1)*K], w, nil, 1)
-				for j := range one {
-					if one[j] != all[r*N+j] {
-						t.Fatalf("K=%d N=%d M=%d row %d col %d: %v in the batch, %v alone", K, N, M, r, j, all[r*N+j], one[j])
+		}
+	}
+}
+
+func TestLinear_RowInvariant(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, sh := range [][2]int{{64, 192}, {100, 40}, {896, 130}, {600, 64}} {
+			K, N := sh[0], sh[1]
+			for _, dt := range []DType{F32, BF16, F16} {
+				w := randMat(rng, N, K, dt)
+				bias := randSlice(rng, N)
+				for _, M := range rowInvariantMs {
+					in := randSlice(rng, M*K)
+					all := make([]float32, M*N)
+					Linear(all, in, w, bias, M)
+					one := make([]float32, N)
+					sameRows(t, fmt.Sprintf("K=%d N=%d %v", K, N, dt), all, M, N, func(r int) []float32 {
+						Linear(one, in[r*K:(r+1)*K], w, bias, 1)
+						return one
+					})
+				}
+			}
+		}
+	})
+}
+
+// TestGemm_RowInvariant checks Gemm's forward uses (attention scores
+// q·Kᵀ and LoRA x·Aᵀ with a transposed B, P·V and u·Bᵀ): a row alone equals
+// the row in any batch, and a range of columns alone (a key block of the
+// trainer's attention) equals the same columns of the full product, with
+// beta 0 and 1.
+func TestGemm_RowInvariant(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		for _, sh := range [][2]int{{64, 200}, {16, 77}, {896, 8}, {300, 64}, {32, 5}} {
+			K, N := sh[0], sh[1]
+			for _, transB := range []bool{true, false} {
+				B := randSlice(rng, K*N) // N×K when transB, else K×N
+				ldb := N
+				if transB {
+					ldb = K
+				}
+				for _, beta := range []float32{0, 1} {
+					for _, M := range rowInvariantMs {
+						what := fmt.Sprintf("K=%d N=%d transB=%v beta=%v", K, N, transB, beta)
+						A := randSlice(rng, M*K)
+						C0 := randSlice(rng, M*N)
+						all := slices.Clone(C0)
+						Gemm(false, transB, M, N, K, A, K, B, ldb, beta, all, N)
+						one := make([]float32, N)
+						sameRows(t, what, all, M, N, func(r int) []float32 {
+							copy(one, C0[r*N:(r+1)*N])
+							Gemm(false, transB, 1, N, K, A[r*K:], K, B, ldb, beta, one, N)
+							return one
+						})
+						// Columns [j0, j1) alone: B starts at column j0.
+						for _, cut := range [][2]int{{0, min(N, 64)}, {min(N, 64), N}, {N / 3, N}} {
+							j0, j1 := cut[0], cut[1]
+							if j1 <= j0 {
+								continue
+							}
+							boff := j0
+							if transB {
+								boff = j0 * K
+							}
+							part := make([]float32, M*(j1-j0))
+							for r := range M {
+								copy(part[r*(j1-j0):], C0[r*N+j0:r*N+j1])
+							}
+							Gemm(false, transB, M, j1-j0, K, A, K, B[boff:], ldb, beta, part, j1-j0)
+							for r := range M {
+								if !slices.Equal(part[r*(j1-j0):(r+1)*(j1-j0)], all[r*N+j0:r*N+j1]) {
+									t.Fatalf("%s M=%d row %d: columns [%d, %d) alone differ from the full product", what, M, r, j0, j1)
+								}
+							}
+						}
 					}
 				}
 			}
 		}
-	}
+	})
+}
+
+// TestGemm_ZeroPaddedK: zeros appended to K (within one sum block) leave
+// every sum's bits alone, so decoding's P·V over the keys a token sees
+// equals the trainer's over the whole key block, whose masked
+// probabilities are 0.
+func TestGemm_ZeroPaddedK(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		const N, Kfull = 48, 64
+		V := randSlice(rng, Kfull*N)
+		for _, M := range []int{1, 3, 8, 30} {
+			for _, K := range []int{1, 5, 17, 63} {
+				A := randSlice(rng, M*K)
+				padded := make([]float32, M*Kfull)
+				for r := range M {
+					copy(padded[r*Kfull:], A[r*K:(r+1)*K])
+				}
+				short := make([]float32, M*N)
+				full := make([]float32, M*N)
+				Gemm(false, false, M, N, K, A, K, V, N, 0, short, N)
+				Gemm(false, false, M, N, Kfull, padded, Kfull, V, N, 0, full, N)
+				if !slices.Equal(short, full) {
+					t.Fatalf("M=%d K=%d: zero-padding K to %d changed the product", M, K, Kfull)
+				}
+			}
+		}
+	})
 }

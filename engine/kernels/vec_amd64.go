@@ -18,9 +18,6 @@ func scale512(alpha float32, x *float32, n int)
 func widen512(dst *float32, src *uint16, n int)
 
 //go:noescape
-func dotRows512(x *float32, b *float32, ldb uintptr, k int, n int, y *float32)
-
-//go:noescape
 func dot256(a, b *float32, n int) float32
 
 //go:noescape
@@ -111,23 +108,6 @@ func widenAsm(dst []float32, src []uint16, n int) int {
 		} else {
 			widen256(&dst[i], &src[i], m)
 		}
-	}
-	return done
-}
-
-// dotRowsAsm sets y[j] = Dot(x, b[j*ldb:][:len(x)]) for the first done rows
-// j < n (a multiple of 4, len(x) ≥ 1) when the active variant has the
-// kernel.
-func dotRowsAsm(y, x, b []float32, ldb, n int) (done int) {
-	if active != varAVX512 || len(x) == 0 {
-		return 0
-	}
-	done = n &^ 3
-	// Bounded calls: at most ~256 Ki multiply-adds each.
-	step := max(4, (1<<18)/len(x)&^3)
-	for j := 0; j < done; j += step {
-		m := min(step, done-j)
-		dotRows512(&x[0], &b[j*ldb], uintptr(ldb)*4, len(x), m, &y[j])
 	}
 	return done
 }

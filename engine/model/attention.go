@@ -8,11 +8,12 @@ import (
 	"github.com/artgo/art/internal/parallel"
 )
 
-// Causal grouped-query attention. Two loops compute it: attentionHead
-// below, for tokens appended to a KV cache (inference: prefill and
-// decode), and the block-causal pass of trainattn.go over one whole
+// Causal grouped-query attention. Two loops compute it: attentionHead and
+// attentionGroup below, for tokens appended to a KV cache (inference:
+// prefill and decode), and the block-causal pass of trainattn.go over one whole
 // training sequence, which also has the backward pass. Both use the
-// softmax helpers at the end of this file.
+// softmax helpers at the end of this file, and both sum every product in
+// the same order, so sampler and trainer agree bit for bit.
 
 // attentionHead computes, for query head h, causal attention for n new
 // tokens of one sequence whose keys and values (post-RoPE) are already in
@@ -20,42 +21,94 @@ import (
 // kc and vc are the cache rows (≥ start+n, KVH*HD), out is (n, NH*HD).
 // Token i (absolute position start+i) attends to cache positions
 // 0..start+i. p (≥ n·(start+n) values) is scratch for the scores.
-//
-// It forms the (n, start+n) score matrix with one GEMM, applies the causal
-// mask and softmax row by row, and multiplies by V with a second GEMM, so
-// the inner loops run in the matmul kernels.
 func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []float32, window int) {
 	Q, KV := NH*HD, KVH*HD
 	kvh := h / (NH / KVH)
-	tk := start + n
-	p = p[:n*tk]
-	scale := attnScale(HD)
-	kernels.Gemm(false, true, n, tk, HD, q[h*HD:], Q, kc[kvh*HD:], KV, 0, p, tk)
-	for i := 0; i < n; i++ {
-		softmaxWindow(p[i*tk:(i+1)*tk], firstKey(start+i, window), start+i+1, scale)
-	}
-	kernels.Gemm(false, false, n, HD, tk, p, tk, vc[kvh*HD:], KV, 0, out[h*HD:], Q)
+	attendRows(out[h*HD:], Q, q[h*HD:], Q, kc[kvh*HD:], vc[kvh*HD:], KV, n, start+n, start+1, 1, HD, p, window)
 }
 
-// attentionSegments runs attentionHead at layer l for every segment of
-// a batch (whose q rows and outputs start at row offs[i] of q and out), with
-// all (segment, head) pairs in one parallel loop: decoding n sequences then
-// costs one fork-join per layer instead of n.
+// attentionGroup is attentionHead for one new token (decoding) and all
+// query heads of kv head kvh at once: the heads are the rows of the
+// products (q and out rows HD apart), so the keys are packed once for the
+// group instead of once per head.
+func attentionGroup(out, q, kc, vc []float32, start, kvh, NH, KVH, HD int, p []float32, window int) {
+	G, KV := NH/KVH, KVH*HD
+	o := kvh * G * HD
+	tk := start + 1
+	attendRows(out[o:], HD, q[o:], HD, kc[kvh*HD:], vc[kvh*HD:], KV, G, tk, tk, 0, HD, p, window)
+}
+
+// attendRows computes M rows of attention over the first tk cached keys
+// and values k, v (row stride KV): q row i (stride ldq) sees the first
+// first+i·step keys (of which only the last window when window > 0), and
+// its output goes to out row i (stride ldo). p (≥ M·tk) is scratch for the
+// scores.
+//
+// It forms the (M, tk) score matrix with one GEMM, applies the causal
+// mask and softmax row by row, and multiplies by V per key block of
+// attnBlock, as the trainer does (trainAttentionForward): every product
+// sums in the same order as there, so a token's logprobs equal the
+// trainer's bit for bit (the keys a token does not see have probability 0
+// and leave the sums alone).
+func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV, M, tk, first, step, HD int, p []float32, window int) {
+	p = p[:M*tk]
+	scale := attnScale(HD)
+	kernels.Gemm(false, true, M, tk, HD, q, ldq, k, KV, 0, p, tk)
+	for i := 0; i < M; i++ {
+		visible := first + i*step
+		softmaxWindow(p[i*tk:(i+1)*tk], firstKey(visible-1, window), visible, scale)
+	}
+	for j0 := 0; j0 < tk; j0 += attnBlock {
+		j1 := min(tk, j0+attnBlock)
+		beta := float32(1)
+		if j0 == 0 {
+			beta = 0
+		}
+		kernels.Gemm(false, false, M, HD, j1-j0, p[j0:], tk, v[j0*KV:], KV, beta, out, ldo)
+	}
+}
+
+// attentionSegments runs attention at layer l for every segment of a
+// batch (whose q rows and outputs start at row offs[i] of q and out), with
+// all units in one parallel loop: a (segment, kv head) pair for a segment
+// of one token (attentionGroup), a (segment, query head) pair for longer
+// ones (attentionHead). Decoding n sequences then costs one fork-join per
+// layer instead of n.
 func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH, HD, window int) {
 	Q := NH * HD
-	parallel.For(len(segs)*NH, 1, func(lo, hi int) {
+	type unit struct{ seg, head int } // head: a kv head for one-token segments
+	var units []unit
+	for i, s := range segs {
+		n := NH
+		if s.N == 1 {
+			n = KVH
+		}
+		for h := range n {
+			units = append(units, unit{i, h})
+		}
+	}
+	G := NH / KVH
+	parallel.For(len(units), 1, func(lo, hi int) {
 		var sp *[]float32
-		for it := lo; it < hi; it++ {
-			s, h := segs[it/NH], it%NH
-			t0 := offs[it/NH]
-			need := s.N * (s.Cache.Len + s.N)
+		for _, u := range units[lo:hi] {
+			s, t0 := segs[u.seg], offs[u.seg]
+			tk := s.Cache.Len + s.N
+			need := s.N * tk
+			if s.N == 1 {
+				need = G * tk
+			}
 			if sp == nil || cap(*sp) < need {
 				if sp != nil {
 					scorePool.Put(sp)
 				}
 				sp = getScores(need)
 			}
-			attentionHead(out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q], s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, h, NH, KVH, HD, (*sp)[:need], window)
+			o, qs := out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q]
+			if s.N == 1 {
+				attentionGroup(o, qs, s.Cache.K[l], s.Cache.V[l], s.Cache.Len, u.head, NH, KVH, HD, (*sp)[:need], window)
+			} else {
+				attentionHead(o, qs, s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, u.head, NH, KVH, HD, (*sp)[:need], window)
+			}
 		}
 		if sp != nil {
 			scorePool.Put(sp)

@@ -399,7 +399,9 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 				maxv := kernels.Max(z)
 				sum, ez := kernels.ExpShift(z, maxv)
 				logZ := math.Log(sum)
-				st.Logprobs[i0+i] = float64(zt) - float64(maxv) - logZ
+				// Rounded as the sampler rounds it (generate.Sampler.Next),
+				// so that equal logits give equal logprobs, bit for bit.
+				st.Logprobs[i0+i] = float64(zt) - (float64(maxv) + logZ)
 				st.Entropy[i0+i] = logZ - ez/sum
 				sums[i] = sum
 			}

@@ -47,6 +47,13 @@ type Config struct {
 	GradAccumulationSequences int
 	MaxSeqLen                 int    // longer sequences are dropped with a warning
 	Seed                      uint64 // shuffles sequence order per step
+	// Policy names the weights the step starts from (the host's
+	// "name@step"). Sampled turns whose Sampled.Policy equals it were
+	// sampled with these weights: the step compares the trainer's
+	// logprobs of their tokens with the sampler's
+	// (loss/rollout_logprob_abs_diff, see Trainer.Step). Empty: no
+	// comparison.
+	Policy string
 }
 
 // DefaultConfig is ART's LocalBackend defaults.

@@ -12,6 +12,9 @@ type Sampled struct {
 	// as <|im_end|>). SFT sets it: its turns are text encoded without the
 	// end token, while a sampled turn already holds the stop token it drew.
 	LearnEnd bool
+	// Policy names the weights that sampled the turn (the host's
+	// "name@step"; empty when unknown); see Config.Policy.
+	Policy string
 }
 
 // Turn is one message of a history. Message is the OpenAI-format message

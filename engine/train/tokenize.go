@@ -22,10 +22,13 @@ type Sequence struct {
 	// OrigLogprobs keeps the sampling-time logprobs when OldLogprobs were
 	// recomputed by the trainer (Config.PrecalculateLogprobs); nil otherwise.
 	OrigLogprobs []float64
-	Advantage    float64 // shared by the trajectory's histories
-	Weight       float64 // per-token loss weight
-	Traj         int     // index of the trajectory in the step
-	Name         string
+	// Policy[t] names the weights that sampled Tokens[t] ("" when unknown
+	// or not sampled); see Config.Policy.
+	Policy    []string
+	Advantage float64 // shared by the trajectory's histories
+	Weight    float64 // per-token loss weight
+	Traj      int     // index of the trajectory in the step
+	Name      string
 }
 
 // NumSampled counts the trainable tokens.
@@ -119,6 +122,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			out.Tokens = append(out.Tokens, ids[i])
 			out.Sampled = append(out.Sampled, false)
 			out.OldLogprobs = append(out.OldLogprobs, math.NaN())
+			out.Policy = append(out.Policy, "")
 			continue
 		}
 		if k == len(sampled) {
@@ -134,6 +138,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 				lp = s.Logprobs[j]
 			}
 			out.OldLogprobs = append(out.OldLogprobs, lp)
+			out.Policy = append(out.Policy, s.Policy)
 		}
 		switch {
 		case s.LearnEnd && i+1 < len(ids):
@@ -141,6 +146,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			out.Tokens = append(out.Tokens, ids[i])
 			out.Sampled = append(out.Sampled, true)
 			out.OldLogprobs = append(out.OldLogprobs, math.NaN())
+			out.Policy = append(out.Policy, "")
 		case i+1 < len(ids) && ids[i+1] == s.TokenIDs[len(s.TokenIDs)-1]:
 			// A turn that ended with its stop token (e.g. <|im_end|>) would
 			// see it again from the template: keep the sampled one only.

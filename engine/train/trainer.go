@@ -201,9 +201,15 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		maxT = max(maxT, len(s.Tokens))
 	}
 	tr.ensureActs(maxT)
+	var onPolicy logprobDiff
 	if c.PrecalculateLogprobs {
 		if err := tr.precalculate(ctx, seqs); err != nil {
 			return res, err
+		}
+		for i := range seqs {
+			s := &seqs[i]
+			_, _, lps := sampledRows(s)
+			onPolicy.add(s, c.Policy, lps, sampledOrig(s))
 		}
 	}
 	var shaping [][]float64
@@ -227,9 +233,15 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		if shaping != nil {
 			shape = shaping[i]
 		}
-		loss, ent, n, err := tr.sequenceGrad(s, c, shape)
+		loss, ent, lps, err := tr.sequenceGrad(s, c, shape)
 		if err != nil {
 			return res, err
+		}
+		n := len(lps)
+		if gradSteps == 0 && !c.PrecalculateLogprobs {
+			// Still the starting weights: the ones the policy sampled with.
+			_, _, old := sampledRows(s)
+			onPolicy.add(s, c.Policy, lps, old)
 		}
 		sumLoss += loss
 		sumEntropy += ent
@@ -256,20 +268,54 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 	res.Metrics["data/step_trainer_tokens"] = float64(tokens)
 	res.Metrics["time/step_trainer_s"] = elapsed
 	res.Metrics["throughput/avg_trainer_tok_per_s"] = float64(tokens) / elapsed
+	if onPolicy.n > 0 {
+		res.Metrics["loss/rollout_logprob_abs_diff"] = onPolicy.sum / float64(onPolicy.n)
+	}
 	return res, nil
 }
 
+// logprobDiff accumulates |trainer − sampler| over the sampled tokens that
+// the step's starting weights sampled (slime's
+// train_rollout_logprob_abs_diff): the trainer scores them with the same
+// weights, so the mean is 0 exactly when sampler and trainer agree bit for
+// bit (true on-policy). The trainer's logprobs are those computed before
+// the first optimizer update (or precalculated).
+type logprobDiff struct {
+	sum float64
+	n   int
+}
+
+// add compares, for s's sampled tokens in order, the trainer's logprobs
+// with the sampler's, counting the tokens sampled by policy (none when
+// policy is empty) whose sampler logprob is known.
+func (d *logprobDiff) add(s *Sequence, policy string, trainer, sampler []float64) {
+	if policy == "" || s.Policy == nil {
+		return
+	}
+	k := 0
+	for t, ok := range s.Sampled {
+		if !ok {
+			continue
+		}
+		if s.Policy[t] == policy && !math.IsNaN(sampler[k]) {
+			d.sum += math.Abs(trainer[k] - sampler[k])
+			d.n++
+		}
+		k++
+	}
+}
+
 // sequenceGrad accumulates one sequence's loss gradient into the adapter.
-// It returns the row loss, the summed entropy and the number of sampled
-// tokens.
-func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (loss, entropy float64, n int, err error) {
+// It returns the row loss, the summed entropy and the trainer's logprobs
+// of the sampled tokens (before this sequence's update).
+func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (loss, entropy float64, lps []float64, err error) {
 	m, a := tr.Model, tr.acts
 	if _, err := m.TrainForward(a, s.Tokens, tr.Adapter); err != nil {
-		return 0, 0, 0, fmt.Errorf("train: %s: %w", s.Name, err)
+		return 0, 0, nil, fmt.Errorf("train: %s: %w", s.Name, err)
 	}
 	rows, targets, old := sampledRows(s)
 	orig := sampledOrig(s)
-	n = len(rows)
+	n := len(rows)
 	adv := make([]float64, n)
 	for i := range adv {
 		adv[i] = s.Advantage
@@ -295,7 +341,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 		for _, e := range st.Entropy {
 			entropy += e
 		}
-		return loss, entropy, n, nil
+		return loss, entropy, st.Logprobs, nil
 	}
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
@@ -305,7 +351,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	for _, e := range st.Entropy {
 		entropy += e
 	}
-	return loss, entropy, n, nil
+	return loss, entropy, st.Logprobs, nil
 }
 
 // sampledRows lists, for each sampled token t of s, the hidden row t-1 that

@@ -124,6 +124,9 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 		rep.EvalScenarios != 3 || rep.TotalSeconds <= 0 || rep.AfterMetrics == nil {
 		t.Errorf("report: %+v", rep)
 	}
+	if err := rep.CheckOnPolicy(); err != nil {
+		t.Error(err)
+	}
 }
 
 // Ensure the teacher plays only moves that change the board, in the

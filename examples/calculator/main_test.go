@@ -113,6 +113,9 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 		rep.AfterMetrics == nil {
 		t.Errorf("report: %+v", rep)
 	}
+	if err := rep.CheckOnPolicy(); err != nil {
+		t.Error(err)
+	}
 }
 
 // Ensure the teacher's transcripts are episodes Rollout could have

@@ -108,6 +108,9 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	if rep.Example != "emailsearch" || rep.Steps != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 2 || rep.EvalScenarios != 2 {
 		t.Errorf("report: %+v", rep)
 	}
+	if err := rep.CheckOnPolicy(); err != nil {
+		t.Error(err)
+	}
 }
 
 // Ensure --write-teacher writes --teacher scripted episodes of training

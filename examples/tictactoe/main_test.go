@@ -98,6 +98,9 @@ func TestTrain_EvalReport(t *testing.T) {
 	if rep.Example != "tictactoe" || rep.Steps != 1 || rep.FinalStep != 1 || rep.EvalScenarios != 3 || rep.AfterMetrics == nil {
 		t.Errorf("report: %+v", rep)
 	}
+	if err := rep.CheckOnPolicy(); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestParseFlags(t *testing.T) {

@@ -102,7 +102,7 @@ func convertHistory(h art.History, allowWithoutLogprobs bool) (train.History, er
 			ids, lps, ok := sampledTokens(c)
 			switch {
 			case ok:
-				turn.Sampled = &train.Sampled{TokenIDs: ids, Logprobs: lps}
+				turn.Sampled = &train.Sampled{TokenIDs: ids, Logprobs: lps, Policy: c.Model}
 			case allowWithoutLogprobs:
 				turn.Sampled = &train.Sampled{} // re-encoded below by the trainer's SFT path
 			}

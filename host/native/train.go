@@ -9,6 +9,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/host"
 )
 
 // Train runs one training step on groups and saves the result as the next
@@ -41,6 +42,9 @@ func (h *Host) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.
 	var res train.StepResult
 	out, err := h.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
 		var err error
+		// Turns answered as the step the adapter is at were sampled with
+		// the weights the step starts from (loss/rollout_logprob_abs_diff).
+		tc.Policy = host.Info{Name: h.opt.Name}.ModelID(next - 1)
 		res, err = tr.Step(ctx, tgroups, tc, next, ref, progress)
 		return res.Metrics, err
 	})

@@ -77,7 +77,6 @@ func main() {
 	var vec gen
 	vec.raw(header)
 	vec512(&vec)
-	dotRows512(&vec)
 	vec256(&vec)
 	write(filepath.Join(*dir, "vec_amd64.s"), vec.b.Bytes())
 }
@@ -210,17 +209,12 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	}
 	g.p("MOVQ bias+88(FP), AX")
 	acc := func(r, j int) string { return fmt.Sprintf("Z%d", r*ncg+j) }
-	// With one column group, mr chains of one FMA per k would be bound by
-	// the FMA latency (4 cycles) instead of its throughput: odd k-steps of
-	// the unrolled loop accumulate into a second set (Z6+r), added at the
-	// end.
-	split := ncg == 1 && !pf
-	accU := func(r, j, u int) string {
-		if split && u%2 == 1 {
-			return fmt.Sprintf("Z%d", 6+r)
-		}
-		return acc(r, j)
-	}
+	// One accumulator per output, summing k in order from zero, in every
+	// kernel: a product's bits then do not depend on which kernel (column
+	// group count, row count, prefetching or not) computed it, which batch
+	// invariance and true on-policy training need. (Splitting odd k-steps
+	// into a second set of accumulators hid the FMA latency of the
+	// 16-column kernels, but those only compute partial-panel edges.)
 	g.label("panel")
 	g.p("MOVQ R10, SI")
 	if mr > 3 {
@@ -232,9 +226,6 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < ncg; j++ {
 			g.p("VPXORD %s, %s, %s", acc(r, j), acc(r, j), acc(r, j))
-			if split {
-				g.p("VPXORD %s, %s, %s", accU(r, j, 1), accU(r, j, 1), accU(r, j, 1))
-			}
 		}
 	}
 	bc := 0
@@ -271,7 +262,7 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 			bc++
 			g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), z)
 			for j := 0; j < ncg; j++ {
-				g.p("VFMADD231PS Z%d, %s, %s", 24+j, z, accU(r, j, u))
+				g.p("VFMADD231PS Z%d, %s, %s", 24+j, z, acc(r, j))
 			}
 		}
 	}
@@ -304,11 +295,6 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("DECQ CX")
 	g.p("JNE loop1")
 	g.label("epilogue")
-	if split {
-		for r := 0; r < mr; r++ {
-			g.p("VADDPS %s, %s, %s", accU(r, 0, 1), acc(r, 0), acc(r, 0))
-		}
-	}
 	g.p("MOVQ flags+80(FP), CX")
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")
@@ -855,79 +841,6 @@ func vec512(g *gen) {
 	g.p("ADDQ $64, DI")
 	g.p("SUBQ $16, CX")
 	g.p("JNE loop16")
-	g.label("done")
-	g.ret()
-}
-
-// dotRows512 emits dotRows512(x *float32, b *float32, ldb uintptr, k int,
-// n int, y *float32): y[j] = Σ_i x[i]·b[j*ldb/4+i] for j < n (n a multiple
-// of 4, ldb in bytes, any k ≥ 1): four rows at a time, x read in 16-float
-// chunks (the last one masked) and reused for the four rows, then four
-// horizontal sums.
-func dotRows512(g *gen) {
-	g.text("dotRows512", 48, "dotRows512: y[j] = dot(x, row j of b) for n rows, n a multiple of 4 (AVX-512).")
-	g.p("MOVQ x+0(FP), SI")
-	g.p("MOVQ b+8(FP), BX")
-	g.p("MOVQ ldb+16(FP), DX")
-	g.p("MOVQ k+24(FP), R8")
-	g.p("MOVQ n+32(FP), R9")
-	g.p("MOVQ y+40(FP), DI")
-	// K1 masks the last chunk of k (1..16 floats).
-	g.p("MOVQ R8, CX")
-	g.p("DECQ CX")
-	g.p("ANDQ $15, CX")
-	g.p("INCQ CX")
-	g.p("MOVL $1, AX")
-	g.p("SHLL CX, AX")
-	g.p("DECL AX")
-	g.p("KMOVW AX, K1")
-	g.p("LEAQ (DX)(DX*2), R10") // 3*ldb
-	g.label("rows")
-	g.p("TESTQ R9, R9")
-	g.p("JEQ done")
-	for i := 0; i < 4; i++ {
-		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
-	}
-	g.p("XORQ AX, AX") // byte offset into x and the rows
-	g.p("MOVQ R8, CX")
-	g.p("SUBQ $16, CX") // CX > 0: a full chunk is left before the last one
-	g.p("JLE last")
-	g.label("chunk")
-	g.p("VMOVUPS (SI)(AX*1), Z8")
-	g.p("LEAQ (BX)(AX*1), R11")
-	g.p("VFMADD231PS (R11), Z8, Z0")
-	g.p("VFMADD231PS (R11)(DX*1), Z8, Z1")
-	g.p("VFMADD231PS (R11)(DX*2), Z8, Z2")
-	g.p("VFMADD231PS (R11)(R10*1), Z8, Z3")
-	g.p("ADDQ $64, AX")
-	g.p("SUBQ $16, CX")
-	g.p("JGT chunk")
-	g.label("last")
-	g.p("VMOVUPS.Z (SI)(AX*1), K1, Z8")
-	g.p("LEAQ (BX)(AX*1), R11")
-	g.p("VMOVUPS.Z (R11), K1, Z9")
-	g.p("VFMADD231PS Z9, Z8, Z0")
-	g.p("VMOVUPS.Z (R11)(DX*1), K1, Z9")
-	g.p("VFMADD231PS Z9, Z8, Z1")
-	g.p("VMOVUPS.Z (R11)(DX*2), K1, Z9")
-	g.p("VFMADD231PS Z9, Z8, Z2")
-	g.p("VMOVUPS.Z (R11)(R10*1), K1, Z9")
-	g.p("VFMADD231PS Z9, Z8, Z3")
-	for i := 0; i < 4; i++ {
-		g.p("VEXTRACTF64X4 $1, Z%d, Y9", i)
-		g.p("VADDPS Y9, Y%d, Y%d", i, i)
-		g.p("VEXTRACTF128 $1, Y%d, X9", i)
-		g.p("VADDPS X9, X%d, X%d", i, i)
-		g.p("VPERMILPS $0x4e, X%d, X9", i)
-		g.p("VADDPS X9, X%d, X%d", i, i)
-		g.p("VPERMILPS $0xb1, X%d, X9", i)
-		g.p("VADDSS X9, X%d, X%d", i, i)
-		g.p("VMOVSS X%d, %d(DI)", i, 4*i)
-	}
-	g.p("ADDQ $16, DI")
-	g.p("LEAQ (BX)(DX*4), BX")
-	g.p("SUBQ $4, R9")
-	g.p("JMP rows")
 	g.label("done")
 	g.ret()
 }

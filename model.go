@@ -14,7 +14,9 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/store"
 )
 
@@ -118,6 +120,7 @@ func (m *Model) openAIClient() openai.Client {
 		option.WithAdminAPIKey(""), // never forward OPENAI_ADMIN_KEY either
 		option.WithHTTPClient(hc),
 		option.WithRequestTimeout(requestTimeout),
+		option.WithMiddleware(chatMiddleware),
 	)
 }
 
@@ -308,7 +311,9 @@ func LogGroups(groups []TrajectoryGroup) TrainOption {
 // A step with nothing to train is still saved and logged, with
 // TrainResult.Skipped set. If training succeeds but logging fails, Train
 // returns the result and the logging error.
-func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (TrainResult, error) {
+func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (_ TrainResult, err error) {
+	ctx, span := startSpan(ctx, "art.train", tracing.Model.String(m.Name), attribute.Int("art.groups", len(groups)))
+	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
 	if err != nil {
 		return TrainResult{}, err
@@ -325,6 +330,7 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 		return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
 	}
 	m.setLatest(res.Step)
+	span.SetAttributes(tracing.Step.Int(res.Step), attribute.Bool("art.skipped", res.Skipped))
 	logged := groups
 	if o.logGroupsSet {
 		logged = o.logGroups
@@ -345,7 +351,9 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 //
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not an SFTTrainer.
-func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
+func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (_ TrainResult, err error) {
+	ctx, span := startSpan(ctx, "art.train_sft", tracing.Model.String(m.Name), attribute.Int("art.trajectories", len(trajectories)))
+	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
 	if err != nil {
 		return TrainResult{}, err

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Recorder is an http.RoundTripper that records the chat completions an
@@ -87,10 +89,7 @@ func (r *Recorder) fail(err error) {
 
 // RoundTrip sends req and records it if it is a chat completion.
 func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	t := r.Transport
-	if t == nil {
-		t = http.DefaultTransport
-	}
+	t := tracing.Transport(r.Transport) // sends the trace context and trajectory id
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") || req.Body == nil {
 		return t.RoundTrip(req)
 	}

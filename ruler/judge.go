@@ -13,7 +13,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Judge is an OpenAI-compatible chat completions endpoint that scores
@@ -127,6 +130,24 @@ type answer struct {
 // one): retrying the content does not help.
 var errUnreachable = errors.New("no answer")
 
+// call makes one judge call under a "ruler.judge" span carrying its
+// tokens and cost, and counts them in st.
+func (j Judge) call(ctx context.Context, st *Stats, msgs []art.Message, schema json.RawMessage, timeout time.Duration, attempt int) (_ answer, err error) {
+	ctx, span := tracing.Start(ctx, "ruler.judge", attribute.String("gen_ai.request.model", j.Model), attribute.Int("ruler.attempt", attempt+1))
+	defer func() { tracing.End(span, err) }()
+	a, err := j.complete(ctx, msgs, schema, timeout)
+	if err != nil {
+		return a, err
+	}
+	usd, priced := st.record(j.Model, a)
+	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", a.PromptTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", a.CompletionTokens), attribute.String("ruler.finish_reason", a.FinishReason))
+	if priced {
+		span.SetAttributes(attribute.Float64("ruler.cost_usd", usd))
+	}
+	return a, nil
+}
+
 // complete sends one request with response_format json_schema, bounded by
 // timeout.
 func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.RawMessage, timeout time.Duration) (answer, error) {
@@ -136,9 +157,14 @@ func (j Judge) complete(ctx context.Context, msgs []art.Message, schema json.Raw
 	} else {
 		opts = append(opts, option.WithAPIKey("none"))
 	}
+	// The trace context goes with the request, so a judge served by `art
+	// serve` continues the trace.
+	hc := &http.Client{}
 	if j.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(j.HTTPClient))
+		*hc = *j.HTTPClient
 	}
+	hc.Transport = tracing.Transport(hc.Transport)
+	opts = append(opts, option.WithHTTPClient(hc))
 	for k, v := range j.ExtraBody {
 		opts = append(opts, option.WithJSONSet(k, v))
 	}

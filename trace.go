@@ -14,8 +14,8 @@ import (
 
 // Tracing: the SDK makes OpenTelemetry spans (package telemetry turns their
 // export on) for each gather ("art.gather"), rollout ("art.rollout", with
-// its trajectory id), chat request its clients send ("art.chat"), training
-// step ("art.train", "art.train_sft") and log ("art.log").
+// its trajectory id), chat request its clients send ("art.chat") and
+// training step ("art.train", "art.train_sft").
 
 // WithTrajectoryID returns ctx carrying a trajectory id. The clients of
 // OpenAIClient (and a Recorder) send it with each request in the

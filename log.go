@@ -415,8 +415,9 @@ func rewardStdDev(ts []Trajectory) float64 {
 }
 
 // trajectoryRows converts groups to parquet rows, one per trajectory, with
-// ART's columns. Exceptions and additional histories are not stored, and
-// choices lose their logprobs, as in ART.
+// ART's columns. Exceptions and additional histories are not stored, as in
+// ART; a choice keeps its sampled tokens (id, text, logprob) in our own
+// optional logprobs column, for the dashboard's per-token view.
 func trajectoryRows(groups []TrajectoryGroup) ([]store.TrajectoryRow, error) {
 	var rows []store.TrajectoryRow
 	for gi, g := range groups {
@@ -484,6 +485,15 @@ func messageRow(it MessageOrChoice) (store.MessageRow, error) {
 	}
 	if it.Choice == nil {
 		r.ToolCallID = m.ToolCallID
+	} else if len(it.Choice.Logprobs) > 0 {
+		r.Logprobs = make([]store.TokenRow, len(it.Choice.Logprobs))
+		for i, lp := range it.Choice.Logprobs {
+			token := lp.Token
+			if token == "" && lp.Bytes != nil {
+				token = string(lp.Bytes)
+			}
+			r.Logprobs[i] = store.TokenRow{TokenID: int64(lp.TokenID), Token: token, Logprob: lp.Logprob}
+		}
 	}
 	return r, nil
 }

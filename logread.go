@@ -10,9 +10,11 @@ import (
 
 // ReadTrajectoryGroups reads a trajectories parquet file written by Log
 // (trajectories/<split>/<step>.parquet) back into groups, as they were
-// grouped. What Log does not store stays missing, as in ART: exceptions,
-// additional histories and the logprobs of sampled turns (a sampled turn
-// comes back as a Choice without logprobs).
+// grouped. What Log does not store stays missing, as in ART: exceptions and
+// additional histories. A sampled turn comes back as a Choice with the
+// token ids, texts and logprobs Log stored (without bytes or top logprobs),
+// or without logprobs when the file has none (ART's files, or ours written
+// before the column existed).
 func ReadTrajectoryGroups(path string) ([]TrajectoryGroup, error) {
 	rows, err := store.ReadTrajectoriesFile(path)
 	if err != nil {
@@ -57,7 +59,11 @@ func ReadTrajectoryGroups(path string) ([]TrajectoryGroup, error) {
 				return nil, fmt.Errorf("art: %s: row %d message %d: tool calls: %w", path, i, k, err)
 			}
 			if mr.Trainable {
-				t.AddChoice(Choice{Message: m})
+				c := Choice{Message: m}
+				for _, tr := range mr.Logprobs {
+					c.Logprobs = append(c.Logprobs, TokenLogprob{TokenID: int(tr.TokenID), Token: tr.Token, Logprob: tr.Logprob})
+				}
+				t.AddChoice(c)
 			} else {
 				t.AddMessage(m)
 			}

@@ -384,7 +384,8 @@ func TestModel_Log(t *testing.T) {
 			Logs:  []string{"won"},
 			Messages: []store.MessageRow{
 				{Role: "system", Content: "play"},
-				{Role: "assistant", ToolCalls: `[{"id":"c1","type":"function","function":{"name":"move","arguments":"{\"x\":1}"}}]`, Trainable: true},
+				{Role: "assistant", ToolCalls: `[{"id":"c1","type":"function","function":{"name":"move","arguments":"{\"x\":1}"}}]`, Trainable: true,
+					Logprobs: []store.TokenRow{{TokenID: 1}}},
 				{Role: "tool", Content: "ok", ToolCallID: "c1"},
 			},
 		},
@@ -750,5 +751,34 @@ func TestLog_CumulativeDataMetrics(t *testing.T) {
 	rows, _ := d.ReadHistory()
 	if _, ok := rows[len(rows)-1]["data/cum/num_unique_scenarios"]; ok {
 		t.Error("a val log counted towards the training totals")
+	}
+}
+
+// Ensure a logged choice's sampled tokens come back from the parquet file.
+func TestReadTrajectoryGroups_Logprobs(t *testing.T) {
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	tr := Trajectory{Reward: 1}
+	tr.AddMessage(UserMsg("hi"))
+	tr.AddChoice(Choice{Message: AssistantMsg("Hi!"), Logprobs: []TokenLogprob{
+		{TokenID: 13048, Token: "Hi", Logprob: -0.5},
+		{TokenID: 0, Bytes: []byte("!"), Logprob: -0.25}, // no text: its bytes are stored
+		{TokenID: -1, Token: "?", Logprob: 0},
+	}})
+	tr.AddChoice(Choice{Message: AssistantMsg("no logprobs")})
+	if err := m.Log(context.Background(), []TrajectoryGroup{{Trajectories: []Trajectory{tr}}}, LogOptions{Split: "train"}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Dir()
+	groups, err := ReadTrajectoryGroups(d.TrajectoriesPath("train", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := groups[0].Trajectories[0].MessagesAndChoices
+	want := []TokenLogprob{{TokenID: 13048, Token: "Hi", Logprob: -0.5}, {TokenID: 0, Token: "!", Logprob: -0.25}, {TokenID: -1, Token: "?", Logprob: 0}}
+	if len(mc) != 3 || mc[1].Choice == nil || !reflect.DeepEqual(mc[1].Choice.Logprobs, want) {
+		t.Fatalf("read back %+v; want the choice with logprobs %+v", mc, want)
+	}
+	if mc[2].Choice == nil || mc[2].Choice.Logprobs != nil {
+		t.Fatalf("choice without logprobs read back as %+v", mc[2])
 	}
 }

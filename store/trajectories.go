@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -30,14 +33,26 @@ type TrajectoryRow struct {
 }
 
 // MessageRow is one message of a trajectory's main history. A sampled turn
-// (a choice) is stored as its message with Trainable set; its logprobs are
-// not stored.
+// (a choice) is stored as its message with Trainable set, and its sampled
+// tokens in Logprobs.
 type MessageRow struct {
 	Role       string `parquet:"role,optional"`
 	Content    string `parquet:"content,optional"`    // text, or the JSON array of content parts
 	ToolCalls  string `parquet:"tool_calls,optional"` // JSON array of tool calls
 	ToolCallID string `parquet:"tool_call_id,optional"`
 	Trainable  bool   `parquet:"trainable"`
+	// Logprobs are the sampled tokens of a trainable turn, in order (nil
+	// for context messages and for choices without logprobs). The column
+	// is ours, not ART's: files without it (ART's, or ours before it
+	// existed) read with Logprobs nil, and ART's readers ignore it.
+	Logprobs []TokenRow `parquet:"logprobs,optional,list"`
+}
+
+// TokenRow is one sampled token of a trainable turn.
+type TokenRow struct {
+	TokenID int64   `parquet:"token_id"` // -1 when the server did not say
+	Token   string  `parquet:"token,optional"`
+	Logprob float64 `parquet:"logprob"`
 }
 
 // TrajectoriesPath returns the path of the parquet file for split and step:
@@ -84,4 +99,41 @@ func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
 		return nil, fmt.Errorf("store: read trajectories %s: %w", path, err)
 	}
 	return rows, nil
+}
+
+// ListTrajectories returns, for each split with trajectories, the steps that
+// have a parquet file, sorted ascending. Names that are not a valid split or
+// not <digits>.parquet (temporary files of a write in progress) are ignored.
+// A model without trajectories yields an empty map and no error.
+func (d *ModelDir) ListTrajectories() (map[string][]int, error) {
+	root := filepath.Join(d.path, TrajectoriesDir)
+	splits, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string][]int{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: list trajectories: %w", err)
+	}
+	out := map[string][]int{}
+	for _, s := range splits {
+		if !s.IsDir() || ValidateName(s.Name()) != nil {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(root, s.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("store: list trajectories: %w", err)
+		}
+		var steps []int
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".parquet")
+			if step, isStep := parseStep(name); ok && isStep && f.Type().IsRegular() {
+				steps = append(steps, step)
+			}
+		}
+		if len(steps) > 0 {
+			slices.Sort(steps)
+			out[s.Name()] = steps
+		}
+	}
+	return out, nil
 }

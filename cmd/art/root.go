@@ -48,6 +48,7 @@ OpenAI-compatible endpoint as name@step.`,
 		newRunsCmd(),
 		newShowCmd(),
 		newPlotCmd(),
+		newDashboardCmd(),
 		newTrajectoriesCmd(),
 		newRulerCmd(),
 	)

@@ -2,11 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -80,25 +77,11 @@ last changed.`,
 // `art runs` shows of them; a damaged file is a warning on its row, not a
 // failure of the listing.
 func readRun(r store.Run) (s runSummary, steps []int, rows []map[string]any) {
-	s = runSummary{Project: r.Project, Model: r.Name, Path: r.Dir.Path(), Step: -1}
-	steps, err := r.Dir.ListCheckpoints()
-	if err != nil {
-		s.Warning = err.Error()
-	} else if len(steps) > 0 {
+	data := r.ReadRun()
+	s = runSummary{Project: r.Project, Model: r.Name, Path: r.Dir.Path(), Step: -1, Updated: data.Updated, Warning: data.Warning}
+	steps, rows = data.Checkpoints, data.History
+	if len(steps) > 0 {
 		s.Step = steps[len(steps)-1]
-		if st, err := os.Stat(r.Dir.CheckpointDir(s.Step)); err == nil {
-			s.Updated = st.ModTime()
-		}
-	}
-	if st, err := os.Stat(filepath.Join(r.Dir.Path(), store.HistoryFile)); err == nil && st.ModTime().After(s.Updated) {
-		s.Updated = st.ModTime()
-	}
-	rows, err = r.Dir.ReadHistory()
-	var corrupt *store.CorruptLinesError
-	if err != nil && !errors.As(err, &corrupt) {
-		s.Warning = err.Error()
-	} else if err != nil {
-		s.Warning = fmt.Sprintf("%d corrupted history line(s) skipped", len(corrupt.Lines))
 	}
 	for _, row := range rows {
 		step, _ := row["step"].(float64)

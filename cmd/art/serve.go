@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/dashboard"
 	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
 )
@@ -27,7 +28,7 @@ type serveOptions struct {
 	maxConcurrent, loraRank                      int
 	loraAlpha                                    float64
 	seed                                         uint64
-	recompute                                    bool
+	recompute, dashboard                         bool
 	telemetry                                    telemetryFlags
 }
 
@@ -45,7 +46,9 @@ Inference is OpenAI-compatible at /v1 (POST /v1/chat/completions, GET
 /v1/models): every checkpoint is served as NAME@STEP, and a bare NAME means
 the latest step; responses always carry token ids and logprobs. Training
 clients (backend/remote) use /v1/art/. GET /healthz and GET /metrics
-(Prometheus) are for operations. With --otlp-endpoint (or OpenTelemetry's
+(Prometheus) are for operations. /dashboard/ is the web dashboard of every
+run under --data (as art dashboard serves it); with an API key, open
+/dashboard/?key=KEY once. With --otlp-endpoint (or OpenTelemetry's
 OTEL_EXPORTER_OTLP_ENDPOINT and _HEADERS) every request and training step is
 traced over OTLP/HTTP, continuing the trace of SDK clients, which send their
 trajectory id (X-ART-Trajectory-ID).
@@ -85,6 +88,7 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
+	f.BoolVar(&o.dashboard, "dashboard", true, "serve the web dashboard of --data at /dashboard/")
 	o.telemetry.register(f)
 	cmd.MarkFlagRequired("base-model")
 	cmd.MarkFlagRequired("name")
@@ -106,7 +110,13 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer svc.Close()
-	srv := server.New(server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}, svc)
+	cfg := server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}
+	var dash *dashboard.Dashboard
+	if o.dashboard {
+		dash = dashboard.New(dashboard.Config{Root: o.data, BasePath: server.DashboardPath, APIKey: o.apiKey, Logger: log})
+		cfg.Dashboard = dash
+	}
+	srv := server.New(cfg, svc)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -123,6 +133,9 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	if dash != nil {
+		dash.Close() // end the dashboard's event streams: they would hold the shutdown
 	}
 	log.Info("serve: shutting down; waiting for requests in flight (signal again to cancel them)", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)

@@ -110,6 +110,23 @@ func TestServe(t *testing.T) {
 	if !strings.Contains(rout.String(), "group 1 (3 trajectories)") || !strings.Contains(rerr.String(), "2 groups scored by agent@0: 2 judge calls (0 retries") {
 		t.Errorf("art ruler against art serve:\n%s\n%s", rout.String(), rerr.String())
 	}
+	// The dashboard at /dashboard/: the key once as ?key=, then a cookie;
+	// an open event stream does not hold the shutdown.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Get(url + "/dashboard/api/runs"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dashboard without the key: %v %v; want 401", resp.StatusCode, err)
+	}
+	resp, err := noRedirect.Get(url + "/dashboard/?key=k")
+	if err != nil || resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("dashboard ?key=: %v %v; want a redirect setting a cookie", resp.StatusCode, err)
+	}
+	events, _ := http.NewRequest("GET", url+"/dashboard/api/events", nil)
+	events.AddCookie(resp.Cookies()[0])
+	stream, err := http.DefaultClient.Do(events)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard event stream with the cookie: %v %v", stream.StatusCode, err)
+	}
+	defer stream.Body.Close()
 	cancel()
 	select {
 	case c := <-code:

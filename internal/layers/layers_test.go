@@ -65,6 +65,8 @@ func TestImportRules(t *testing.T) {
 			"RULER is a user of the SDK"},
 		{"examples", func(i string) bool { return !under(i, "demo") && !under(i, "bench") && !under(i, "cmd") },
 			"examples are SDK users and import no tool"},
+		{"dashboard", func(i string) bool { return i == "store" || under(i, "internal") },
+			"the dashboard reads the store; it needs no engine, host, server or SDK"},
 		{"backend/local", func(i string) bool { return !under(i, "engine") },
 			"the in-process backend reaches the engine through a host"},
 	}

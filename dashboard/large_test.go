@@ -1,0 +1,95 @@
+package dashboard
+
+import (
+	"net/http"
+	"os"
+	"testing"
+	"time"
+)
+
+// Ensure the dashboard stays fast on a large run: 1,000 steps of history
+// and checkpoints, 10,000 trajectories at every step. The run is generated
+// here, in a temporary folder (never committed): one step's parquet file is
+// written and hard-linked as the other 999 steps' files, which is the same
+// to a reader. Each answer must come within largeRunBound; the times are
+// logged (the README quotes them, measured on a shared, loaded machine).
+func TestLargeRun(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("writes a 1,000-step run with 10,000 trajectories a step and times it (not under -short or -race)")
+	}
+	const (
+		steps         = 1000
+		perStep       = 10000
+		largeRunBound = 5 * time.Second // the target is < 1 s; the slack is for a loaded CI machine
+	)
+	root := t.TempDir()
+	start := time.Now()
+	d := writeRun(t, root, testRun{project: "big", name: "agent", steps: steps})
+	if err := d.WriteTrajectories("train", 0, trajectoryRows(perStep, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s < steps; s++ {
+		if err := os.MkdirAll(d.Path()+"/trajectories/train", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(d.TrajectoriesPath("train", 0), d.TrajectoriesPath("train", s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := os.Stat(d.TrajectoriesPath("train", 0))
+	t.Logf("wrote %d steps, %d trajectories a step (%d kB parquet) in %v", steps, perStep, st.Size()>>10, time.Since(start).Round(time.Millisecond))
+
+	srv, _ := newTestServer(t, Config{Root: root})
+	base := srv.URL + DefaultBasePath
+	c := &http.Client{Timeout: time.Minute}
+	for _, q := range []struct{ name, path string }{
+		{"runs", "api/runs"},
+		{"run (curves, checkpoints)", "api/run?run=big/agent"},
+		{"trajectories, first page (cold: decodes the step)", "api/trajectories?run=big/agent&split=train&step=999&sort=-reward"},
+		{"trajectories, filtered and sorted", "api/trajectories?run=big/agent&split=train&step=999&sort=reward&min=0.25&max=0.75&offset=100"},
+		{"trajectories, text search", "api/trajectories?run=big/agent&split=train&step=999&q=board+4321+"},
+		{"one trajectory", "api/trajectory?run=big/agent&split=train&step=999&index=9876"},
+		{"another step (cold)", "api/trajectories?run=big/agent&split=train&step=500"},
+	} {
+		t0 := time.Now()
+		var body map[string]any
+		if st := get(t, c, base+q.path, &body); st != 200 {
+			t.Fatalf("%s: %d %v", q.name, st, body)
+		}
+		took := time.Since(t0)
+		t.Logf("%-52s %4d ms", q.name, took.Milliseconds())
+		if took > largeRunBound {
+			t.Errorf("%s took %v; want < %v", q.name, took, largeRunBound)
+		}
+		if m, ok := body["matched"].(float64); ok && m == 0 {
+			t.Errorf("%s matched nothing", q.name)
+		}
+	}
+
+	// The same in the browser, from navigation to drawn, when it is
+	// installed (TestBrowser says how; ART_REQUIRE_ASSETS=1 requires it).
+	nodeModules, ok := findBrowser(t)
+	if !ok {
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
+		}
+		t.Log("browser timings skipped: run scripts/install-browser.sh")
+		return
+	}
+	var got struct {
+		ConsoleErrors                                                       []string
+		ChartsColdMs, ChartsMs, TrajectoriesMs, TrajectoryMs, CheckpointsMs int
+		Charts, Rows, Checkpoints                                           int
+	}
+	runBrowser(t, nodeModules, base, "perf", t.TempDir(), nil, &got)
+	t.Logf("in chromium: charts (%d metrics × 1,000 steps) %d ms (%d ms as the browser's first page), trajectory list %d ms, a trajectory %d ms, checkpoints (%d) %d ms",
+		got.Charts, got.ChartsMs, got.ChartsColdMs, got.TrajectoriesMs, got.TrajectoryMs, got.Checkpoints, got.CheckpointsMs)
+	if got.Rows != defaultPage || got.Checkpoints != steps || len(got.ConsoleErrors) > 0 {
+		t.Errorf("large run in the browser: %d rows, %d checkpoints, console errors %q; want %d, %d, none", got.Rows, got.Checkpoints, got.ConsoleErrors, defaultPage, steps)
+	}
+	for name, ms := range map[string]int{"charts": got.ChartsMs, "trajectory list": got.TrajectoriesMs, "trajectory": got.TrajectoryMs, "checkpoints": got.CheckpointsMs} {
+		if took := time.Duration(ms) * time.Millisecond; took > largeRunBound {
+			t.Errorf("the %s page took %v in the browser; want < %v", name, took, largeRunBound)
+		}
+	}
+}

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/term"
+
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Rollout runs one episode and returns its trajectory. It should return
@@ -142,10 +145,13 @@ func (o *GatherOptions) exceptionBudget(total int) float64 {
 // rollouts still running: they see their context cancelled, and whatever
 // they return later is discarded. A rollout that ignores its context keeps
 // its goroutine until it returns.
-func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts GatherOptions) ([]TrajectoryGroup, error) {
+func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts GatherOptions) (_ []TrajectoryGroup, err error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	ctx, span := startSpan(ctx, "art.gather", attribute.Int("art.groups", len(groups)))
+	defer func() { tracing.End(span, err) }()
 	var tasks []task
 	states := make([]groupState, len(groups))
 	for gi, spec := range groups {
@@ -237,7 +243,10 @@ func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts Gather
 		}
 	}
 	ga.prog.finish()
-	return slices.Concat(outputs...), nil
+	out := slices.Concat(outputs...)
+	stampGathered(out, start, time.Now())
+	span.SetAttributes(attribute.Int("art.rollouts", ga.total), attribute.Int("art.exceptions", ga.exceptions))
+	return out, nil
 }
 
 // gatherer holds the bookkeeping of one gather. Only the goroutine running
@@ -398,12 +407,14 @@ func launch(ctx context.Context, seed int64, specs []GroupSpec, tasks []task, se
 		go func() {
 			r := taskResult{task: tk}
 			returned := false
+			ctx, span := startRollout(ctx, tk)
 			defer func() {
 				if v := recover(); v != nil {
 					r.err = &PanicError{Value: v, Stack: debug.Stack()}
 				} else if !returned {
 					r.err = errors.New("rollout goroutine exited without returning (runtime.Goexit)")
 				}
+				tracing.End(span, r.err)
 				results <- r
 			}()
 			spec := specs[tk.group]

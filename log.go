@@ -101,9 +101,12 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 	}
 	metrics := logMetrics(groups, split, opts.Metrics)
 	if split == "train" && len(groups) > 0 {
-		if err := cumulate(d, groups, metrics); err != nil {
-			return fmt.Errorf("art: log model %q: %w", m.Name, err)
-		}
+		addDataMetrics(groups, metrics)
+	}
+	addTiming(groups, split, metrics)
+	rollUpCosts(metrics)
+	if err := cumulate(d, groups, split, metrics); err != nil {
+		return fmt.Errorf("art: log model %q: %w", m.Name, err)
 	}
 	if len(metrics) == 0 {
 		return nil
@@ -225,28 +228,18 @@ func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64
 	return out
 }
 
-// cumulate adds ART's data metrics of a training step to metrics:
+// addDataMetrics adds ART's data metrics of a training step to metrics:
 // data/step_num_scenarios (distinct metadata "scenario_id" values of
 // trajectories or groups; the number of groups when none has one) and
-// data/step_actor_tokens (sampled tokens of the choices); then, for every
-// data/step_* and time/step_* metric, its running total over the model's
-// training logs as data/cum/* and time/cum/*, plus
-// data/cum/num_unique_scenarios. The totals persist in state.json, so they
-// survive restarts.
-func cumulate(d *store.ModelDir, groups []TrajectoryGroup, metrics map[string]float64) error {
-	ids := map[string]bool{}
+// data/step_actor_tokens (sampled tokens of the choices).
+func addDataMetrics(groups []TrajectoryGroup, metrics map[string]float64) {
+	ids := scenarioIDs(groups)
 	groupsWithTrajectories, actorTokens := 0, 0
 	for _, g := range groups {
 		if len(g.Trajectories) > 0 {
 			groupsWithTrajectories++
 		}
-		if id, ok := g.Metadata["scenario_id"]; ok && id != nil {
-			ids[fmt.Sprint(id)] = true
-		}
 		for _, t := range g.Trajectories {
-			if id, ok := t.Metadata["scenario_id"]; ok && id != nil {
-				ids[fmt.Sprint(id)] = true
-			}
 			for _, h := range t.Histories() {
 				for _, mc := range h.MessagesAndChoices {
 					if mc.Choice != nil {
@@ -261,30 +254,118 @@ func cumulate(d *store.ModelDir, groups []TrajectoryGroup, metrics map[string]fl
 		metrics["data/step_num_scenarios"] = float64(len(ids))
 	}
 	metrics["data/step_actor_tokens"] = float64(actorTokens)
+}
+
+// scenarioIDs returns the distinct metadata "scenario_id" values of the
+// groups and their trajectories.
+func scenarioIDs(groups []TrajectoryGroup) map[string]bool {
+	ids := map[string]bool{}
+	for _, g := range groups {
+		if id, ok := g.Metadata["scenario_id"]; ok && id != nil {
+			ids[fmt.Sprint(id)] = true
+		}
+		for _, t := range g.Trajectories {
+			if id, ok := t.Metadata["scenario_id"]; ok && id != nil {
+				ids[fmt.Sprint(id)] = true
+			}
+		}
+	}
+	return ids
+}
+
+// addTiming adds how long the groups' gather took, as ART's metrics
+// builder does, unless metrics already say: time/step_actor_s for split
+// "train" (with throughput/avg_actor_tok_per_s, the sampled tokens per
+// second of it), time/step_eval_s for any other split. Groups that no
+// gather function produced add nothing.
+func addTiming(groups []TrajectoryGroup, split string, metrics map[string]float64) {
+	secs, ok := gatherSeconds(groups)
+	if !ok {
+		return
+	}
+	key := "time/step_eval_s"
+	if split == "train" {
+		key = "time/step_actor_s"
+	}
+	if _, set := metrics[key]; !set {
+		metrics[key] = secs
+	}
+	if tokens, ok := metrics["data/step_actor_tokens"]; ok && split == "train" && metrics[key] > 0 {
+		if _, set := metrics["throughput/avg_actor_tok_per_s"]; !set {
+			metrics["throughput/avg_actor_tok_per_s"] = tokens / metrics[key]
+		}
+	}
+}
+
+// rollUpCosts adds ART's cost roll-ups: costs/train and costs/eval, the
+// sums of the costs/train/... and costs/eval/... metrics, and costs/all,
+// the sum of every cost (costs/gpu included). A roll-up that metrics
+// already hold is kept, and counts in costs/all in place of its parts.
+func rollUpCosts(metrics map[string]float64) {
+	sections := map[string]float64{} // "costs/<section>" → its total
+	for k, v := range metrics {
+		rest, ok := strings.CutPrefix(k, "costs/")
+		if !ok {
+			continue
+		}
+		section, _, _ := strings.Cut(rest, "/")
+		if section != "all" && section != "cum" && k != "costs/train" && k != "costs/eval" {
+			sections["costs/"+section] += v
+		}
+	}
+	for _, k := range []string{"costs/train", "costs/eval"} {
+		if v, ok := metrics[k]; ok {
+			sections[k] = v
+		} else if v, ok := sections[k]; ok {
+			metrics[k] = v
+		}
+	}
+	if _, ok := metrics["costs/all"]; !ok && len(sections) > 0 {
+		var all float64
+		for _, v := range sections {
+			all += v
+		}
+		metrics["costs/all"] = all
+	}
+}
+
+// cumulate adds the running totals of a log's metrics, kept in state.json
+// so that they survive restarts: data/cum/* and time/cum/* for every
+// data/step_* and time/step_* metric, costs/cum/{train,eval,all} for the
+// cost roll-ups, and, for a "train" log with groups,
+// data/cum/num_unique_scenarios. A "train" log with groups shows every
+// total; other logs show the totals they changed.
+func cumulate(d *store.ModelDir, groups []TrajectoryGroup, split string, metrics map[string]float64) error {
+	train := split == "train" && len(groups) > 0
+	changed := map[string]float64{}
+	for k, v := range metrics {
+		if cum := cumulativeKey(k); cum != "" {
+			changed[cum] = v
+		}
+	}
+	if !train && len(changed) == 0 {
+		return nil
+	}
+	ids := scenarioIDs(groups)
 	_, err := d.UpdateState(func(state map[string]any) error {
 		totals, _ := state["metric_totals"].(map[string]any)
 		if totals == nil {
 			totals = map[string]any{}
 		}
-		for k, v := range metrics {
-			var cum string
-			if rest, ok := strings.CutPrefix(k, "data/step_"); ok {
-				cum = "data/cum/" + rest
-			} else if rest, ok := strings.CutPrefix(k, "time/step_"); ok {
-				cum = "time/cum/" + rest
-			} else {
-				continue
-			}
+		for cum, v := range changed {
 			total, _ := totals[cum].(float64)
 			totals[cum] = total + v
+			metrics[cum] = total + v
 		}
-		for k, v := range totals {
-			if f, ok := v.(float64); ok {
-				metrics[k] = f
+		if train {
+			for k, v := range totals {
+				if f, ok := v.(float64); ok {
+					metrics[k] = f
+				}
 			}
 		}
 		state["metric_totals"] = totals
-		if len(ids) > 0 {
+		if train && len(ids) > 0 {
 			seen, _ := state["scenario_ids"].([]any)
 			known := make(map[string]bool, len(seen))
 			for _, v := range seen {
@@ -302,6 +383,22 @@ func cumulate(d *store.ModelDir, groups []TrajectoryGroup, metrics map[string]fl
 		return nil
 	})
 	return err
+}
+
+// cumulativeKey names the running total of metric k, or returns "" if k
+// has none.
+func cumulativeKey(k string) string {
+	if rest, ok := strings.CutPrefix(k, "data/step_"); ok {
+		return "data/cum/" + rest
+	}
+	if rest, ok := strings.CutPrefix(k, "time/step_"); ok {
+		return "time/cum/" + rest
+	}
+	switch k {
+	case "costs/train", "costs/eval", "costs/all":
+		return "costs/cum/" + strings.TrimPrefix(k, "costs/")
+	}
+	return ""
 }
 
 // rewardStdDev returns the population standard deviation of the rewards.

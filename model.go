@@ -15,7 +15,9 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/store"
 )
 
@@ -132,6 +134,7 @@ func (m *Model) openAIClient() openai.Client {
 		option.WithAdminAPIKey(""), // never forward OPENAI_ADMIN_KEY either
 		option.WithHTTPClient(hc),
 		option.WithRequestTimeout(requestTimeout),
+		option.WithMiddleware(chatMiddleware),
 	)
 }
 
@@ -330,7 +333,9 @@ func LogGroups(groups []TrajectoryGroup) TrainOption {
 // like the start of a collapse is warned about, and with Watch.Recovery
 // the best checkpoint is served again as the next step, whose number
 // TrainResult.Step then holds.
-func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (TrainResult, error) {
+func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (_ TrainResult, err error) {
+	ctx, span := startSpan(ctx, "art.train", tracing.Model.String(m.Name), attribute.Int("art.groups", len(groups)))
+	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
 	if err != nil {
 		return TrainResult{}, err
@@ -374,6 +379,7 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 		return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
 	}
 	m.setLatest(res.Step)
+	span.SetAttributes(tracing.Step.Int(res.Step), attribute.Bool("art.skipped", res.Skipped))
 	logged := groups
 	if o.logGroupsSet {
 		logged = o.logGroups
@@ -415,7 +421,9 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 //
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not an SFTTrainer.
-func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (TrainResult, error) {
+func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (_ TrainResult, err error) {
+	ctx, span := startSpan(ctx, "art.train_sft", tracing.Model.String(m.Name), attribute.Int("art.trajectories", len(trajectories)))
+	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
 	if err != nil {
 		return TrainResult{}, err

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Recorder is an http.RoundTripper that records the chat completions an
@@ -90,10 +92,7 @@ func (r *Recorder) fail(err error) {
 
 // RoundTrip sends req and records it if it is a chat completion.
 func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	t := r.Transport
-	if t == nil {
-		t = http.DefaultTransport
-	}
+	t := tracing.Transport(r.Transport) // sends the trace context and trajectory id
 	if !seedable(req) {
 		return t.RoundTrip(req)
 	}

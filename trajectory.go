@@ -221,6 +221,8 @@ type TrajectoryGroup struct {
 	Metadata     map[string]any     `json:"metadata"`
 	Metrics      map[string]float64 `json:"metrics"`
 	Logs         []string           `json:"logs"`
+
+	gathered gatherTime // set by the gather functions, for Log's timing metrics
 }
 
 // Validate checks every trajectory (see Trajectory.Validate) and the group's

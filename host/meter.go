@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/promtext"
 )
 
 // Meter is a Model that counts its training for monitoring: steps running,
@@ -29,10 +30,18 @@ type TrainingStats struct {
 	Steps       map[bool]int64 // finished steps by skipped
 	StepSeconds float64        // duration of the last finished step
 	Tokens      float64        // tokens trained on, over every finished step
+	// StepDurations is the histogram of finished steps' durations in
+	// seconds (StepBuckets).
+	StepDurations promtext.Histogram
 	// RewardMean is the mean reward of the last groups trained on
 	// ("train") or logged, by split.
 	RewardMean map[string]float64
 }
+
+// StepBuckets are the upper bounds (seconds) of
+// TrainingStats.StepDurations: a tiny model's step takes well under a
+// second, a 0.5B model's on a CPU many minutes.
+var StepBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 // NewMeter wraps m.
 func NewMeter(m Model) *Meter { return &Meter{Model: m} }
@@ -73,6 +82,10 @@ func (m *Meter) finished(res art.TrainResult, d time.Duration) {
 	}
 	m.stats.Steps[res.Skipped]++
 	m.stats.StepSeconds = d.Seconds()
+	if m.stats.StepDurations.Counts == nil {
+		m.stats.StepDurations = promtext.NewHistogram(StepBuckets...)
+	}
+	m.stats.StepDurations.Observe(d.Seconds())
 	m.stats.Tokens += res.Metrics["data/step_trainer_tokens"]
 }
 
@@ -104,6 +117,7 @@ func (m *Meter) Stats() TrainingStats {
 	defer m.mu.Unlock()
 	s := m.stats
 	s.Steps = maps.Clone(s.Steps)
+	s.StepDurations = s.StepDurations.Clone()
 	s.RewardMean = maps.Clone(m.rewards)
 	s.Running = int(m.training.Load())
 	return s

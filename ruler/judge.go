@@ -13,7 +13,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Judge is an OpenAI-compatible chat completions endpoint that scores
@@ -128,6 +131,24 @@ type Answer struct {
 // help.
 var ErrUnreachable = errors.New("no answer")
 
+// call makes one judge call under a "ruler.judge" span carrying its
+// tokens and cost, and counts them in st.
+func (j Judge) call(ctx context.Context, st *Stats, msgs []art.Message, schema json.RawMessage, timeout time.Duration, attempt int) (_ Answer, err error) {
+	ctx, span := tracing.Start(ctx, "ruler.judge", attribute.String("gen_ai.request.model", j.Model), attribute.Int("ruler.attempt", attempt+1))
+	defer func() { tracing.End(span, err) }()
+	a, err := j.CompleteJSON(ctx, msgs, "ruler_scores", schema, timeout)
+	if err != nil {
+		return a, err
+	}
+	usd, priced := st.record(j.Model, a)
+	span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", a.PromptTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", a.CompletionTokens), attribute.String("ruler.finish_reason", a.FinishReason))
+	if priced {
+		span.SetAttributes(attribute.Float64("ruler.cost_usd", usd))
+	}
+	return a, nil
+}
+
 // CompleteJSON sends msgs in one request whose answer must match schema
 // (response_format json_schema named name, strict), bounded by timeout.
 // It is the structured-output path RULER scores with, for other callers
@@ -140,9 +161,14 @@ func (j Judge) CompleteJSON(ctx context.Context, msgs []art.Message, name string
 	} else {
 		opts = append(opts, option.WithAPIKey("none"))
 	}
+	// The trace context goes with the request, so a judge served by `art
+	// serve` continues the trace.
+	hc := &http.Client{}
 	if j.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(j.HTTPClient))
+		*hc = *j.HTTPClient
 	}
+	hc.Transport = tracing.Transport(hc.Transport)
+	opts = append(opts, option.WithHTTPClient(hc))
 	for k, v := range j.ExtraBody {
 		opts = append(opts, option.WithJSONSet(k, v))
 	}

@@ -30,7 +30,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Options configure scoring. The zero value is ready to use.
@@ -88,16 +91,19 @@ func Score(ctx context.Context, histories []art.History, judge Judge, opts Optio
 
 // score builds the prompt, calls the judge (with retries and the cache)
 // and maps the answer onto the trajectories. what names them in errors.
-func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Options, what string) ([]TrajectoryScore, error) {
+func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Options, what string) (_ []TrajectoryScore, err error) {
 	if len(subjects) == 0 {
 		return nil, nil
 	}
+	ctx, span := tracing.Start(ctx, "ruler.score", attribute.String("ruler.judge", judge.name()),
+		attribute.String("ruler.group", what), attribute.Int("ruler.trajectories", len(subjects)))
+	defer func() { tracing.End(span, err) }()
 	p, err := NewPrompt(subjects, opts.Rubric)
 	if err != nil {
 		return nil, err
 	}
 	if p.Identical && len(subjects) > 1 {
-		opts.logger().Info("ruler: every trajectory is identical; scoring one and copying its score", "judge", judge.name(), "group", what)
+		opts.logger().InfoContext(ctx, "ruler: every trajectory is identical; scoring one and copying its score", "judge", judge.name(), "group", what)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -125,6 +131,7 @@ func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Opti
 		if a, ok := c.get(key); ok {
 			if scores, err := ParseAnswer(a.Content, p.Expected); err == nil {
 				st.cacheHits.Add(1)
+				span.SetAttributes(attribute.Bool("ruler.cache_hit", true))
 				return expand(scores, len(subjects)), nil
 			}
 		}
@@ -139,7 +146,7 @@ func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Opti
 			st.retries.Add(1)
 		}
 		st.calls.Add(1)
-		a, err := judge.CompleteJSON(ctx, msgs, "ruler_scores", schema, timeout)
+		a, err := judge.call(ctx, st, msgs, schema, timeout, attempt)
 		if err != nil {
 			if errors.Is(err, ErrUnreachable) {
 				return nil, fmt.Errorf("ruler: scoring %s with %s at %s: %w", what, judge.name(), judge.BaseURL, err)
@@ -147,21 +154,20 @@ func score(ctx context.Context, subjects [][]art.History, judge Judge, opts Opti
 			last = err
 			continue
 		}
-		st.record(judge.Model, a)
 		scores, err := ParseAnswer(a.Content, p.Expected)
 		if err != nil {
 			if a.FinishReason == "length" {
 				err = fmt.Errorf("%w (the answer was cut by the token limit)", err)
 			}
 			last = fmt.Errorf("%w; the judge answered %q", err, excerpt(a.Content))
-			opts.logger().Warn("ruler: malformed judge answer", "judge", judge.name(), "group", what, "attempt", attempt+1, "err", last)
+			opts.logger().WarnContext(ctx, "ruler: malformed judge answer", "judge", judge.name(), "group", what, "attempt", attempt+1, "err", last)
 			msgs = append(p.Messages[:len(p.Messages):len(p.Messages)], art.AssistantMsg(a.Content),
 				art.UserMsg(fmt.Sprintf("That answer is invalid: %v. Answer again with only the JSON object: exactly %d scores, one per trajectory, trajectory_id \"1\" to \"%d\", each score from 0 to 1.", err, p.Expected, p.Expected)))
 			continue
 		}
 		if c != nil {
 			if err := c.put(key, a); err != nil {
-				opts.logger().Warn("ruler: could not cache the judge's answer", "err", err)
+				opts.logger().WarnContext(ctx, "ruler: could not cache the judge's answer", "err", err)
 			}
 		}
 		return expand(scores, len(subjects)), nil
@@ -217,7 +223,7 @@ func scoreGroup(ctx context.Context, group art.TrajectoryGroup, judge Judge, opt
 	if err != nil {
 		if opts.SwallowErrors && ctx.Err() == nil {
 			opts.stats().dropped.Add(1)
-			opts.logger().Error("ruler: group dropped: its scoring failed", "judge", judge.name(), "group", what, "err", err)
+			opts.logger().ErrorContext(ctx, "ruler: group dropped: its scoring failed", "judge", judge.name(), "group", what, "err", err)
 			return nil, nil
 		}
 		opts.stats().failed.Add(1)

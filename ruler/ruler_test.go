@@ -25,6 +25,7 @@ type standIn struct {
 	answers  []string // answered in order; the last one repeats
 	delay    time.Duration
 	requests []map[string]any
+	headers  []http.Header
 	srv      *httptest.Server
 }
 
@@ -36,6 +37,7 @@ func newStandIn(t *testing.T, answers ...string) *standIn {
 		json.Unmarshal(body, &req)
 		s.mu.Lock()
 		s.requests = append(s.requests, req)
+		s.headers = append(s.headers, r.Header.Clone())
 		k := min(len(s.requests), len(s.answers)) - 1
 		answer, delay := s.answers[k], s.delay
 		s.mu.Unlock()

@@ -18,8 +18,14 @@ type Stats struct {
 // and resets them: ruler/judge_calls, ruler/judge_retries,
 // ruler/cache_hits, ruler/failed_groups, ruler/dropped_groups,
 // ruler/judge_prompt_tokens, ruler/judge_completion_tokens, and, when the
-// judge's price is known, costs/<split>/judge/ruler in USD (ART's key).
+// judge's price is known, ART's cost key in USD: costs/train/judge/ruler
+// for split "train", costs/eval/judge/ruler for any other split (ART files
+// validation and test judging under "eval"). Groups dropped under
+// SwallowErrors count here too: their judge calls were paid for.
 func (s *Stats) Take(split string) map[string]float64 {
+	if split != "train" {
+		split = "eval"
+	}
 	m := map[string]float64{
 		"ruler/judge_calls":             float64(s.calls.Swap(0)),
 		"ruler/judge_retries":           float64(s.retries.Swap(0)),
@@ -42,10 +48,14 @@ func (s *Stats) Dropped() int64 { return s.dropped.Load() }
 // price is a model's list price in USD per million tokens.
 type price struct{ in, out float64 }
 
-// prices are public list prices per million tokens (input, output) of
-// common judge models, as of mid-2025 (OpenAI's and Anthropic's pricing
-// pages); a provider's actual bill may differ. Unknown models are not
-// priced (their cost metric is left out, never guessed).
+// PricesAsOf dates the price table: public list prices per million tokens
+// (input, output) of common judge models, from OpenAI's and Anthropic's
+// pricing pages on that day; a provider's actual bill may differ, and
+// prices change. Unknown models are not priced (their cost metric is left
+// out, never guessed).
+const PricesAsOf = "2025-07-01"
+
+// prices is the table PricesAsOf dates.
 var prices = map[string]price{
 	"o3": {2, 8}, "o3-mini": {1.1, 4.4}, "o4-mini": {1.1, 4.4},
 	"gpt-4.1": {2, 8}, "gpt-4.1-mini": {0.4, 1.6}, "gpt-4.1-nano": {0.1, 0.4},
@@ -73,12 +83,17 @@ func priceOf(model string) (price, bool) {
 	return price{}, false
 }
 
-func (s *Stats) record(model string, a Answer) {
+// record counts an answer's tokens and returns its cost in USD, if the
+// model's price is known.
+func (s *Stats) record(model string, a Answer) (usd float64, priced bool) {
 	s.promptTokens.Add(a.PromptTokens)
 	s.completionTokens.Add(a.CompletionTokens)
-	if p, ok := priceOf(model); ok {
-		s.microUSD.Add(int64(float64(a.PromptTokens)*p.in + float64(a.CompletionTokens)*p.out))
-	} else {
+	p, ok := priceOf(model)
+	if !ok {
 		s.unpriced.Add(1)
+		return 0, false
 	}
+	micro := int64(float64(a.PromptTokens)*p.in + float64(a.CompletionTokens)*p.out)
+	s.microUSD.Add(micro)
+	return float64(micro) / 1e6, true
 }

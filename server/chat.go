@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/artgo/art"
 	"github.com/artgo/art/host"
+	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/openai"
 )
 
@@ -53,6 +57,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	creq.Model = s.modelID(step)
+	trace.SpanFromContext(r.Context()).SetAttributes(tracing.Model.String(creq.Model), tracing.Step.Int(step), attribute.Int("art.n", max(creq.N, 1)), attribute.Bool("art.stream", req.Stream))
 
 	ctx, cancel := r.Context(), context.CancelFunc(func() {})
 	if s.cfg.RequestTimeout > 0 {
@@ -79,7 +84,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.countTokens(r.Context(), len(resp.PromptTokenIDs), resp.CompletionTokens)
 	s.metrics.request(http.StatusOK)
 	writeJSON(w, http.StatusOK, completion(resp, id, created, creq.TopLogprobs > 0))
 }

@@ -1,58 +1,72 @@
 package server
 
 import (
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/artgo/art/internal/promtext"
 )
 
 // metrics are the server's counters and gauges of inference, exposed on
 // /metrics in Prometheus' text format (version 0.0.4) beside the hosted
-// model's training counts (host.Meter). Tokens per second is
-// rate(art_generated_tokens_total[1m]).
+// model's training counts (host.Meter).
 type metrics struct {
 	inFlight         atomic.Int64 // chat requests being answered
 	sequences        atomic.Int64 // sequences those requests asked for
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64
 
-	mu       sync.Mutex    // guards requests and ttft
-	requests map[int]int64 // finished chat requests by status
-	ttft     histogram     // time to first token of streamed requests
+	mu       sync.Mutex         // guards the fields below
+	requests map[int]int64      // finished chat requests by status
+	ttft     promtext.Histogram // time to first token of streamed requests
+	recent   tokenWindow        // generated tokens of the last minute
 }
 
 // ttftBuckets are the upper bounds (seconds) of the time-to-first-token
 // histogram.
 var ttftBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// histogram is a Prometheus histogram: cumulative counts per upper bound.
-type histogram struct {
-	counts []int64 // per bucket of ttftBuckets, not cumulative; the last is +Inf
-	sum    float64
-	n      int64
+// tokenWindow counts tokens per second over the last len(counts) seconds,
+// for a tokens-per-second gauge that needs no PromQL.
+type tokenWindow struct {
+	counts [60]int64
+	secs   [60]int64 // the Unix second each count belongs to
+}
+
+func (w *tokenWindow) add(now time.Time, n int) {
+	sec := now.Unix()
+	i := sec % int64(len(w.counts))
+	if w.secs[i] != sec {
+		w.secs[i], w.counts[i] = sec, 0
+	}
+	w.counts[i] += int64(n)
+}
+
+// rate returns the tokens per second over the window's full seconds before
+// now.
+func (w *tokenWindow) rate(now time.Time) float64 {
+	sec := now.Unix()
+	var sum int64
+	for i, s := range w.secs {
+		if s < sec && s >= sec-int64(len(w.counts)) {
+			sum += w.counts[i]
+		}
+	}
+	return float64(sum) / float64(len(w.counts))
 }
 
 func (m *metrics) firstToken(d time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := &m.ttft
-	if h.counts == nil {
-		h.counts = make([]int64, len(ttftBuckets)+1)
+	if m.ttft.Counts == nil {
+		m.ttft = promtext.NewHistogram(ttftBuckets...)
 	}
-	sec := d.Seconds()
-	i := 0
-	for i < len(ttftBuckets) && sec > ttftBuckets[i] {
-		i++
-	}
-	h.counts[i]++
-	h.sum += sec
-	h.n++
+	m.ttft.Observe(d.Seconds())
 }
 
 func (m *metrics) start(n int) {
@@ -68,6 +82,9 @@ func (m *metrics) finish(n int) {
 func (m *metrics) tokens(prompt, completion int) {
 	m.promptTokens.Add(int64(prompt))
 	m.completionTokens.Add(int64(completion))
+	m.mu.Lock()
+	m.recent.add(time.Now(), completion)
+	m.mu.Unlock()
 }
 
 func (m *metrics) request(status int) {
@@ -80,79 +97,59 @@ func (m *metrics) request(status int) {
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	var b strings.Builder
+	var p promtext.Writer
 	m := &s.metrics
-	metric := func(name, typ, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-	}
-	sample := func(name, labels string, v float64) {
-		b.WriteString(name)
-		if labels != "" {
-			b.WriteString("{" + labels + "}")
-		}
-		b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
-	}
 	running, capacity := s.model.Load()
 	info := s.model.Info()
 	train := s.model.Stats()
-	metric("art_requests_in_flight", "gauge", "Chat completion requests being answered.")
-	sample("art_requests_in_flight", "", float64(m.inFlight.Load()))
-	metric("art_sequences_running", "gauge", "Sequences being generated.")
-	sample("art_sequences_running", "", float64(running))
-	metric("art_sequences_waiting", "gauge", "Sequences waiting for a generation slot (queue depth).")
-	sample("art_sequences_waiting", "", float64(max(0, m.sequences.Load()-int64(running))))
-	metric("art_sequence_slots", "gauge", "Sequences generated at once at most.")
-	sample("art_sequence_slots", "", float64(capacity))
-	metric("art_prompt_tokens_total", "counter", "Prompt tokens of answered chat completions.")
-	sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
-	metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
-	sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
-	metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")
-	sample("art_model_step", `model="`+escapeLabel(info.Name)+`"`, float64(s.model.Step()))
-	metric("art_training", "gauge", "Training steps running now.")
-	sample("art_training", "", float64(train.Running))
+	p.Metric("art_requests_in_flight", "gauge", "Chat completion requests being answered.")
+	p.Sample("art_requests_in_flight", "", float64(m.inFlight.Load()))
+	p.Metric("art_sequences_running", "gauge", "Sequences being generated.")
+	p.Sample("art_sequences_running", "", float64(running))
+	p.Metric("art_sequences_waiting", "gauge", "Sequences waiting for a generation slot (queue depth).")
+	p.Sample("art_sequences_waiting", "", float64(max(0, m.sequences.Load()-int64(running))))
+	p.Metric("art_sequence_slots", "gauge", "Sequences generated at once at most.")
+	p.Sample("art_sequence_slots", "", float64(capacity))
+	p.Metric("art_prompt_tokens_total", "counter", "Prompt tokens of answered chat completions.")
+	p.Sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
+	p.Metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
+	p.Sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
+	p.Metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")
+	p.Sample("art_model_step", promtext.Label("model", info.Name), float64(s.model.Step()))
+	p.Metric("art_training", "gauge", "Training steps running now.")
+	p.Sample("art_training", "", float64(train.Running))
 
 	m.mu.Lock()
 	requests := maps.Clone(m.requests)
-	ttft := m.ttft
-	ttft.counts = slices.Clone(ttft.counts)
+	ttft := m.ttft.Clone()
+	tokensPerSecond := m.recent.rate(time.Now())
 	m.mu.Unlock()
-	steps, rewards, stepSeconds := train.Steps, train.RewardMean, train.StepSeconds
-	metric("art_chat_requests_total", "counter", "Finished chat completion requests by HTTP status (499: the client went away).")
+	p.Metric("art_generated_tokens_per_second", "gauge", "Tokens generated per second over the last minute (answered requests).")
+	p.Sample("art_generated_tokens_per_second", "", tokensPerSecond)
+	p.Metric("art_chat_requests_total", "counter", "Finished chat completion requests by HTTP status (499: the client went away).")
 	for _, code := range slices.Sorted(maps.Keys(requests)) {
-		sample("art_chat_requests_total", `code="`+strconv.Itoa(code)+`"`, float64(requests[code]))
+		p.Sample("art_chat_requests_total", promtext.Label("code", strconv.Itoa(code)), float64(requests[code]))
 	}
-	if ttft.n > 0 {
-		metric("art_time_to_first_token_seconds", "histogram", "Time from a streamed chat request's start to its first sampled token.")
-		var cum int64
-		for i, le := range ttftBuckets {
-			cum += ttft.counts[i]
-			sample("art_time_to_first_token_seconds_bucket", `le="`+strconv.FormatFloat(le, 'g', -1, 64)+`"`, float64(cum))
-		}
-		sample("art_time_to_first_token_seconds_bucket", `le="+Inf"`, float64(ttft.n))
-		sample("art_time_to_first_token_seconds_sum", "", ttft.sum)
-		sample("art_time_to_first_token_seconds_count", "", float64(ttft.n))
+	if ttft.N > 0 {
+		p.Histogram("art_time_to_first_token_seconds", "Time from a streamed chat request's start to its first sampled token.", ttft)
 	}
-	metric("art_train_tokens_total", "counter", "Tokens trained on (data/step_trainer_tokens summed over steps).")
-	sample("art_train_tokens_total", "", train.Tokens)
-	metric("art_train_steps_total", "counter", "Finished training steps; skipped=\"true\" when nothing was trained.")
+	p.Metric("art_train_tokens_total", "counter", "Tokens trained on (data/step_trainer_tokens summed over steps).")
+	p.Sample("art_train_tokens_total", "", train.Tokens)
+	p.Metric("art_train_steps_total", "counter", "Finished training steps; skipped=\"true\" when nothing was trained.")
 	for _, skipped := range []bool{false, true} {
-		sample("art_train_steps_total", `skipped="`+strconv.FormatBool(skipped)+`"`, float64(steps[skipped]))
+		p.Sample("art_train_steps_total", promtext.Label("skipped", strconv.FormatBool(skipped)), float64(train.Steps[skipped]))
 	}
-	if len(steps) > 0 {
-		metric("art_train_step_seconds", "gauge", "Duration of the last training step.")
-		sample("art_train_step_seconds", "", stepSeconds)
+	if len(train.Steps) > 0 {
+		p.Metric("art_train_step_seconds", "gauge", "Duration of the last training step.")
+		p.Sample("art_train_step_seconds", "", train.StepSeconds)
+		p.Histogram("art_train_step_duration_seconds", "Durations of finished training steps.", train.StepDurations)
 	}
-	if len(rewards) > 0 {
-		metric("art_reward_mean", "gauge", "Mean reward of the last trajectory groups trained on (split=\"train\") or logged, by split.")
-		for _, split := range slices.Sorted(maps.Keys(rewards)) {
-			sample("art_reward_mean", `split="`+escapeLabel(split)+`"`, rewards[split])
+	if len(train.RewardMean) > 0 {
+		p.Metric("art_reward_mean", "gauge", "Mean reward of the last trajectory groups trained on (split=\"train\") or logged, by split.")
+		for _, split := range slices.Sorted(maps.Keys(train.RewardMean)) {
+			p.Sample("art_reward_mean", promtext.Label("split", split), train.RewardMean[split])
 		}
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write([]byte(b.String()))
-}
-
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+	w.Header().Set("Content-Type", promtext.ContentType)
+	w.Write([]byte(p.String()))
 }

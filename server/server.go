@@ -164,7 +164,7 @@ func New(cfg Config, m host.Model) *Server {
 func (s *Server) routesHandler() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(method, path string, h http.HandlerFunc) {
-		mux.HandleFunc(method+" "+path, h)
+		mux.Handle(method+" "+path, s.traced(method, path, h))
 		s.routes[path] = append(s.routes[path], method)
 	}
 	handle("POST", "/v1/chat/completions", s.handleChatCompletions)

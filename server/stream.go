@@ -107,7 +107,7 @@ func (st *chatStream) run(ctx, clientCtx context.Context) int {
 		st.done()
 		return e.Status
 	}
-	st.s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	st.s.countTokens(ctx, len(resp.PromptTokenIDs), resp.CompletionTokens)
 	chunks := make([]openai.ChatCompletionChunk, 0, len(resp.Choices)+1)
 	for i, ch := range resp.Choices {
 		chunks = append(chunks, st.finish(i, ch))

@@ -30,9 +30,12 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/artgo/art"
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/host/native"
+	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/internal/trainbar"
 	"github.com/artgo/art/server"
 )
@@ -118,7 +121,9 @@ func key(m *art.TrainableModel) string { return m.Project + "/" + m.Name }
 // checkpoint, or creating step 0) and starts serving it. If m.BasePath is
 // empty it is set to Options.Path. Registering a model this backend already
 // serves is a no-op, provided the base model and path are the same.
-func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
+func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err error) {
+	ctx, span := tracing.Start(ctx, "local.register", tracing.Model.String(key(m)), attribute.String("art.base_model", m.BaseModel))
+	defer func() { tracing.End(span, err) }()
 	if m.BasePath == "" {
 		m.BasePath = b.opt.Path
 	}
@@ -201,35 +206,38 @@ func (b *Backend) Step(ctx context.Context, m *art.TrainableModel) (int, error) 
 // progress bar on a terminal. Inference keeps serving meanwhile; the new
 // step is served as soon as Train returns.
 func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art.TrajectoryGroup, cfg art.TrainConfig) (art.TrainResult, error) {
+	return b.train(ctx, m, "train", func(h *hosted, progress func(done, total int)) (art.TrainResult, error) {
+		return h.model.Train(ctx, groups, cfg, progress)
+	})
+}
+
+// train runs one training step of kind ("train" or "sft") under a
+// "local.<kind>" span, showing a progress bar on a terminal.
+func (b *Backend) train(ctx context.Context, m *art.TrainableModel, kind string, step func(*hosted, func(done, total int)) (art.TrainResult, error)) (res art.TrainResult, err error) {
+	_, span := tracing.Start(ctx, "local."+kind, tracing.Model.String(key(m)))
+	defer func() { tracing.End(span, err) }()
 	h, err := b.lookup(m)
 	if err != nil {
 		return art.TrainResult{}, err
 	}
-	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "train "+m.Name+"@"+strconv.Itoa(h.model.Step()+1))
-	res, err := h.model.Train(ctx, groups, cfg, bar.Update)
+	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, kind+" "+m.Name+"@"+strconv.Itoa(h.model.Step()+1))
+	res, err = step(h, bar.Update)
 	if err != nil {
 		bar.Abort()
 		return art.TrainResult{}, fmt.Errorf("local: %w", err)
 	}
 	bar.Finish()
+	span.SetAttributes(tracing.Step.Int(res.Step), attribute.Bool("art.skipped", res.Skipped),
+		attribute.Float64("art.trainer_tokens", res.Metrics["data/step_trainer_tokens"]))
 	return res, nil
 }
 
 // TrainSFT runs supervised fine-tuning in process (see art.SFTTrainer),
 // showing a progress bar over the batches on a terminal.
 func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajectories []art.Trajectory, cfg art.TrainSFTConfig) (art.TrainResult, error) {
-	h, err := b.lookup(m)
-	if err != nil {
-		return art.TrainResult{}, err
-	}
-	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, "sft "+m.Name+"@"+strconv.Itoa(h.model.Step()+1))
-	res, err := h.model.TrainSFT(ctx, trajectories, cfg, bar.Update)
-	if err != nil {
-		bar.Abort()
-		return art.TrainResult{}, fmt.Errorf("local: %w", err)
-	}
-	bar.Finish()
-	return res, nil
+	return b.train(ctx, m, "sft", func(h *hosted, progress func(done, total int)) (art.TrainResult, error) {
+		return h.model.TrainSFT(ctx, trajectories, cfg, progress)
+	})
 }
 
 // DeleteCheckpointsExcept deletes every checkpoint whose step is not in keep,

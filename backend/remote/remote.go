@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/internal/trainbar"
 	"github.com/artgo/art/openai"
 	"github.com/artgo/art/server/api"
@@ -120,7 +121,7 @@ func New(opt Options) (*Backend, error) {
 	if hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-		hc = &http.Client{Transport: t}
+		hc = &http.Client{Transport: tracing.Transport(t)} // the server's spans continue the caller's trace
 	}
 	return &Backend{opt: opt, base: base, hc: hc, models: map[string]bool{}}, nil
 }

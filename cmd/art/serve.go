@@ -29,6 +29,7 @@ type serveOptions struct {
 	loraAlpha                                    float64
 	seed                                         uint64
 	recompute, dashboard                         bool
+	telemetry                                    telemetryFlags
 }
 
 // newServeCmd returns `art serve`, which hosts one trainable model: the
@@ -47,7 +48,10 @@ the latest step; responses always carry token ids and logprobs. Training
 clients (backend/remote) use /v1/art/. GET /healthz and GET /metrics
 (Prometheus) are for operations. /dashboard/ is the web dashboard of every
 run under --data (as art dashboard serves it); with an API key, open
-/dashboard/?key=KEY once.
+/dashboard/?key=KEY once. With --otlp-endpoint (or OpenTelemetry's
+OTEL_EXPORTER_OTLP_ENDPOINT and _HEADERS) every request and training step is
+traced over OTLP/HTTP, continuing the trace of SDK clients, which send their
+trajectory id (X-ART-Trajectory-ID).
 
 The server binds loopback unless --addr says otherwise; with --api-key (or
 ART_API_KEY) every route but /healthz needs "Authorization: Bearer KEY".
@@ -61,7 +65,12 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 			if o.apiKey == "" {
 				o.apiKey = os.Getenv("ART_API_KEY")
 			}
-			return runServe(cmd.Context(), o, slog.Default())
+			log, stop, err := o.telemetry.start(cmd.Context(), slog.Default())
+			if err != nil {
+				return err
+			}
+			defer stop()
+			return runServe(cmd.Context(), o, log)
 		},
 	}
 	f := cmd.Flags()
@@ -80,6 +89,7 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
 	f.BoolVar(&o.dashboard, "dashboard", true, "serve the web dashboard of --data at /dashboard/")
+	o.telemetry.register(f)
 	cmd.MarkFlagRequired("base-model")
 	cmd.MarkFlagRequired("name")
 	return cmd

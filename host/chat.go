@@ -23,6 +23,18 @@ type ChatRequest struct {
 	// ResponseFormat, if set, constrains every choice to JSON; it cannot be
 	// combined with ParseToolCalls.
 	ResponseFormat *ResponseFormat
+	// ToolChoice, if set, forces every choice to be exactly one call of one
+	// of Tools (tool_choice "required" or a named function), enforced by
+	// constrained decoding; it needs ParseToolCalls.
+	ToolChoice *ToolChoice
+}
+
+// ToolChoice forces a tool call. The call's arguments match the tool's
+// parameters schema (constrained decoding), so the schema must use only
+// the keywords structured outputs support.
+type ToolChoice struct {
+	// Function names the one tool to call; "" means any of the tools.
+	Function string
 }
 
 // DefaultMaxTokens caps a completion when the request does not.

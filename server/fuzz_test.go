@@ -77,6 +77,8 @@ func FuzzChatCompletions(f *testing.F) {
 		`"logprobs":true,"top_logprobs":3,"temperature":0.5,"top_p":0.9`,
 		`"stop":["a","b"],"max_completion_tokens":4`,
 		tool(`{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}`) + `,"tool_choice":"auto"`,
+		tool(`{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}`) + `,"tool_choice":"required","max_tokens":40`,
+		tool(`{"name":"f"}`) + `,"tool_choice":{"type":"function","function":{"name":"f"}},"stream":true`,
 		`"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"],"additionalProperties":false}}}`,
 		`"response_format":{"type":"json_object"}`,
 		`"chat_template_kwargs":{"enable_thinking":false}`,

@@ -72,6 +72,14 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 			return host.ChatResponse{}, err
 		}
 	}
+	if tc := req.ToolChoice; tc != nil {
+		if rf := req.ResponseFormat; rf != nil || !req.ParseToolCalls {
+			return host.ChatResponse{}, &host.RequestError{Param: "tool_choice", Msg: "tool_choice forces a tool call: it cannot be combined with response_format or with tool calls turned off"}
+		}
+		if newConstraint, err = h.toolChoiceConstraint(req.Tools, tc); err != nil {
+			return host.ChatResponse{}, err
+		}
+	}
 	var baseSeed uint64
 	if req.Seed != nil {
 		baseSeed = uint64(*req.Seed)

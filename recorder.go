@@ -44,9 +44,10 @@ type Recorder struct {
 	// Transport sends the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
 
-	mu   sync.Mutex // guards traj and errs
+	mu   sync.Mutex // guards traj, errs and conv
 	traj Trajectory
 	errs []error
+	conv *ResponsesConversation // the responses recorded, for previous_response_id
 }
 
 // NewRecorder returns a Recorder sending requests through transport (nil
@@ -91,7 +92,8 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t == nil {
 		t = http.DefaultTransport
 	}
-	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") || req.Body == nil {
+	responses := strings.HasSuffix(req.URL.Path, "/responses")
+	if req.Method != http.MethodPost || !(responses || strings.HasSuffix(req.URL.Path, "/chat/completions")) || req.Body == nil {
 		return t.RoundTrip(req)
 	}
 	body, err := io.ReadAll(req.Body)
@@ -107,6 +109,10 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
+	if responses {
+		r.recordResponse(body, resp)
+		return resp, nil
+	}
 	var creq struct {
 		Messages []Message `json:"messages"`
 		Tools    []Tool    `json:"tools"`
@@ -118,7 +124,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	record := func(model string, c Choice) { r.add(creq.Messages, creq.Tools, model, c) }
 	if creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &sseRecorder{body: resp.Body, done: func(model string, c *Choice, err error) {
+		resp.Body = &sseRecorder{body: resp.Body, asm: &chunkAssembler{}, done: func(model string, c *Choice, err error) {
 			if err != nil {
 				r.fail(err)
 			} else if c != nil {
@@ -257,7 +263,16 @@ type sseRecorder struct {
 	done     func(model string, c *Choice, err error) // called once
 	finished bool
 	line     []byte // a partial line
-	asm      chunkAssembler
+	asm      streamAssembler
+}
+
+// streamAssembler puts together the answer of a stream from the payloads
+// of its "data:" lines.
+type streamAssembler interface {
+	add(data []byte) error
+	// result returns the model that answered and the answer, or nil if
+	// the stream had none.
+	result() (model string, c *Choice, err error)
 }
 
 func (s *sseRecorder) Read(p []byte) (int, error) {
@@ -318,8 +333,7 @@ func (s *sseRecorder) finish(err error) {
 		s.done("", nil, err)
 		return
 	}
-	c, err := s.asm.choice()
-	s.done(s.asm.model, c, err)
+	s.done(s.asm.result())
 }
 
 // chunkAssembler accumulates the first choice of a stream of chunks.
@@ -402,10 +416,10 @@ func (a *chunkAssembler) add(data []byte) error {
 	return nil
 }
 
-// choice returns the assembled first choice, or nil if the stream had none.
-func (a *chunkAssembler) choice() (*Choice, error) {
+// result returns the assembled first choice, or nil if the stream had none.
+func (a *chunkAssembler) result() (string, *Choice, error) {
 	if !a.seen {
-		return nil, nil
+		return a.model, nil, nil
 	}
 	c := &Choice{Index: 0, FinishReason: a.finish,
 		Message: Message{Role: RoleAssistant, Content: Text(a.content.String()), ToolCalls: a.calls}}
@@ -419,7 +433,7 @@ func (a *chunkAssembler) choice() (*Choice, error) {
 			}
 		}
 	}
-	return c, nil
+	return a.model, c, nil
 }
 
 var _ io.ReadCloser = (*sseRecorder)(nil)

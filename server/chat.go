@@ -114,10 +114,13 @@ func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensP
 	return e
 }
 
-func completionID() string {
+func completionID() string { return "chatcmpl-" + randomHex() }
+
+// randomHex returns 24 random hex digits, for ids.
+func randomHex() string {
 	var b [12]byte
 	rand.Read(b[:])
-	return "chatcmpl-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // chatRequest validates req and turns it into the service's request. The

@@ -13,6 +13,7 @@ bash scripts/fetch-assets.sh
 bash scripts/install-torch.sh
 if [ -f scripts/install-llamacpp.sh ]; then bash scripts/install-llamacpp.sh; fi
 bash scripts/install-node-openai.sh
+bash scripts/install-node-frameworks.sh
 
 export ART_REQUIRE_ASSETS=1
 echo "== go test ./..."

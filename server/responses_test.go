@@ -20,7 +20,14 @@ const responsesTools = `[{"type":"function","name":"get_weather","description":"
 // status and body (for a stream, the events' data in order).
 func postResponses(t *testing.T, client *http.Client, url, body string) (int, []json.RawMessage) {
 	t.Helper()
-	req, err := http.NewRequest("POST", url+"/v1/responses", strings.NewReader(body))
+	return postAPI(t, client, url+"/v1/responses", body)
+}
+
+// postAPI posts body to url with the test key and returns the status and
+// body (for a stream, the events' data in order).
+func postAPI(t *testing.T, client *http.Client, url, body string) (int, []json.RawMessage) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

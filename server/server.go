@@ -166,6 +166,7 @@ func (s *Server) routesHandler() http.Handler {
 	}
 	handle("POST", "/v1/chat/completions", s.handleChatCompletions)
 	handle("POST", "/v1/responses", s.handleResponses)
+	handle("POST", "/v1/completions", s.handleCompletions)
 	handle("GET", "/v1/models", s.handleModels)
 	handle("GET", "/v1/models/{id}", s.handleModel)
 	handle("GET", "/healthz", s.handleHealth)

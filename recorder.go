@@ -36,6 +36,12 @@ import (
 // When the response's model is "name@step", the trajectory's initial and
 // final policy versions record the steps that answered.
 //
+// A POST to a path ending in "/responses" (the Responses API) is recorded
+// the same way: its input items, expanded with the responses this Recorder
+// recorded before (previous_response_id, item_reference), become the
+// request's messages (after the instructions), and the response's "choice"
+// (which `art serve` adds) is the answer.
+//
 // A streamed response is recorded when the client has read it to its end
 // ("data: [DONE]" or EOF). Responses that cannot be decoded are passed to
 // the client unchanged and reported by Err. Use one Recorder per rollout;

@@ -4,11 +4,11 @@ import "encoding/json"
 
 // ChatRequest is a chat completion request as the server hands it over.
 type ChatRequest struct {
-	Model       string            // "name@step" or "name"
-	Messages    []json.RawMessage // OpenAI message objects
+	Model    string            // "name@step" or "name"
+	Messages []json.RawMessage // OpenAI message objects
 	// Prompt, if set, is the raw prompt text (the legacy completions API):
 	// no chat template is applied and Messages and Tools must be empty.
-	Prompt *string
+	Prompt      *string
 	Tools       []json.RawMessage // OpenAI tool objects; nil for none
 	N           int               // choices; 0 means 1
 	MaxTokens   int               // 0 means DefaultMaxTokens, capped by the context

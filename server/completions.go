@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -22,43 +21,18 @@ const defaultCompletionTokens = 16
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req openai.CompletionRequest
 	if e := s.decode(w, r, &req); e != nil {
-		s.metrics.request(e.Status)
-		writeError(w, e)
+		s.fail(w, e)
 		return
 	}
 	creq, e := s.completionRequest(&req)
 	if e != nil {
-		s.metrics.request(e.Status)
-		writeError(w, e)
+		s.fail(w, e)
 		return
 	}
-	step, err := s.model.Resolve(req.Model)
-	if err != nil {
-		e := hostError(err, "model")
-		s.metrics.request(e.Status)
-		writeError(w, e)
+	resp, ok := s.generate(w, r, creq, "max_tokens")
+	if !ok {
 		return
 	}
-	creq.Model = s.modelID(step)
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if s.cfg.RequestTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	}
-	defer cancel()
-	n := max(creq.N, 1)
-	s.metrics.start(n)
-	defer s.metrics.finish(n)
-	resp, err := s.model.Chat(ctx, creq, nil)
-	if err != nil {
-		e := s.chatError(err, ctx, r.Context(), "max_tokens")
-		s.metrics.request(e.Status)
-		if r.Context().Err() == nil {
-			writeError(w, e)
-		}
-		return
-	}
-	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
-	s.metrics.request(http.StatusOK)
 	out := textCompletion(resp, creq.TopLogprobs)
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, out)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/remote"
-	"github.com/artgo/art/internal/testassets"
 )
 
 // nodeFrameworks returns the folder holding LangChain JS and the Vercel AI
@@ -25,17 +24,7 @@ import (
 // not installed.
 func nodeFrameworks(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(testassets.Root(t), ".assets", "node-frameworks")
-	_, errPkg := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json"))
-	_, errNode := exec.LookPath("node")
-	if errPkg != nil || errNode != nil {
-		msg := "LangChain JS / Vercel AI SDK not installed: run scripts/install-node-frameworks.sh (needs node and npm)"
-		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
+	return nodePackages(t, "node-frameworks", "ai", "LangChain JS / Vercel AI SDK not installed: run scripts/install-node-frameworks.sh (needs node and npm)")
 }
 
 // recordingProxy forwards /<rollout>/v1/... to target through one

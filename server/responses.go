@@ -31,42 +31,18 @@ const maxStoredResponses = 4096
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	var req openai.ResponsesRequest
 	if e := s.decode(w, r, &req); e != nil {
-		s.metrics.request(e.Status)
-		writeError(w, e)
+		s.fail(w, e)
 		return
 	}
 	conv, creq, e := s.responsesRequest(&req)
 	if e != nil {
-		s.metrics.request(e.Status)
-		writeError(w, e)
+		s.fail(w, e)
 		return
 	}
-	step, err := s.model.Resolve(req.Model)
-	if err != nil {
-		e := hostError(err, "model")
-		s.metrics.request(e.Status)
-		writeError(w, e)
+	resp, ok := s.generate(w, r, creq, "max_output_tokens")
+	if !ok {
 		return
 	}
-	creq.Model = s.modelID(step)
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if s.cfg.RequestTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	}
-	defer cancel()
-	s.metrics.start(1)
-	defer s.metrics.finish(1)
-	resp, err := s.model.Chat(ctx, creq, nil)
-	if err != nil {
-		e := s.chatError(err, ctx, r.Context(), "max_output_tokens")
-		s.metrics.request(e.Status)
-		if r.Context().Err() == nil {
-			writeError(w, e)
-		}
-		return
-	}
-	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
-	s.metrics.request(http.StatusOK)
 	out := s.response(&req, resp, creq.TopLogprobs > 0)
 	if req.Store == nil || *req.Store {
 		s.remember(out, conv)
@@ -76,6 +52,46 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// fail counts a request that failed before generating and writes e.
+func (s *Server) fail(w http.ResponseWriter, e *apiError) {
+	s.metrics.request(e.Status)
+	writeError(w, e)
+}
+
+// generate answers creq without streaming, as the responses and legacy
+// completions endpoints do: it resolves the model to "name@step", bounds
+// the work by the request timeout, counts it in the metrics and, on
+// failure, writes the error (unless the client went away) and returns
+// false. maxTokensParam names the request's max-tokens field in errors.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, maxTokensParam string) (host.ChatResponse, bool) {
+	step, err := s.model.Resolve(creq.Model)
+	if err != nil {
+		s.fail(w, hostError(err, "model"))
+		return host.ChatResponse{}, false
+	}
+	creq.Model = s.modelID(step)
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if s.cfg.RequestTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	}
+	defer cancel()
+	n := max(creq.N, 1)
+	s.metrics.start(n)
+	defer s.metrics.finish(n)
+	resp, err := s.model.Chat(ctx, creq, nil)
+	if err != nil {
+		e := s.chatError(err, ctx, r.Context(), maxTokensParam)
+		s.metrics.request(e.Status)
+		if r.Context().Err() == nil {
+			writeError(w, e)
+		}
+		return host.ChatResponse{}, false
+	}
+	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.metrics.request(http.StatusOK)
+	return resp, true
 }
 
 // responsesRequest turns a Responses request into the conversation it

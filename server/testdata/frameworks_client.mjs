@@ -29,6 +29,10 @@ const out = {
   versions: Object.fromEntries(["@langchain/openai", "@langchain/core", "ai", "@ai-sdk/openai", "openai"].map((n) => [n, version(n)])),
 };
 
+// The tools take a city from an enum: a bounded string (maxLength) would
+// be counted in code points by the server's grammar but in UTF-16 units
+// by zod, so a random model's astral characters could fail validation.
+
 // LangChain JS: a tool-calling agent turn by turn (bindTools with
 // tool_choice "required", the tool's answer, the model's reply), plus
 // streaming and withStructuredOutput.
@@ -37,7 +41,7 @@ const out = {
   const weather = lcTools.tool(async ({ city }) => `sunny in ${city}`, {
     name: "get_weather",
     description: "weather of a city",
-    schema: z.object({ city: z.string().max(6) }),
+    schema: z.object({ city: z.enum(["Paris", "Lima", "Oslo"]) }),
   });
   const human = new HumanMessage("weather in Paris?");
   const call = await llm.bindTools([weather], { tool_choice: "required" }).invoke([human]);
@@ -68,7 +72,7 @@ const out = {
     maxOutputTokens: 200,
     maxRetries: 0,
     tools: {
-      get_weather: ai.tool({ description: "weather of a city", inputSchema: z.object({ city: z.string().max(6) }), execute: async ({ city }) => `sunny in ${city}` }),
+      get_weather: ai.tool({ description: "weather of a city", inputSchema: z.object({ city: z.enum(["Paris", "Lima", "Oslo"]) }), execute: async ({ city }) => `sunny in ${city}` }),
     },
     prepareStep: ({ stepNumber }) => (stepNumber === 0 ? { toolChoice: "required" } : { toolChoice: "none" }),
     stopWhen: ai.stepCountIs(2),

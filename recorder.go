@@ -38,6 +38,12 @@ import (
 // When the response's model is "name@step", the trajectory's initial and
 // final policy versions record the steps that answered.
 //
+// A POST to a path ending in "/responses" (the Responses API) is recorded
+// the same way: its input items, expanded with the responses this Recorder
+// recorded before (previous_response_id, item_reference), become the
+// request's messages (after the instructions), and the response's "choice"
+// (which `art serve` adds) is the answer.
+//
 // A streamed response is recorded when the client has read it to its end
 // ("data: [DONE]" or EOF). Responses that cannot be decoded are passed to
 // the client unchanged and reported by Err. Use one Recorder per rollout;
@@ -49,9 +55,10 @@ type Recorder struct {
 	// Transport sends the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
 
-	mu   sync.Mutex // guards traj and errs
+	mu   sync.Mutex // guards traj, errs and conv
 	traj Trajectory
 	errs []error
+	conv *ResponsesConversation // the responses recorded, for previous_response_id
 }
 
 // NewRecorder returns a Recorder sending requests through transport (nil
@@ -93,16 +100,28 @@ func (r *Recorder) fail(err error) {
 // RoundTrip sends req and records it if it is a chat completion.
 func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	t := tracing.Transport(r.Transport) // sends the trace context and trajectory id
-	if !seedable(req) {
+	// Chat completions are seeded and recorded; responses are recorded as
+	// they are (OpenAI's responses API takes no seed).
+	responses := req.Method == http.MethodPost && req.Body != nil && strings.HasSuffix(req.URL.Path, "/responses")
+	if !responses && !seedable(req) {
 		return t.RoundTrip(req)
 	}
-	out, body, err := withBody(req, func(b []byte) []byte { return seedBody(req.Context(), b) })
+	out, body, err := withBody(req, func(b []byte) []byte {
+		if responses {
+			return b
+		}
+		return seedBody(req.Context(), b)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("art: recorder: %w", err)
 	}
 	resp, err := t.RoundTrip(out)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
+	}
+	if responses {
+		r.recordResponse(body, resp)
+		return resp, nil
 	}
 	var creq struct {
 		Messages []Message `json:"messages"`
@@ -115,7 +134,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	record := func(model string, c Choice) { r.add(creq.Messages, creq.Tools, model, c) }
 	if creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &sseRecorder{body: resp.Body, done: func(model string, c *Choice, err error) {
+		resp.Body = &sseRecorder{body: resp.Body, asm: &chunkAssembler{}, done: func(model string, c *Choice, err error) {
 			if err != nil {
 				r.fail(err)
 			} else if c != nil {
@@ -255,7 +274,16 @@ type sseRecorder struct {
 	done     func(model string, c *Choice, err error) // called once
 	finished bool
 	line     []byte // a partial line
-	asm      chunkAssembler
+	asm      streamAssembler
+}
+
+// streamAssembler puts together the answer of a stream from the payloads
+// of its "data:" lines.
+type streamAssembler interface {
+	add(data []byte) error
+	// result returns the model that answered and the answer, or nil if
+	// the stream had none.
+	result() (model string, c *Choice, err error)
 }
 
 func (s *sseRecorder) Read(p []byte) (int, error) {
@@ -316,8 +344,7 @@ func (s *sseRecorder) finish(err error) {
 		s.done("", nil, err)
 		return
 	}
-	c, err := s.asm.choice()
-	s.done(s.asm.model, c, err)
+	s.done(s.asm.result())
 }
 
 // chunkAssembler accumulates the first choice of a stream of chunks.
@@ -400,10 +427,10 @@ func (a *chunkAssembler) add(data []byte) error {
 	return nil
 }
 
-// choice returns the assembled first choice, or nil if the stream had none.
-func (a *chunkAssembler) choice() (*Choice, error) {
+// result returns the assembled first choice, or nil if the stream had none.
+func (a *chunkAssembler) result() (string, *Choice, error) {
 	if !a.seen {
-		return nil, nil
+		return a.model, nil, nil
 	}
 	c := &Choice{Index: 0, FinishReason: a.finish,
 		Message: Message{Role: RoleAssistant, Content: Text(a.content.String()), ToolCalls: a.calls}}
@@ -417,7 +444,7 @@ func (a *chunkAssembler) choice() (*Choice, error) {
 			}
 		}
 	}
-	return c, nil
+	return a.model, c, nil
 }
 
 var _ io.ReadCloser = (*sseRecorder)(nil)

@@ -4,8 +4,11 @@ import "encoding/json"
 
 // ChatRequest is a chat completion request as the server hands it over.
 type ChatRequest struct {
-	Model       string            // "name@step" or "name"
-	Messages    []json.RawMessage // OpenAI message objects
+	Model    string            // "name@step" or "name"
+	Messages []json.RawMessage // OpenAI message objects
+	// Prompt, if set, is the raw prompt text (the legacy completions API):
+	// no chat template is applied and Messages and Tools must be empty.
+	Prompt      *string
 	Tools       []json.RawMessage // OpenAI tool objects; nil for none
 	N           int               // choices; 0 means 1
 	MaxTokens   int               // 0 means DefaultMaxTokens, capped by the context
@@ -23,6 +26,18 @@ type ChatRequest struct {
 	// ResponseFormat, if set, constrains every choice to JSON; it cannot be
 	// combined with ParseToolCalls.
 	ResponseFormat *ResponseFormat
+	// ToolChoice, if set, forces every choice to be exactly one call of one
+	// of Tools (tool_choice "required" or a named function), enforced by
+	// constrained decoding; it needs ParseToolCalls.
+	ToolChoice *ToolChoice
+}
+
+// ToolChoice forces a tool call. The call's arguments match the tool's
+// parameters schema (constrained decoding), so the schema must use only
+// the keywords structured outputs support.
+type ToolChoice struct {
+	// Function names the one tool to call; "" means any of the tools.
+	Function string
 }
 
 // DefaultMaxTokens caps a completion when the request does not.

@@ -1,6 +1,8 @@
 // Package openai defines the JSON wire types of the OpenAI-compatible API
 // that `art serve` speaks: the chat completion request, the response and its
-// streamed chunks, the model list and the error envelope.
+// streamed chunks, the model list and the error envelope; the Responses API
+// (responses.go: its response carries the answer as a chat Choice, for
+// training) and the legacy completions API (completions.go).
 //
 // They are our own small structs rather than a client library's: the
 // request keeps messages and tools verbatim (their key order reaches the

@@ -16,6 +16,7 @@ if [ -f scripts/install-llamacpp.sh ]; then bash scripts/install-llamacpp.sh; fi
 bash scripts/install-node-openai.sh
 bash scripts/install-browser.sh
 bash scripts/install-mcp-servers.sh
+bash scripts/install-node-frameworks.sh
 
 export ART_REQUIRE_ASSETS=1
 echo "== go test ./..."

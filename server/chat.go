@@ -119,10 +119,13 @@ func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensP
 	return e
 }
 
-func completionID() string {
+func completionID() string { return "chatcmpl-" + randomHex() }
+
+// randomHex returns 24 random hex digits, for ids.
+func randomHex() string {
 	var b [12]byte
 	rand.Read(b[:])
-	return "chatcmpl-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // chatRequest validates req and turns it into the service's request. The
@@ -228,7 +231,10 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (host.ChatReques
 		case openai.ToolChoiceNone:
 			out.ParseToolCalls = false
 		case openai.ToolChoiceRequired, openai.ToolChoiceFunction:
-			return out, unsupported("tool_choice", "tool_choice %q is not supported yet (forcing a call needs constrained decoding); use \"auto\"", tc.Mode)
+			if e := forcedToolChoice(req.Tools, tc); e != nil {
+				return out, e
+			}
+			out.ToolChoice = &host.ToolChoice{Function: tc.Function}
 		default:
 			return out, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or a function, got %q`, tc.Mode)
 		}
@@ -270,6 +276,28 @@ func jsonSchemaFormat(raw json.RawMessage) (*host.ResponseFormat, *apiError) {
 		return nil, badRequest(p+".schema", "%s.schema must be a JSON Schema object, got %.60s", p, schema)
 	}
 	return &host.ResponseFormat{Schema: schema}, nil
+}
+
+// forcedToolChoice checks tool_choice "required" or a named function
+// against the tools: there must be tools, and a named one among them.
+func forcedToolChoice(tools []json.RawMessage, tc *openai.ToolChoice) *apiError {
+	if len(tools) == 0 {
+		return badRequest("tool_choice", "tool_choice %q forces a tool call, but the request has no tools", tc.Mode)
+	}
+	if tc.Mode != openai.ToolChoiceFunction {
+		return nil
+	}
+	for _, raw := range tools {
+		var t struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &t) == nil && t.Function.Name == tc.Function {
+			return nil
+		}
+	}
+	return badRequest("tool_choice", "tool_choice names the function %q, which is not one of the tools", tc.Function)
 }
 
 var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}

@@ -77,6 +77,8 @@ func FuzzChatCompletions(f *testing.F) {
 		`"logprobs":true,"top_logprobs":3,"temperature":0.5,"top_p":0.9`,
 		`"stop":["a","b"],"max_completion_tokens":4`,
 		tool(`{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}`) + `,"tool_choice":"auto"`,
+		tool(`{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}`) + `,"tool_choice":"required","max_tokens":40`,
+		tool(`{"name":"f"}`) + `,"tool_choice":{"type":"function","function":{"name":"f"}},"stream":true`,
 		`"response_format":{"type":"json_schema","json_schema":{"name":"s","strict":true,"schema":{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"],"additionalProperties":false}}}`,
 		`"response_format":{"type":"json_object"}`,
 		`"chat_template_kwargs":{"enable_thinking":false}`,
@@ -100,6 +102,42 @@ func FuzzChatCompletions(f *testing.F) {
 			}
 		}
 		checkAnswer(t, body, post(t, h, "/v1/chat/completions", body))
+	})
+}
+
+// FuzzResponsesAndCompletions sends arbitrary bodies to /v1/responses and
+// /v1/completions. The seeds are valid requests of each kind (input items,
+// tools and forced calls, structured outputs, streams; raw prompts).
+func FuzzResponsesAndCompletions(f *testing.F) {
+	tools := `"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}}}}]`
+	for _, body := range []string{
+		`{"model":"agent","input":"hi","max_output_tokens":4}`,
+		`{"model":"agent","instructions":"s","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"1"}],` + tools + `,"max_output_tokens":4,"stream":true}`,
+		`{"model":"agent","input":"hi",` + tools + `,"tool_choice":"required","max_output_tokens":40}`,
+		`{"model":"agent","input":"hi","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"]}}},"max_output_tokens":20}`,
+		`{"model":"agent","previous_response_id":"resp_x","input":"hi"}`,
+	} {
+		f.Add(uint8(0), []byte(body))
+	}
+	for _, body := range []string{
+		`{"model":"agent","prompt":"Once","max_tokens":4,"n":2,"logprobs":2}`,
+		`{"model":"agent","prompt":["x"],"stream":true,"stream_options":{"include_usage":true}}`,
+	} {
+		f.Add(uint8(1), []byte(body))
+	}
+	h := fuzzServer(f)
+	paths := []string{"/v1/responses", "/v1/completions"}
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		var probe struct {
+			N *json.Number `json:"n"`
+		}
+		if json.Unmarshal(body, &probe) == nil && probe.N != nil {
+			if n, err := probe.N.Int64(); err == nil && n > 8 {
+				t.Skip("n > 8 only costs time")
+			}
+		}
+		path := paths[int(route)%len(paths)]
+		checkAnswer(t, body, post(t, h, path, body))
 	})
 }
 

@@ -20,11 +20,18 @@ import (
 // the test (fails under ART_REQUIRE_ASSETS=1) when it is not installed.
 func nodeOpenAI(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(testassets.Root(t), ".assets", "node-openai")
-	_, errPkg := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json"))
+	return nodePackages(t, "node-openai", "openai", "npm openai not installed: run scripts/install-node-openai.sh (needs node and npm)")
+}
+
+// nodePackages returns .assets/<folder> if it holds the npm package pkg
+// and node is on the PATH; otherwise it skips the test saying msg (or
+// fails under ART_REQUIRE_ASSETS=1).
+func nodePackages(t *testing.T, folder, pkg, msg string) string {
+	t.Helper()
+	dir := filepath.Join(testassets.Root(t), ".assets", folder)
+	_, errPkg := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json"))
 	_, errNode := exec.LookPath("node")
 	if errPkg != nil || errNode != nil {
-		msg := "npm openai not installed: run scripts/install-node-openai.sh (needs node and npm)"
 		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
 			t.Fatal(msg)
 		}

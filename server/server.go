@@ -59,6 +59,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/artgo/art"
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/openai"
 )
@@ -134,6 +135,9 @@ type Server struct {
 	metrics metrics
 	handler http.Handler
 	routes  map[string][]string // path → methods, for 405 answers
+	// responses keeps recent Responses API answers for
+	// previous_response_id and item_reference.
+	responses *art.ResponsesConversation
 
 	baseCtx    context.Context // parent of every request's context
 	cancelBase context.CancelFunc
@@ -154,7 +158,8 @@ func New(cfg Config, m host.Model) *Server {
 	if !ok {
 		meter = host.NewMeter(m)
 	}
-	s := &Server{cfg: cfg, model: meter, log: cfg.Logger, created: time.Now().Unix(), routes: map[string][]string{}}
+	s := &Server{cfg: cfg, model: meter, log: cfg.Logger, created: time.Now().Unix(), routes: map[string][]string{},
+		responses: art.NewResponsesConversation(maxStoredResponses)}
 	s.keyHash = sha256.Sum256([]byte(cfg.APIKey))
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.handler = s.routesHandler()
@@ -168,6 +173,8 @@ func (s *Server) routesHandler() http.Handler {
 		s.routes[path] = append(s.routes[path], method)
 	}
 	handle("POST", "/v1/chat/completions", s.handleChatCompletions)
+	handle("POST", "/v1/responses", s.handleResponses)
+	handle("POST", "/v1/completions", s.handleCompletions)
 	handle("GET", "/v1/models", s.handleModels)
 	handle("GET", "/v1/models/{id}", s.handleModel)
 	handle("GET", "/healthz", s.handleHealth)

@@ -209,12 +209,19 @@ var walkSchemas = map[string]string{
 		"required":["name"],"additionalProperties":false}`,
 }
 
+// constraint is what Matcher and Framed both do (engine/generate's
+// Constraint).
+type constraint interface {
+	Allows(id int) bool
+	FillMask(mask []uint64)
+	Accept(id int) error
+}
+
 // walk samples a document: each token uniformly among those the mask
 // allows (a stop token ends it), checking that the mask agrees with Allows
 // on a sample of ids. It fails the test on a dead end.
-func walk(t *testing.T, g *Grammar, v *Vocab, rng *rand.Rand, maxTokens int, tokenText func(int) string) (string, bool) {
+func walk(t *testing.T, m constraint, v *Vocab, rng *rand.Rand, maxTokens int, tokenText func(int) string) (string, bool) {
 	t.Helper()
-	m := g.NewMatcher(v)
 	mask := make([]uint64, (v.Size()+63)/64)
 	var doc strings.Builder
 	for range maxTokens {
@@ -255,7 +262,7 @@ func TestRandomWalks_Bytes(t *testing.T) {
 	for name, schema := range walkSchemas {
 		g := mustCompile(t, schema)
 		for i := range 200 {
-			doc, ok := walk(t, g, v, rng, 20000, func(id int) string { return string(rune(id)) })
+			doc, ok := walk(t, g.NewMatcher(v), v, rng, 20000, func(id int) string { return string(rune(id)) })
 			doc = latin1ToBytes(doc)
 			if !ok {
 				t.Fatalf("%s walk %d did not finish: %q", name, i, doc)
@@ -289,7 +296,7 @@ func TestRandomWalks_Qwen(t *testing.T) {
 	for name, schema := range walkSchemas {
 		g := mustCompile(t, schema)
 		for i := range n {
-			doc, ok := walk(t, g, v, rng, 5000, text)
+			doc, ok := walk(t, g.NewMatcher(v), v, rng, 5000, text)
 			if !ok {
 				t.Fatalf("%s walk %d did not finish: %q", name, i, doc)
 			}

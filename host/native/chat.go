@@ -23,7 +23,7 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	if err != nil {
 		return host.ChatResponse{}, err
 	}
-	if len(req.Messages) == 0 {
+	if len(req.Messages) == 0 && req.Prompt == nil {
 		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: "messages must not be empty"}
 	}
 	n := req.N
@@ -33,12 +33,9 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	if n < 0 || n > 128 {
 		return host.ChatResponse{}, &host.RequestError{Param: "n", Msg: fmt.Sprintf("n must be in [1, 128], got %d", req.N)}
 	}
-	tmpl := h.folder.TemplateFor(len(req.Tools) > 0)
-	opts := h.folder.RenderOptions(req.TemplateKwargs)
-	opts.AddGenerationPrompt = true
-	text, err := tmpl.Render(req.Messages, req.Tools, opts)
+	text, err := h.promptText(req)
 	if err != nil {
-		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: err.Error()}
+		return host.ChatResponse{}, err
 	}
 	prompt := h.tok.Encode(text)
 	ctxLen := h.model.Config.MaxPositions
@@ -69,6 +66,14 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 			return host.ChatResponse{}, &host.RequestError{Param: "response_format", Msg: "response_format cannot be combined with tool calls: the answer is forced to be JSON"}
 		}
 		if newConstraint, err = h.constraint(rf); err != nil {
+			return host.ChatResponse{}, err
+		}
+	}
+	if tc := req.ToolChoice; tc != nil {
+		if rf := req.ResponseFormat; rf != nil || !req.ParseToolCalls {
+			return host.ChatResponse{}, &host.RequestError{Param: "tool_choice", Msg: "tool_choice forces a tool call: it cannot be combined with response_format or with tool calls turned off"}
+		}
+		if newConstraint, err = h.toolChoiceConstraint(req.Tools, tc); err != nil {
 			return host.ChatResponse{}, err
 		}
 	}
@@ -184,4 +189,23 @@ func (h *Host) acquire(ctx context.Context, n int) (release func(), err error) {
 			<-h.slots
 		}
 	}, nil
+}
+
+// promptText is the text a request's prompt is: the raw prompt, or the
+// messages and tools rendered by the chat template.
+func (h *Host) promptText(req host.ChatRequest) (string, error) {
+	if req.Prompt != nil {
+		if len(req.Messages) > 0 || len(req.Tools) > 0 {
+			return "", &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
+		}
+		return *req.Prompt, nil
+	}
+	tmpl := h.folder.TemplateFor(len(req.Tools) > 0)
+	opts := h.folder.RenderOptions(req.TemplateKwargs)
+	opts.AddGenerationPrompt = true
+	text, err := tmpl.Render(req.Messages, req.Tools, opts)
+	if err != nil {
+		return "", &host.RequestError{Param: "messages", Msg: err.Error()}
+	}
+	return text, nil
 }

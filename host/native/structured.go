@@ -34,6 +34,16 @@ func (h *Host) constraint(rf *host.ResponseFormat) (func() generate.Constraint, 
 	if err != nil {
 		return nil, err
 	}
+	v, err := h.vocab()
+	if err != nil {
+		return nil, err
+	}
+	return func() generate.Constraint { return g.NewMatcher(v) }, nil
+}
+
+// vocab returns the vocabulary prepared for constrained decoding, built on
+// first use.
+func (h *Host) vocab() (*grammar.Vocab, error) {
 	st := &h.structured
 	// Added tokens (chat markers, tool-call tags) never spell an answer;
 	// the end-of-turn ids may come only once the document is complete.
@@ -41,8 +51,7 @@ func (h *Host) constraint(rf *host.ResponseFormat) (func() generate.Constraint, 
 	if st.vocabErr != nil {
 		return nil, fmt.Errorf("native: preparing the vocabulary for structured outputs: %w", st.vocabErr)
 	}
-	v := st.vocab
-	return func() generate.Constraint { return g.NewMatcher(v) }, nil
+	return st.vocab, nil
 }
 
 // grammar compiles (or finds) the grammar of rf.

@@ -28,6 +28,7 @@ type serveOptions struct {
 	loraAlpha                                    float64
 	seed                                         uint64
 	recompute                                    bool
+	inference                                    inferenceOptions
 }
 
 // newServeCmd returns `art serve`, which hosts one trainable model: the
@@ -50,9 +51,15 @@ The server binds loopback unless --addr says otherwise; with --api-key (or
 ART_API_KEY) every route but /healthz needs "Authorization: Bearer KEY".
 SIGINT or SIGTERM stops it gracefully: requests in flight, a training step
 included, may finish for --shutdown-timeout, then they are cancelled (a
-cancelled step writes no checkpoint). A second signal cancels at once.`,
+cancelled step writes no checkpoint). A second signal cancels at once.
+
+With --inference vllm|sglang|llamacpp and --inference-url, chat requests go
+to that engine (asking for logprobs and sampled token ids in its dialect)
+and each new checkpoint is hot-loaded there as NAME@STEP; training stays in
+this process. See docs/SCALING.md.`,
 		Example: `  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --project demo
-  ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999`,
+  ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999
+  art serve --base-model ./Qwen2.5-7B-Instruct --name agent --inference vllm --inference-url http://gpu:8000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.apiKey == "" {
@@ -76,6 +83,7 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
+	addInferenceFlags(f, &o.inference)
 	cmd.MarkFlagRequired("base-model")
 	cmd.MarkFlagRequired("name")
 	return cmd
@@ -96,7 +104,11 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer svc.Close()
-	srv := server.New(server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}, svc)
+	hosted, err := withInference(ctx, svc, o.inference, log)
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}, hosted)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -276,16 +276,7 @@ func TestEngineFailures(t *testing.T) {
 		script(chat, func(w http.ResponseWriter) {
 			vllmError(w, 400, "Loading lora agent@1 failed: max_loras reached")
 		})
-		// Equal rewards: the step is skipped but still saved, and published.
-		var g art.TrajectoryGroup
-		for range 2 {
-			var tr art.Trajectory
-			tr.AddMessage(art.UserMsg("hi"), art.AssistantMsg("yo"))
-			tr.Reward = 0.5
-			g.Trajectories = append(g.Trajectories, tr)
-		}
-		groups := []art.TrajectoryGroup{g}
-		res, err := h.Train(ctx, groups, art.TrainConfig{LearningRate: 1e-3}, nil)
+		res, err := h.Train(ctx, equalGroups(), art.TrainConfig{LearningRate: 1e-3}, nil)
 		if err != nil || res.Step != 1 {
 			t.Fatalf("Train = %+v, %v; want step 1 saved despite the engine", res, err)
 		}
@@ -302,4 +293,17 @@ func TestEngineFailures(t *testing.T) {
 
 func chatRequest(model string) host.ChatRequest {
 	return host.ChatRequest{Model: model, Messages: []json.RawMessage{json.RawMessage(`{"role":"user","content":"hi"}`)}, MaxTokens: 4}
+}
+
+// equalGroups is one group with equal rewards: a step on it is skipped but
+// still saved and published.
+func equalGroups() []art.TrajectoryGroup {
+	var g art.TrajectoryGroup
+	for range 2 {
+		var tr art.Trajectory
+		tr.AddMessage(art.UserMsg("hi"), art.AssistantMsg("yo"))
+		tr.Reward = 0.5
+		g.Trajectories = append(g.Trajectories, tr)
+	}
+	return []art.TrajectoryGroup{g}
 }

@@ -23,7 +23,7 @@ echo "== go test -race (packages with concurrency)"
 # backends, host, RULER, internal helpers and the engine's parallel parts);
 # anchored, so that commands and benchmarks that merely share a name (cmd/art,
 # bench/ruler) are not run again under the slow race detector.
-race_pkgs=$(go list ./... | grep -E 'github.com/artgo/art(/store|/server|/backend/[a-z]+|/host(/native)?|/ruler|/internal/[a-z]+|/engine/(kernels|generate|grammar|tokenizer|chat|model|train))?$' || true)
+race_pkgs=$(go list ./... | grep -E 'github.com/artgo/art(/store|/server|/backend/[a-z]+|/host(/native|/external)?|/ruler|/internal/[a-z]+|/engine/(kernels|generate|grammar|tokenizer|chat|model|train))?$' || true)
 go test -count=1 -race -timeout 20m $race_pkgs
 
 echo "== fuzz (brief)"

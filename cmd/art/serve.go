@@ -83,7 +83,7 @@ this process. See docs/SCALING.md.`,
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
-	addInferenceFlags(f, &o.inference)
+	addInferenceFlags(cmd, &o.inference)
 	cmd.MarkFlagRequired("base-model")
 	cmd.MarkFlagRequired("name")
 	return cmd

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/host/external"
@@ -19,7 +19,8 @@ type inferenceOptions struct {
 	llamaCppStep                 int
 }
 
-func addInferenceFlags(f *pflag.FlagSet, o *inferenceOptions) {
+func addInferenceFlags(cmd *cobra.Command, o *inferenceOptions) {
+	f := cmd.Flags()
 	f.StringVar(&o.engine, "inference", "native", "inference engine: native (this process), vllm, sglang or llamacpp (llama-server)")
 	f.StringVar(&o.url, "inference-url", "", "the external engine's base URL, e.g. http://gpu:8000 (with --inference vllm|sglang|llamacpp)")
 	f.StringVar(&o.apiKey, "inference-api-key", "", "API key of the external engine (default $ART_INFERENCE_API_KEY)")

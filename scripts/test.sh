@@ -32,9 +32,10 @@ race_patterns=(
   '/server'
   '/dashboard'
   '/backend/[a-z]+'
-  '/host(/native)?'
+  '/host(/native|/external)?'
   '/ruler'
   '/mcprl'
+  '/telemetry'
   '/internal/[a-z]+'
   '/engine/(kernels|generate|grammar|tokenizer|chat|model|train)'
 )

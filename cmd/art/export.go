@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -10,17 +12,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/artgo/art/engine/gguf"
+	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 )
 
 // newExportCmd returns `art export`, which converts a model folder to other
-// engines' formats; `art export gguf` writes a GGUF file for llama.cpp.
+// engines' formats; `art export gguf` writes a GGUF file for llama.cpp and
+// `art export gguf-lora` a trained adapter in llama.cpp's LoRA format.
 func newExportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export a model folder for other inference engines",
 	}
-	cmd.AddCommand(newExportGGUFCmd())
+	cmd.AddCommand(newExportGGUFCmd(), newExportGGUFLoRACmd())
 	return cmd
 }
 
@@ -95,4 +99,73 @@ tokens and chat template embedded. The file is written atomically.`,
 	cmd.MarkFlagRequired("model")
 	cmd.MarkFlagRequired("out")
 	return cmd
+}
+
+func newExportGGUFLoRACmd() *cobra.Command {
+	var adapterDir, baseModel, out string
+	cmd := &cobra.Command{
+		Use:   "gguf-lora --adapter DIR --out FILE [--base-model DIR]",
+		Short: "Write a trained LoRA adapter (a checkpoint folder) as a GGUF LoRA for llama.cpp and Ollama",
+		Long: `Write a PEFT LoRA adapter folder (adapter_config.json +
+adapter_model.safetensors; every checkpoint under
+.art/<project>/models/<name>/checkpoints/ is one) in llama.cpp's GGUF LoRA
+format, for llama.cpp (--lora FILE), llama-server and Ollama (ADAPTER FILE)
+over the base model exported with "art export gguf". The base model folder
+gives the shapes; by default it is the adapter's base_model_name_or_path.
+The file is written atomically.`,
+		Example: `  art export gguf --model ./base --out base.gguf
+  art export gguf-lora --adapter .art/default/models/agent/checkpoints/0012 --out agent-12.gguf
+  llama-cli -m base.gguf --lora agent-12.gguf`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if baseModel == "" {
+				var err error
+				if baseModel, err = adapterBaseModel(adapterDir); err != nil {
+					return err
+				}
+			}
+			cfg, err := model.ReadConfig(baseModel)
+			if err != nil {
+				return fmt.Errorf("base model: %w", err)
+			}
+			a, err := lora.Load(adapterDir, cfg)
+			if err != nil {
+				return err
+			}
+			if err := gguf.ExportLoRAFile(out, a, cfg); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s (rank %d, %d projections, base %s)\n", out, a.Config.Rank, len(a.Factors()), baseModel)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&adapterDir, "adapter", "", "PEFT adapter folder (a checkpoint)")
+	f.StringVar(&baseModel, "base-model", "", "the adapter's base model folder (default: its base_model_name_or_path)")
+	f.StringVar(&out, "out", "", "GGUF LoRA file to write")
+	cmd.MarkFlagRequired("adapter")
+	cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+// adapterBaseModel returns the base_model_name_or_path of the adapter in
+// dir, or an error saying to pass --base-model.
+func adapterBaseModel(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, lora.ConfigFile))
+	if err != nil {
+		return "", fmt.Errorf("adapter: %w", err)
+	}
+	var c struct {
+		Base string `json:"base_model_name_or_path"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return "", fmt.Errorf("adapter: %s: %w", filepath.Join(dir, lora.ConfigFile), err)
+	}
+	if c.Base == "" {
+		return "", fmt.Errorf("adapter: %s names no base model; pass --base-model DIR", filepath.Join(dir, lora.ConfigFile))
+	}
+	if _, err := os.Stat(filepath.Join(c.Base, "config.json")); err != nil {
+		return "", fmt.Errorf("adapter: its base model %q is not a model folder here (%v); pass --base-model DIR", c.Base, err)
+	}
+	return c.Base, nil
 }

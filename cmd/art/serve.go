@@ -30,6 +30,7 @@ type serveOptions struct {
 	seed                                         uint64
 	recompute, dashboard                         bool
 	telemetry                                    telemetryFlags
+	inference                                    inferenceOptions
 }
 
 // newServeCmd returns `art serve`, which hosts one trainable model: the
@@ -57,9 +58,15 @@ The server binds loopback unless --addr says otherwise; with --api-key (or
 ART_API_KEY) every route but /healthz needs "Authorization: Bearer KEY".
 SIGINT or SIGTERM stops it gracefully: requests in flight, a training step
 included, may finish for --shutdown-timeout, then they are cancelled (a
-cancelled step writes no checkpoint). A second signal cancels at once.`,
+cancelled step writes no checkpoint). A second signal cancels at once.
+
+With --inference vllm|sglang|llamacpp and --inference-url, chat requests go
+to that engine (asking for logprobs and sampled token ids in its dialect)
+and each new checkpoint is hot-loaded there as NAME@STEP; training stays in
+this process. See docs/SCALING.md.`,
 		Example: `  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --project demo
-  ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999`,
+  ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999
+  art serve --base-model ./Qwen2.5-7B-Instruct --name agent --inference vllm --inference-url http://gpu:8000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.apiKey == "" {
@@ -90,6 +97,7 @@ cancelled step writes no checkpoint). A second signal cancels at once.`,
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
 	f.BoolVar(&o.dashboard, "dashboard", true, "serve the web dashboard of --data at /dashboard/")
 	o.telemetry.register(f)
+	addInferenceFlags(cmd, &o.inference)
 	cmd.MarkFlagRequired("base-model")
 	cmd.MarkFlagRequired("name")
 	return cmd
@@ -116,7 +124,11 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		dash = dashboard.New(dashboard.Config{Root: o.data, BasePath: server.DashboardPath, APIKey: o.apiKey, Logger: log})
 		cfg.Dashboard = dash
 	}
-	srv := server.New(cfg, svc)
+	hosted, err := withInference(ctx, svc, o.inference, log)
+	if err != nil {
+		return err
+	}
+	srv := server.New(cfg, hosted)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

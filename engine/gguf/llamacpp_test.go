@@ -82,6 +82,13 @@ type llamaCppResult struct {
 // after prompt, and the tokenization of texts.
 func runLlamaCpp(t *testing.T, node, module, path string, prompt []int, n int, texts []string) llamaCppResult {
 	t.Helper()
+	return runLlamaCppLoRA(t, node, module, path, "", prompt, n, texts)
+}
+
+// runLlamaCppLoRA is runLlamaCpp with the GGUF LoRA adapter at loraPath
+// applied ("" for none).
+func runLlamaCppLoRA(t *testing.T, node, module, path, loraPath string, prompt []int, n int, texts []string) llamaCppResult {
+	t.Helper()
 	script, err := filepath.Abs(filepath.Join("testdata", "greedy.mjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +99,9 @@ func runLlamaCpp(t *testing.T, node, module, path string, prompt []int, n int, t
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, script, path, string(promptJSON), strconv.Itoa(n), "5", string(textsJSON))
 	cmd.Env = append(os.Environ(), "LLAMA_MODULE="+module)
+	if loraPath != "" {
+		cmd.Env = append(cmd.Env, "LORA="+loraPath)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -131,12 +141,13 @@ func tokenizerSize(t *testing.T, dir string) int {
 }
 
 // teacherLogits returns the engine's logits after each of tokens[from-1:]
-// (one row per generated token), computed in one full forward pass.
-func teacherLogits(t *testing.T, m *model.Model, tokens []int, from int) [][]float32 {
+// (one row per generated token), computed in one full forward pass, with
+// adapter applied if it is not nil.
+func teacherLogits(t *testing.T, m *model.Model, adapter model.Adapter, tokens []int, from int) [][]float32 {
 	t.Helper()
 	cache := m.NewKVCache(len(tokens))
 	var ws model.Workspace
-	hidden, err := m.Forward(&ws, tokens, []model.Segment{{Cache: cache, N: len(tokens)}})
+	hidden, err := m.Forward(&ws, tokens, []model.Segment{{Cache: cache, N: len(tokens), Adapter: adapter}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,38 +264,48 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 				}
 			}
 
-			// Logits of both engines along llama.cpp's path: if the paths
-			// diverge, this still compares like with like.
-			logits := teacherLogits(t, m, append(append([]int{}, prompt...), theirs.Tokens...), len(prompt))
-			var maxDiff, minMargin float64 = 0, math.Inf(1)
-			distinct := map[int]bool{}
-			same, reported := 0, 0
-			for step, top := range theirs.Top {
-				best, second, _ := top2(logits[step])
-				minMargin = math.Min(minMargin, float64(best-second))
-				distinct[theirs.Tokens[step]] = true
-				if step < len(ours) && ours[step] == theirs.Tokens[step] && same == step {
-					same++
-				}
-				for _, p := range top {
-					id, want := int(p[0]), p[1]
-					got := float64(logits[step][id])
-					d := math.Abs(got - want)
-					maxDiff = math.Max(maxDiff, d)
-					if d > atol+rtol*math.Abs(want) && reported < 5 {
-						reported++
-						t.Errorf("step %d token %d: logit %.6f; llama.cpp %.6f (diff %.2g)", step, id, got, want, d)
-					}
-				}
-			}
-			t.Logf("%s: first %d of %d greedy tokens equal (%d distinct), max |logit diff| %.2g over llama.cpp's top-5, smallest top-1 margin %.3g",
-				tt.name, same, parityTokens, len(distinct), maxDiff, minMargin)
-			if tt.dtype == F32 && fmt.Sprint(ours) != fmt.Sprint(theirs.Tokens) {
-				t.Errorf("greedy tokens differ:\n ours      %v\n llama.cpp %v", ours, theirs.Tokens)
-			}
-			if len(distinct) < 4 {
-				t.Errorf("greedy decoding is degenerate (%d distinct tokens in %v): pick weights with more spread", len(distinct), theirs.Tokens)
-			}
+			checkParity(t, tt.name, m, nil, prompt, ours, theirs, atol, rtol, tt.dtype == F32)
 		})
+	}
+}
+
+// checkParity compares llama.cpp's greedy run (theirs) with the engine's
+// (ours) on the same prompt: the engine's logits along llama.cpp's path
+// must agree within atol+rtol·|theirs| on llama.cpp's top tokens, the
+// tokens must be equal if exactTokens, and the run must not be degenerate.
+// adapter, if not nil, is applied on the engine's side.
+func checkParity(t *testing.T, name string, m *model.Model, adapter model.Adapter, prompt, ours []int, theirs llamaCppResult, atol, rtol float64, exactTokens bool) {
+	t.Helper()
+	// Logits of both engines along llama.cpp's path: if the paths
+	// diverge, this still compares like with like.
+	logits := teacherLogits(t, m, adapter, append(append([]int{}, prompt...), theirs.Tokens...), len(prompt))
+	var maxDiff, minMargin float64 = 0, math.Inf(1)
+	distinct := map[int]bool{}
+	same, reported := 0, 0
+	for step, top := range theirs.Top {
+		best, second, _ := top2(logits[step])
+		minMargin = math.Min(minMargin, float64(best-second))
+		distinct[theirs.Tokens[step]] = true
+		if step < len(ours) && ours[step] == theirs.Tokens[step] && same == step {
+			same++
+		}
+		for _, p := range top {
+			id, want := int(p[0]), p[1]
+			got := float64(logits[step][id])
+			d := math.Abs(got - want)
+			maxDiff = math.Max(maxDiff, d)
+			if d > atol+rtol*math.Abs(want) && reported < 5 {
+				reported++
+				t.Errorf("step %d token %d: logit %.6f; llama.cpp %.6f (diff %.2g)", step, id, got, want, d)
+			}
+		}
+	}
+	t.Logf("%s: first %d of %d greedy tokens equal (%d distinct), max |logit diff| %.2g over llama.cpp's top-5, smallest top-1 margin %.3g",
+		name, same, parityTokens, len(distinct), maxDiff, minMargin)
+	if exactTokens && fmt.Sprint(ours) != fmt.Sprint(theirs.Tokens) {
+		t.Errorf("greedy tokens differ:\n ours      %v\n llama.cpp %v", ours, theirs.Tokens)
+	}
+	if len(distinct) < 4 {
+		t.Errorf("greedy decoding is degenerate (%d distinct tokens in %v): pick weights with more spread", len(distinct), theirs.Tokens)
 	}
 }

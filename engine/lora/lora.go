@@ -246,3 +246,23 @@ func (a *Adapter) BackwardDelta(dinp, dout, inp []float32, n, l int, mod model.M
 	kernels.Gemm(true, false, r, p.in, n, du, r, inp, p.in, 1, p.dA, p.in)  // dA += duᵀ·inp
 	kernels.Gemm(false, false, n, p.in, r, du, r, p.A, p.in, 1, dinp, p.in) // dinp += du·A
 }
+
+// Factor is one adapted projection's factors as PEFT stores them: the update
+// is Scale·B·A.
+type Factor struct {
+	Layer   int
+	Module  model.Module
+	In, Out int
+	A       []float32 // (Rank, In), row-major
+	B       []float32 // (Out, Rank), row-major
+}
+
+// Factors returns the adapted projections, by layer then module. The
+// slices are the adapter's own: callers must not modify them.
+func (a *Adapter) Factors() []Factor {
+	fs := make([]Factor, len(a.order))
+	for i, p := range a.order {
+		fs[i] = Factor{Layer: p.layer, Module: p.mod, In: p.in, Out: p.out, A: p.A, B: p.B}
+	}
+	return fs
+}

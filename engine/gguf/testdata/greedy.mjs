@@ -9,7 +9,10 @@
 // the optional TEXTS (special tokens parsed, no BOS added), which checks the
 // embedded vocabulary, merges and pre-tokenizer.
 //
-// Used by engine/gguf's parity test. NODE_PATH does not apply to ES modules,
+// With LORA=ADAPTER.gguf in the environment the context applies that LoRA
+// adapter (scale 1), as llama.cpp's --lora does.
+//
+// Used by engine/gguf's parity tests. NODE_PATH does not apply to ES modules,
 // so the test passes node-llama-cpp's entry point as LLAMA_MODULE.
 //
 // Usage: node greedy.mjs MODEL.gguf '[1,2,3]' N_TOKENS [TOP_K] ['["text", ...]']
@@ -42,6 +45,7 @@ const context = await model.createContext({
   // and the comparison is about the exported weights, not cache precision.
   experimentalKvCacheKeyType: "F32",
   experimentalKvCacheValueType: "F32",
+  ...(process.env.LORA ? {lora: {adapters: [{filePath: process.env.LORA, scale: 1}]}} : {}),
 });
 const sequence = context.getSequence();
 

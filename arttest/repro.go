@@ -37,14 +37,9 @@ const (
 // tokens, write the same history.jsonl (times aside) and save byte-equal
 // checkpoints.
 //
-// The prompts are short, so no prompt is prefilled in chunks beside other
-// sequences.
-//
-// The prompts are short (about 60 tokens at the second turn) and newBackend
-// should generate at most 8 sequences at once: then no prompt is prefilled
-// in chunks beside other sequences, which is the one case where the
-// sampler's logprobs still depend on the batch (issue #22). The rollouts
-// are gathered 16 at a time all the same; the rest wait for a slot.
+// newBackend should let the 16 rollouts generate at once, so that second
+// turns (about 60 tokens) are prefilled in chunks beside other sequences:
+// the batch a request lands in must not change its tokens or logprobs.
 func RunReproducibilityTest(t *testing.T, newBackend NewBackend) {
 	base := TinyModel(t)
 	first := reproRun(t, newBackend, base)

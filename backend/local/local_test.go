@@ -59,6 +59,6 @@ func TestReproducible(t *testing.T) {
 		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
 	}
 	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
-		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 8})
+		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 16})
 	})
 }

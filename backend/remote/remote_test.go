@@ -181,7 +181,7 @@ func TestReproducible(t *testing.T) {
 		t.Skip("two trainings take a minute under -race; the plain test run covers this (gather and the server race-test elsewhere)")
 	}
 	arttest.RunReproducibilityTest(t, func(t *testing.T, env arttest.Env) art.Backend {
-		url, stop := serveAt(t, env, 8)
+		url, stop := serveAt(t, env, 16)
 		b, err := remote.New(remote.Options{BaseURL: url, APIKey: apiKey, Quiet: true})
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -65,6 +66,7 @@ type fakeService struct {
 	unavailGET int    // the next GETs answer 503
 	unavailAll int    // the next requests, POSTs too, answer 503
 	requests   map[string]int
+	lastChat   map[string]any // the last chat request as received
 }
 
 func newFakeService(t *testing.T) *fakeService {
@@ -334,6 +336,9 @@ func (f *fakeService) chat(w http.ResponseWriter, r *http.Request) {
 		fakeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	f.mu.Lock()
+	f.lastChat = maps.Clone(req)
+	f.mu.Unlock()
 	name, _ := req["model"].(string)
 	rest, ok := strings.CutPrefix(name, artifactPfx+fakeEntity+"/")
 	project, model, _ := strings.Cut(rest, "/")

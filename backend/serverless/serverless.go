@@ -64,9 +64,9 @@ type Options struct {
 	// Entity is the W&B entity (team or user); "" lets the service pick
 	// the key's default entity.
 	Entity string
-	// Timeout bounds each request; it also bounds each inference request
-	// through the proxy, times InferenceTimeoutFactor (0 means
-	// DefaultTimeout).
+	// Timeout bounds each request to the service (0 means
+	// DefaultTimeout); an inference request through the proxy may take ten
+	// times as long.
 	Timeout time.Duration
 	// JobTimeout bounds the wait for a training or SFT job (0 means
 	// DefaultJobTimeout). When it passes the job may still be running on

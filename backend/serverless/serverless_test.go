@@ -3,11 +3,14 @@ package serverless_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
@@ -174,5 +177,43 @@ func TestSFTNeedsUpload(t *testing.T) {
 func TestNewNeedsKey(t *testing.T) {
 	if _, err := serverless.New(serverless.Options{}); err == nil || !strings.Contains(err.Error(), "WANDB_API_KEY") {
 		t.Fatalf("New without a key = %v; want an error naming WANDB_API_KEY", err)
+	}
+}
+
+// Ensure the proxy sends the service the wandb-artifact name with logprobs
+// asked for, maps the answer back, and refuses requests without its key.
+func TestProxy(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	ctx := context.Background()
+	client, err := m.OpenAIClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: m.InferenceName(0),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	sent := f.lastChat
+	f.mu.Unlock()
+	want := serverless.ArtifactName(fakeEntity, m.Project, m.Name, 0)
+	if sent["model"] != want || sent["logprobs"] != true || resp.Model != m.InferenceName(0) {
+		t.Fatalf("the service got model %v, logprobs %v; the client got %q; want %q, true, %q", sent["model"], sent["logprobs"], resp.Model, want, m.InferenceName(0))
+	}
+	ep, err := b.InferenceEndpoint(ctx, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := http.Post(ep.BaseURL+"/chat/completions", "application/json", strings.NewReader(`{"model":"agent@0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("request without the proxy's key: status %d; want 401", r.StatusCode)
+	}
+	if _, err := b.InferenceEndpoint(ctx, m, 5); err == nil || !strings.Contains(err.Error(), "no checkpoint at step 5") {
+		t.Fatalf("InferenceEndpoint(5) = %v; want no checkpoint at step 5", err)
 	}
 }

@@ -201,6 +201,15 @@ func TestProxy(t *testing.T) {
 	if sent["model"] != want || sent["logprobs"] != true || resp.Model != m.InferenceName(0) {
 		t.Fatalf("the service got model %v, logprobs %v; the client got %q; want %q, true, %q", sent["model"], sent["logprobs"], resp.Model, want, m.InferenceName(0))
 	}
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: m.Name,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(3)})
+	chunks := 0
+	for stream.Next() {
+		chunks++
+	}
+	if err := stream.Err(); err != nil || chunks == 0 {
+		t.Fatalf("streaming through the proxy: %d chunks, %v; want chunks", chunks, err)
+	}
 	ep, err := b.InferenceEndpoint(ctx, m, 0)
 	if err != nil {
 		t.Fatal(err)

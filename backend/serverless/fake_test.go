@@ -1,0 +1,393 @@
+package serverless_test
+
+// W&B Training cannot be reached from here (it is a paid service), so these
+// tests run the client against fakeService: a loopback server that follows
+// the protocol ART's ServerlessBackend speaks (art-behaviour.md §2.2) and
+// trains for real underneath, on an in-process backend/local over
+// arttest's tiny model. Only the wire protocol is a stand-in; the training,
+// checkpoints and sampling are real.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/backend/local"
+)
+
+const (
+	wandbKey    = "test-wandb-key"
+	fakeEntity  = "fake-entity"
+	artifactPfx = "wandb-artifact:///"
+)
+
+type fakeEvent struct {
+	ID   string         `json:"id"`
+	Type string         `json:"type"`
+	Data map[string]any `json:"data"`
+}
+
+type fakeJob struct {
+	mu     sync.Mutex
+	events []fakeEvent
+}
+
+func (j *fakeJob) add(typ string, data map[string]any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.events = append(j.events, fakeEvent{ID: strconv.Itoa(len(j.events) + 1), Type: typ, Data: data})
+}
+
+// fakeService is the stand-in for W&B Training described above.
+type fakeService struct {
+	t     *testing.T
+	url   string
+	local *local.Backend
+
+	mu     sync.Mutex
+	models map[string]*art.TrainableModel // by id
+	jobs   map[string]*fakeJob
+	// Knobs for the failure tests.
+	failNext   string // the next job fails with this message
+	hang       bool   // jobs never end
+	unavailGET int    // the next GETs answer 503
+	unavailAll int    // the next requests, POSTs too, answer 503
+	requests   map[string]int
+	lastChat   map[string]any // the last chat request as received
+}
+
+func newFakeService(t *testing.T) *fakeService {
+	f := &fakeService{t: t, models: map[string]*art.TrainableModel{}, jobs: map[string]*fakeJob{}, requests: map[string]int{},
+		local: local.New(local.Options{Path: filepath.Join(t.TempDir(), "cloud"), Quiet: true, Seed: 1})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/preview/models", f.register)
+	mux.HandleFunc("GET /v1/preview/models/{id}/checkpoints", f.listCheckpoints)
+	mux.HandleFunc("DELETE /v1/preview/models/{id}/checkpoints", f.deleteCheckpoints)
+	mux.HandleFunc("POST /v1/preview/training-jobs", f.startTraining)
+	mux.HandleFunc("POST /v1/preview/sft-training-jobs", f.startSFT)
+	mux.HandleFunc("GET /v1/preview/training-jobs/{id}/events", f.events)
+	mux.HandleFunc("GET /v1/preview/sft-training-jobs/{id}/events", f.events)
+	mux.HandleFunc("POST /v1/chat/completions", f.chat)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+wandbKey {
+			fakeError(w, http.StatusUnauthorized, "bad api key")
+			return
+		}
+		f.mu.Lock()
+		f.requests[r.Method+" "+r.URL.Path]++
+		unavailable := f.unavailAll > 0 || (r.Method == http.MethodGet && f.unavailGET > 0)
+		if unavailable {
+			if f.unavailAll > 0 {
+				f.unavailAll--
+			} else {
+				f.unavailGET--
+			}
+		}
+		f.mu.Unlock()
+		if unavailable {
+			fakeError(w, http.StatusServiceUnavailable, "temporarily unavailable")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	f.url = srv.URL + "/v1"
+	t.Cleanup(func() {
+		srv.Close()
+		f.local.Close()
+	})
+	return f
+}
+
+func (f *fakeService) count(methodPath string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests[methodPath]
+}
+
+func fakeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"detail": msg})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (f *fakeService) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Project, Name  string
+		BaseModel      string `json:"base_model"`
+		ReturnExisting bool   `json:"return_existing"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" || req.Project == "" {
+		fakeError(w, http.StatusBadRequest, "want project, name and base_model")
+		return
+	}
+	id := req.Project + "." + req.Name
+	f.mu.Lock()
+	m, ok := f.models[id]
+	f.mu.Unlock()
+	if ok && !req.ReturnExisting {
+		fakeError(w, http.StatusConflict, "model exists")
+		return
+	}
+	if !ok {
+		m = &art.TrainableModel{Model: art.Model{Name: req.Name, Project: req.Project}, BaseModel: req.BaseModel}
+		if err := f.local.Register(r.Context(), m); err != nil {
+			fakeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		f.mu.Lock()
+		f.models[id] = m
+		f.mu.Unlock()
+	}
+	writeJSON(w, map[string]any{"id": id, "entity": fakeEntity, "project": req.Project, "name": req.Name, "run_id": id})
+}
+
+func (f *fakeService) model(w http.ResponseWriter, id string) *art.TrainableModel {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.models[id]
+	if m == nil {
+		fakeError(w, http.StatusNotFound, "no model "+id)
+	}
+	return m
+}
+
+func (f *fakeService) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	m := f.model(w, r.PathValue("id"))
+	if m == nil {
+		return
+	}
+	d, err := m.Dir()
+	if err == nil {
+		var steps []int
+		if steps, err = d.ListCheckpoints(); err == nil {
+			data := []map[string]any{}
+			for _, s := range steps {
+				data = append(data, map[string]any{"step": s, "aliases": []string{"step" + strconv.Itoa(s)}})
+			}
+			writeJSON(w, map[string]any{"data": data})
+			return
+		}
+	}
+	fakeError(w, http.StatusInternalServerError, err.Error())
+}
+
+func (f *fakeService) deleteCheckpoints(w http.ResponseWriter, r *http.Request) {
+	m := f.model(w, r.PathValue("id"))
+	if m == nil {
+		return
+	}
+	d, err := m.Dir()
+	if err != nil {
+		fakeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	all, _ := d.ListCheckpoints()
+	drop := map[int]bool{}
+	for _, s := range r.URL.Query()["steps"] {
+		n, _ := strconv.Atoi(s)
+		drop[n] = true
+	}
+	var keep []int
+	for _, s := range all {
+		if !drop[s] {
+			keep = append(keep, s)
+		}
+	}
+	if err := f.local.DeleteCheckpointsExcept(r.Context(), m, keep); err != nil {
+		fakeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, map[string]any{"deleted": len(all) - len(keep)})
+}
+
+// startJob registers a job and runs train in the background, turning its
+// outcome into events.
+func (f *fakeService) startJob(w http.ResponseWriter, train func(ctx context.Context) (art.TrainResult, error), sequences int) {
+	j := &fakeJob{}
+	f.mu.Lock()
+	id := "job-" + strconv.Itoa(len(f.jobs)+1)
+	f.jobs[id] = j
+	failMsg, hang := f.failNext, f.hang
+	f.failNext = ""
+	f.mu.Unlock()
+	go func() {
+		j.add("training_started", map[string]any{"num_sequences": sequences})
+		switch {
+		case hang:
+			return
+		case failMsg != "":
+			j.add("training_failed", map[string]any{"error_message": failMsg})
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		res, err := train(ctx)
+		if err != nil {
+			j.add("training_failed", map[string]any{"error_message": err.Error()})
+			return
+		}
+		j.add("gradient_step", map[string]any{"metrics": res.Metrics})
+		j.add("training_ended", map[string]any{"skipped": res.Skipped, "skip_reason": res.SkipReason})
+	}()
+	writeJSON(w, map[string]any{"id": id, "status": "QUEUED"})
+}
+
+func (f *fakeService) startTraining(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string                `json:"model_id"`
+		Groups  []art.TrajectoryGroup `json:"trajectory_groups"`
+		Config  art.TrainConfig       `json:"experimental_config"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fakeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	m := f.model(w, req.ModelID)
+	if m == nil {
+		return
+	}
+	n := 0
+	for _, g := range req.Groups {
+		n += len(g.Trajectories)
+	}
+	f.startJob(w, func(ctx context.Context) (art.TrainResult, error) {
+		return f.local.Train(ctx, m, req.Groups, req.Config)
+	}, n)
+}
+
+func (f *fakeService) startSFT(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ModelID string             `json:"model_id"`
+		DataURL string             `json:"training_data_url"`
+		Config  art.TrainSFTConfig `json:"config"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fakeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	m := f.model(w, req.ModelID)
+	if m == nil {
+		return
+	}
+	data, err := os.ReadFile(strings.TrimPrefix(req.DataURL, "file://"))
+	if err != nil {
+		fakeError(w, http.StatusBadRequest, "read training data: "+err.Error())
+		return
+	}
+	var trajs []art.Trajectory
+	for line := range bytes.Lines(data) {
+		var row struct {
+			Messages []art.Message `json:"messages"`
+			Tools    []art.Tool    `json:"tools"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			fakeError(w, http.StatusBadRequest, "train.jsonl: "+err.Error())
+			return
+		}
+		tr := art.Trajectory{Tools: row.Tools}
+		tr.AddMessage(row.Messages...)
+		trajs = append(trajs, tr)
+	}
+	f.startJob(w, func(ctx context.Context) (art.TrainResult, error) { return f.local.TrainSFT(ctx, m, trajs, req.Config) }, len(trajs))
+}
+
+func (f *fakeService) events(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	j := f.jobs[r.PathValue("id")]
+	f.mu.Unlock()
+	if j == nil {
+		fakeError(w, http.StatusNotFound, "no job")
+		return
+	}
+	after, _ := strconv.Atoi(r.URL.Query().Get("after"))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	data := []fakeEvent{}
+	if after < len(j.events) {
+		data = j.events[after:]
+	}
+	writeJSON(w, map[string]any{"data": data, "has_more": false})
+}
+
+// chat serves "wandb-artifact:///entity/project/name[:stepN]" from the
+// local backend's "name[@N]" and names the checkpoint back the same way.
+func (f *fakeService) chat(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		fakeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f.mu.Lock()
+	f.lastChat = maps.Clone(req)
+	f.mu.Unlock()
+	name, _ := req["model"].(string)
+	rest, ok := strings.CutPrefix(name, artifactPfx+fakeEntity+"/")
+	project, model, _ := strings.Cut(rest, "/")
+	model, step, hasStep := strings.Cut(model, ":step")
+	m := f.modelOrNil(project + "." + model)
+	if !ok || m == nil {
+		fakeError(w, http.StatusNotFound, "no such artifact "+name)
+		return
+	}
+	if hasStep {
+		model += "@" + step
+	}
+	req["model"] = model
+	ep, err := f.local.InferenceEndpoint(r.Context(), m, -1)
+	if err != nil {
+		fakeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	body, _ = json.Marshal(req)
+	up, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, ep.BaseURL+"/chat/completions", bytes.NewReader(body))
+	up.Header.Set("Authorization", "Bearer "+ep.APIKey)
+	up.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(up)
+	if err != nil {
+		fakeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	if stream, _ := req["stream"].(bool); stream && resp.StatusCode == http.StatusOK {
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		io.Copy(w, resp.Body) // chunks keep the local names: the test checks content only
+		return
+	}
+	data, _ := io.ReadAll(resp.Body)
+	var ans map[string]any
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(data, &ans) == nil {
+		if served, ok := ans["model"].(string); ok {
+			n, s, _ := strings.Cut(served, "@")
+			ans["model"] = fmt.Sprintf("%s%s/%s/%s:step%s", artifactPfx, fakeEntity, project, n, s)
+			data, _ = json.Marshal(ans)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	w.Write(data)
+}
+
+func (f *fakeService) modelOrNil(id string) *art.TrainableModel {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.models[id]
+}

@@ -1,0 +1,228 @@
+package serverless_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
+	"github.com/artgo/art/backend/serverless"
+)
+
+// newBackend returns a client of f with quick polls and, for SFT, an
+// upload that writes train.jsonl to a file the fake reads (the real
+// service would get a W&B artifact).
+func newBackend(t *testing.T, f *fakeService, opt serverless.Options) *serverless.Backend {
+	t.Helper()
+	opt.BaseURL, opt.APIKey = f.url, wandbKey
+	if opt.PollInterval == 0 {
+		opt.PollInterval = 20 * time.Millisecond
+	}
+	dir := t.TempDir()
+	opt.UploadSFT = func(_ context.Context, m *art.TrainableModel, data []byte) (string, error) {
+		p := filepath.Join(dir, m.Name+"-train.jsonl")
+		return "file://" + p, os.WriteFile(p, data, 0o644)
+	}
+	b, err := serverless.New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The conformance suite, against the fake service (see fake_test.go).
+// Rolling back to a checkpoint (Watch.Recovery) is not offered: the
+// checkpoints live on the service, not in the local store.
+func TestConformance(t *testing.T) {
+	var f *fakeService
+	arttest.RunBackendTests(t, func(t *testing.T, env arttest.Env) art.Backend {
+		if f == nil { // one service for both backends the suite asks for
+			f = newFakeService(t)
+		}
+		return newBackend(t, f, serverless.Options{})
+	}, arttest.SFT, arttest.DeleteCheckpoints)
+}
+
+// registered returns a backend and a model registered on a fresh fake.
+func registered(t *testing.T, opt serverless.Options) (*fakeService, *serverless.Backend, *art.TrainableModel) {
+	t.Helper()
+	f := newFakeService(t)
+	b := newBackend(t, f, opt)
+	t.Cleanup(func() { b.Close() })
+	m := arttest.NewEnv(t).Model()
+	if err := m.Register(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return f, b, m
+}
+
+func group() []art.TrajectoryGroup {
+	var g art.TrajectoryGroup
+	for i := range 2 {
+		tr := art.Trajectory{Reward: float64(i)}
+		tr.AddMessage(art.UserMsg("hi"), art.AssistantMsg("yo"))
+		g.Trajectories = append(g.Trajectories, tr)
+	}
+	return []art.TrajectoryGroup{g}
+}
+
+// Ensure a job the service reports failed gives its message and saves
+// nothing.
+func TestTrainJobFailed(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	f.mu.Lock()
+	f.failNext = "CUDA out of memory"
+	f.mu.Unlock()
+	ctx := context.Background()
+	_, err := b.Train(ctx, m, group(), art.TrainConfig{})
+	if !errors.Is(err, serverless.ErrJobFailed) || !strings.Contains(err.Error(), "CUDA out of memory") {
+		t.Fatalf("Train = %v; want ErrJobFailed with the service's message", err)
+	}
+	if step, err := b.Step(ctx, m); err != nil || step != 0 {
+		t.Fatalf("Step after a failed job = %d, %v; want 0", step, err)
+	}
+}
+
+// Ensure a job that never ends is given up after JobTimeout with a clear
+// error, promptly.
+func TestTrainJobTimeout(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{JobTimeout: 300 * time.Millisecond})
+	f.mu.Lock()
+	f.hang = true
+	f.mu.Unlock()
+	start := time.Now()
+	_, err := b.Train(context.Background(), m, group(), art.TrainConfig{})
+	if !errors.Is(err, serverless.ErrJobTimeout) || !strings.Contains(err.Error(), "check Step") || !strings.Contains(err.Error(), "training_started") {
+		t.Fatalf("Train = %v; want ErrJobTimeout naming the last event and what to do", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("Train gave up after %v; want about 300ms", d)
+	}
+}
+
+// Ensure reads are retried over transient 5xx answers, a bounded number of
+// times, and that creating calls are sent once.
+func TestRetries(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{Retries: 2})
+	ctx := context.Background()
+	path := "GET /v1/preview/models/" + m.Project + "." + m.Name + "/checkpoints"
+
+	f.mu.Lock()
+	f.unavailGET = 2
+	f.mu.Unlock()
+	before := f.count(path)
+	if step, err := b.Step(ctx, m); err != nil || step != 0 {
+		t.Fatalf("Step over two 503s = %d, %v; want 0 after retries", step, err)
+	}
+	if n := f.count(path) - before; n != 3 {
+		t.Errorf("Step sent %d requests; want 3 (two retries)", n)
+	}
+
+	f.mu.Lock()
+	f.unavailGET = 10
+	f.mu.Unlock()
+	before = f.count(path)
+	if _, err := b.Step(ctx, m); err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "3 attempts") {
+		t.Fatalf("Step over ten 503s = %v; want a 503 error after 3 attempts", err)
+	}
+	if n := f.count(path) - before; n != 3 {
+		t.Errorf("Step sent %d requests; want 3", n)
+	}
+	f.mu.Lock()
+	f.unavailGET = 0
+	f.unavailAll = 1
+	f.mu.Unlock()
+	if _, err := b.Train(ctx, m, group(), art.TrainConfig{}); err == nil || !strings.Contains(err.Error(), "not retried") {
+		t.Fatalf("Train over a 503 = %v; want an error saying it was not retried", err)
+	}
+	if n := f.count("POST /v1/preview/training-jobs"); n != 1 {
+		t.Errorf("Train sent %d job requests; want 1", n)
+	}
+	if step, err := b.Step(ctx, m); err != nil || step != 0 {
+		t.Fatalf("Step = %d, %v; want 0", step, err)
+	}
+}
+
+// Ensure SFT without an upload function says it is unsupported, and names
+// map both ways.
+func TestSFTNeedsUpload(t *testing.T) {
+	f := newFakeService(t)
+	b, err := serverless.New(serverless.Options{BaseURL: f.url, APIKey: wandbKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m := arttest.NewEnv(t).Model()
+	if err := m.Register(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	var tr art.Trajectory
+	tr.AddMessage(art.UserMsg("ping"), art.AssistantMsg("pong"))
+	if _, err := m.TrainSFT(context.Background(), []art.Trajectory{tr}, art.TrainSFTConfig{}); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "UploadSFT") {
+		t.Fatalf("TrainSFT without UploadSFT = %v; want ErrUnsupported naming UploadSFT", err)
+	}
+	if got := serverless.ArtifactName("e", "p", "agent", 3); got != "wandb-artifact:///e/p/agent:step3" {
+		t.Errorf("ArtifactName = %q", got)
+	}
+}
+
+func TestNewNeedsKey(t *testing.T) {
+	if _, err := serverless.New(serverless.Options{}); err == nil || !strings.Contains(err.Error(), "WANDB_API_KEY") {
+		t.Fatalf("New without a key = %v; want an error naming WANDB_API_KEY", err)
+	}
+}
+
+// Ensure the proxy sends the service the wandb-artifact name with logprobs
+// asked for, maps the answer back, and refuses requests without its key.
+func TestProxy(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	ctx := context.Background()
+	client, err := m.OpenAIClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: m.InferenceName(0),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	sent := f.lastChat
+	f.mu.Unlock()
+	want := serverless.ArtifactName(fakeEntity, m.Project, m.Name, 0)
+	if sent["model"] != want || sent["logprobs"] != true || resp.Model != m.InferenceName(0) {
+		t.Fatalf("the service got model %v, logprobs %v; the client got %q; want %q, true, %q", sent["model"], sent["logprobs"], resp.Model, want, m.InferenceName(0))
+	}
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: m.Name,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(3)})
+	chunks := 0
+	for stream.Next() {
+		chunks++
+	}
+	if err := stream.Err(); err != nil || chunks == 0 {
+		t.Fatalf("streaming through the proxy: %d chunks, %v; want chunks", chunks, err)
+	}
+	ep, err := b.InferenceEndpoint(ctx, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := http.Post(ep.BaseURL+"/chat/completions", "application/json", strings.NewReader(`{"model":"agent@0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("request without the proxy's key: status %d; want 401", r.StatusCode)
+	}
+	if _, err := b.InferenceEndpoint(ctx, m, 5); err == nil || !strings.Contains(err.Error(), "no checkpoint at step 5") {
+		t.Fatalf("InferenceEndpoint(5) = %v; want no checkpoint at step 5", err)
+	}
+}

@@ -33,11 +33,10 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	if n < 0 || n > 128 {
 		return host.ChatResponse{}, &host.RequestError{Param: "n", Msg: fmt.Sprintf("n must be in [1, 128], got %d", req.N)}
 	}
-	text, err := h.promptText(req)
+	prompt, err := h.promptIDs(req)
 	if err != nil {
 		return host.ChatResponse{}, err
 	}
-	prompt := h.tok.Encode(text)
 	ctxLen := h.model.Config.MaxPositions
 	room := ctxLen - len(prompt)
 	if room <= 0 {
@@ -109,6 +108,9 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	}
 	for i, res := range results {
 		resp.Choices[i] = h.choice(i, res, req)
+		if req.Prompt == nil {
+			h.answers.remember(resp.Choices[i])
+		}
 	}
 	for _, c := range resp.Choices {
 		resp.CompletionTokens += len(c.Tokens)
@@ -191,21 +193,21 @@ func (h *Host) acquire(ctx context.Context, n int) (release func(), err error) {
 	}, nil
 }
 
-// promptText is the text a request's prompt is: the raw prompt, or the
-// messages and tools rendered by the chat template.
-func (h *Host) promptText(req host.ChatRequest) (string, error) {
+// promptIDs is a request's prompt: the raw prompt encoded, or the messages
+// and tools rendered by the chat template, each assistant message the
+// server remembers spliced in as the ids it sampled (the trainer's
+// train.Tokenizer splice, so the prompt is a prefix of the sequence the
+// trainer builds for the conversation); forgotten ones are re-tokenised.
+func (h *Host) promptIDs(req host.ChatRequest) ([]int, error) {
 	if req.Prompt != nil {
 		if len(req.Messages) > 0 || len(req.Tools) > 0 {
-			return "", &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
+			return nil, &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
 		}
-		return *req.Prompt, nil
+		return h.tok.Encode(*req.Prompt), nil
 	}
-	tmpl := h.folder.TemplateFor(len(req.Tools) > 0)
-	opts := h.folder.RenderOptions(req.TemplateKwargs)
-	opts.AddGenerationPrompt = true
-	text, err := tmpl.Render(req.Messages, req.Tools, opts)
+	ids, err := h.prompts.EncodePrompt(h.answers.turns(req.Messages), req.Tools, req.TemplateKwargs)
 	if err != nil {
-		return "", &host.RequestError{Param: "messages", Msg: err.Error()}
+		return nil, &host.RequestError{Param: "messages", Msg: err.Error()}
 	}
-	return text, nil
+	return ids, nil
 }

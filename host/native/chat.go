@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/host"
 )
 
@@ -205,7 +207,17 @@ func (h *Host) promptIDs(req host.ChatRequest) ([]int, error) {
 		}
 		return h.tok.Encode(*req.Prompt), nil
 	}
-	ids, err := h.prompts.EncodePrompt(h.answers.turns(req.Messages), req.Tools, req.TemplateKwargs)
+	turns := h.answers.turns(req.Messages)
+	ids, err := h.prompts.EncodePrompt(turns, req.Tools, req.TemplateKwargs)
+	if err != nil && slices.ContainsFunc(turns, func(t train.Turn) bool { return t.Sampled != nil }) {
+		// The splice failed (say, no special token is free to mark the
+		// answers with): prompt from the text, as the trainer's metric shows.
+		h.log.Warn("native: prompting from the answers' text, not their sampled ids", "err", err)
+		for i := range turns {
+			turns[i].Sampled = nil
+		}
+		ids, err = h.prompts.EncodePrompt(turns, req.Tools, req.TemplateKwargs)
+	}
 	if err != nil {
 		return nil, &host.RequestError{Param: "messages", Msg: err.Error()}
 	}

@@ -124,17 +124,9 @@ func (f *Folder) RenderOptions(kwargs map[string]any) chat.RenderOptions {
 	return chat.RenderOptions{BOSToken: f.Chat.BOSToken, EOSToken: f.Chat.EOSToken, Kwargs: kwargs}
 }
 
-// TemplateFor returns the template that renders a conversation offering
-// tools (withTools) or not; training must pick the same one.
-func (f *Folder) TemplateFor(withTools bool) *chat.Template {
-	if withTools {
-		return f.ToolTpl
-	}
-	return f.Template
-}
-
-// TrainTokenizer returns how the trainer turns histories into tokens: the
-// same templates and options inference renders with.
+// TrainTokenizer returns how the trainer turns histories into tokens, and
+// how inference builds its prompts (train.Tokenizer.EncodePrompt), so the
+// two render with the same templates and options.
 func (f *Folder) TrainTokenizer() *train.Tokenizer {
 	return &train.Tokenizer{Tok: f.Tokenizer, Template: f.Template, ToolTemplate: f.ToolTpl, Render: f.RenderOptions(nil)}
 }

@@ -76,11 +76,42 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 	if last < 0 {
 		return Sequence{}, false, nil
 	}
-	turns := h.Turns[:last+1]
-	sentinel, sentinelID, err := z.pickSentinel(turns)
+	out, err := z.splice(h.Turns[:last+1], h.Tools, z.Render)
 	if err != nil {
 		return Sequence{}, false, err
 	}
+	if out.Sampled[0] {
+		return Sequence{}, false, fmt.Errorf("train: a sampled turn starts the sequence; nothing precedes it to predict from")
+	}
+	return out, true, nil
+}
+
+// EncodePrompt returns the prompt ids a server generates the next turn of
+// a conversation from: the turns rendered with the chat template and its
+// generation prompt, each turn with Sampled ids spliced in exactly as
+// Tokenize splices them. The prompt of a later turn is therefore a prefix
+// of the sequence the trainer builds for the whole conversation (the
+// earlier answers keep the token split they were sampled with); turns
+// without Sampled ids are encoded from their text. kwargs are the
+// request's chat_template_kwargs (nil: the trainer's own).
+func (z *Tokenizer) EncodePrompt(turns []Turn, tools []json.RawMessage, kwargs map[string]any) ([]int, error) {
+	opts := z.Render
+	if kwargs != nil {
+		opts.Kwargs = kwargs
+	}
+	opts.AddGenerationPrompt = true
+	seq, err := z.splice(turns, tools, opts)
+	if err != nil {
+		return nil, err
+	}
+	return seq.Tokens, nil
+}
+
+// splice renders turns with opts, every turn with Sampled set rendered as
+// a sentinel token, and replaces each sentinel with the turn's ids.
+func (z *Tokenizer) splice(turns []Turn, tools []json.RawMessage, opts chat.RenderOptions) (Sequence, error) {
+	var sentinel string
+	sentinelID := -1
 	msgs := make([]json.RawMessage, len(turns))
 	var sampled []*Sampled
 	for i, t := range turns {
@@ -88,31 +119,37 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			msgs[i] = t.Message
 			continue
 		}
+		if sentinelID < 0 {
+			var err error
+			if sentinel, sentinelID, err = z.pickSentinel(turns); err != nil {
+				return Sequence{}, err
+			}
+		}
 		smp := t.Sampled
 		if len(smp.TokenIDs) == 0 {
 			// A trainable turn without sampled ids (SFT, or training
 			// without logprobs): learn its text as the tokenizer encodes it.
-			text, err := z.learnText(turns[:i], t.Message, h.Tools)
+			text, err := z.learnText(turns[:i], t.Message, tools)
 			if err != nil {
-				return Sequence{}, false, fmt.Errorf("train: turn %d: %w", i, err)
+				return Sequence{}, fmt.Errorf("train: turn %d: %w", i, err)
 			}
 			smp = &Sampled{TokenIDs: z.Tok.Encode(text), LearnEnd: true}
 		}
 		if len(smp.Logprobs) != 0 && len(t.Sampled.Logprobs) != len(t.Sampled.TokenIDs) {
-			return Sequence{}, false, fmt.Errorf("train: turn %d has %d token ids but %d logprobs", i, len(smp.TokenIDs), len(smp.Logprobs))
+			return Sequence{}, fmt.Errorf("train: turn %d has %d token ids but %d logprobs", i, len(smp.TokenIDs), len(smp.Logprobs))
 		}
 		// The sampled tokens already hold the content and any tool-call
 		// text, so render the turn as the bare sentinel.
 		b, err := json.Marshal(map[string]string{"role": "assistant", "content": sentinel})
 		if err != nil {
-			return Sequence{}, false, err
+			return Sequence{}, err
 		}
 		msgs[i] = b
 		sampled = append(sampled, smp)
 	}
-	text, err := z.template(h.Tools).Render(msgs, h.Tools, z.Render)
+	text, err := z.template(tools).Render(msgs, tools, opts)
 	if err != nil {
-		return Sequence{}, false, fmt.Errorf("train: render chat: %w", err)
+		return Sequence{}, fmt.Errorf("train: render chat: %w", err)
 	}
 	ids := z.Tok.Encode(text)
 	var out Sequence
@@ -126,7 +163,7 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 			continue
 		}
 		if k == len(sampled) {
-			return Sequence{}, false, fmt.Errorf("train: the chat template rendered more sentinels than sampled turns")
+			return Sequence{}, fmt.Errorf("train: the chat template rendered more sentinels than sampled turns")
 		}
 		s := sampled[k]
 		k++
@@ -154,12 +191,9 @@ func (z *Tokenizer) Tokenize(h History) (seq Sequence, ok bool, err error) {
 		}
 	}
 	if k != len(sampled) {
-		return Sequence{}, false, fmt.Errorf("train: the chat template dropped %d of %d sampled turns (does it render assistant content?)", len(sampled)-k, len(sampled))
+		return Sequence{}, fmt.Errorf("train: the chat template dropped %d of %d sampled turns (does it render assistant content?)", len(sampled)-k, len(sampled))
 	}
-	if out.Sampled[0] {
-		return Sequence{}, false, fmt.Errorf("train: a sampled turn starts the sequence; nothing precedes it to predict from")
-	}
-	return out, true, nil
+	return out, nil
 }
 
 // learnText returns the text an assistant turn without sampled ids teaches:

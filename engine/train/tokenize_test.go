@@ -169,3 +169,79 @@ func decode(t *testing.T, z *Tokenizer, ids []int) string {
 	}
 	return s
 }
+
+// Ensure the prompt a server builds for a later turn with EncodePrompt is
+// exactly a prefix of the sequence the trainer builds for the whole
+// conversation, with the earlier answer's ids as sampled even when they
+// are a split the tokenizer would not produce (re-encoding the answer's
+// text would give other ids and break the prefix), for the Qwen2.5
+// template and the Qwen3 tokenizer's own.
+func TestEncodePrompt_PrefixOfTrainingSequence(t *testing.T) {
+	z := qwenTokenizer(t)
+	cfg, err := chat.LoadConfig(testassets.Dir(t, testassets.Qwen3Tokenizer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := cfg.TemplateSource(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen3, err := chat.NewTemplate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imEnd, _ := z.Tok.ID("<|im_end|>")
+	var odd []int
+	for _, piece := range []string{"H", "el", "lo", " wor", "ld"} {
+		odd = append(odd, z.Tok.Encode(piece)...)
+	}
+	if canonical := z.Tok.Encode("Hello world"); slices.Equal(canonical, odd) {
+		t.Fatalf("the split %v is canonical; the test needs one the tokenizer would not produce", odd)
+	}
+	first := &Sampled{TokenIDs: append(odd, imEnd)}
+	second := &Sampled{TokenIDs: append(z.Tok.Encode("Fine."), imEnd)}
+	for name, tmpl := range map[string]*chat.Template{"qwen2.5": z.Template, "qwen3": qwen3} {
+		t.Run(name, func(t *testing.T) {
+			z := &Tokenizer{Tok: z.Tok, Template: tmpl}
+			turns := []Turn{
+				{Message: msg("system", "Be brief.")},
+				{Message: msg("user", "Say hello.")},
+				{Message: msg("assistant", "Hello world"), Sampled: first},
+				{Message: msg("user", "How are you?")},
+			}
+			prompt, err := z.EncodePrompt(turns, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq, ok, err := z.Tokenize(History{Turns: append(turns, Turn{Message: msg("assistant", "Fine."), Sampled: second})})
+			if err != nil || !ok {
+				t.Fatalf("tokenize: ok %v, %v", ok, err)
+			}
+			if len(prompt) >= len(seq.Tokens) || !slices.Equal(seq.Tokens[:len(prompt)], prompt) {
+				t.Fatalf("prompt is not a prefix of the training sequence:\nprompt %v\ntrain  %v", prompt, seq.Tokens)
+			}
+			var after []int
+			for i := len(prompt); i < len(seq.Tokens); i++ {
+				if seq.Sampled[i] {
+					after = append(after, seq.Tokens[i])
+				}
+			}
+			if !slices.Equal(after, second.TokenIDs) {
+				t.Fatalf("after the prompt the trainer samples %v; want the second answer's ids %v", after, second.TokenIDs)
+			}
+			if !slices.Contains(seq.Sampled[:len(prompt)], true) {
+				t.Fatal("the first answer is not marked sampled inside the prompt")
+			}
+			// Without its ids the answer is re-encoded from its text: no
+			// longer a prefix (what happens when the server forgot it).
+			turns[2].Sampled = nil
+			plain, err := z.EncodePrompt(turns, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plain) <= len(seq.Tokens) && slices.Equal(seq.Tokens[:len(plain)], plain) {
+				t.Fatal("the re-encoded prompt is a prefix too: the split tests nothing")
+			}
+		})
+	}
+}

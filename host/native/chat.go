@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/host"
 )
 
@@ -33,11 +35,10 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	if n < 0 || n > 128 {
 		return host.ChatResponse{}, &host.RequestError{Param: "n", Msg: fmt.Sprintf("n must be in [1, 128], got %d", req.N)}
 	}
-	text, err := h.promptText(req)
+	prompt, err := h.promptIDs(req)
 	if err != nil {
 		return host.ChatResponse{}, err
 	}
-	prompt := h.tok.Encode(text)
 	ctxLen := h.model.Config.MaxPositions
 	room := ctxLen - len(prompt)
 	if room <= 0 {
@@ -109,6 +110,9 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	}
 	for i, res := range results {
 		resp.Choices[i] = h.choice(i, res, req)
+		if req.Prompt == nil {
+			h.answers.remember(resp.Choices[i])
+		}
 	}
 	for _, c := range resp.Choices {
 		resp.CompletionTokens += len(c.Tokens)
@@ -191,21 +195,31 @@ func (h *Host) acquire(ctx context.Context, n int) (release func(), err error) {
 	}, nil
 }
 
-// promptText is the text a request's prompt is: the raw prompt, or the
-// messages and tools rendered by the chat template.
-func (h *Host) promptText(req host.ChatRequest) (string, error) {
+// promptIDs is a request's prompt: the raw prompt encoded, or the messages
+// and tools rendered by the chat template, each assistant message the
+// server remembers spliced in as the ids it sampled (the trainer's
+// train.Tokenizer splice, so the prompt is a prefix of the sequence the
+// trainer builds for the conversation); forgotten ones are re-tokenised.
+func (h *Host) promptIDs(req host.ChatRequest) ([]int, error) {
 	if req.Prompt != nil {
 		if len(req.Messages) > 0 || len(req.Tools) > 0 {
-			return "", &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
+			return nil, &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
 		}
-		return *req.Prompt, nil
+		return h.tok.Encode(*req.Prompt), nil
 	}
-	tmpl := h.folder.TemplateFor(len(req.Tools) > 0)
-	opts := h.folder.RenderOptions(req.TemplateKwargs)
-	opts.AddGenerationPrompt = true
-	text, err := tmpl.Render(req.Messages, req.Tools, opts)
+	turns := h.answers.turns(req.Messages)
+	ids, err := h.prompts.EncodePrompt(turns, req.Tools, req.TemplateKwargs)
+	if err != nil && slices.ContainsFunc(turns, func(t train.Turn) bool { return t.Sampled != nil }) {
+		// The splice failed (say, no special token is free to mark the
+		// answers with): prompt from the text, as the trainer's metric shows.
+		h.log.Warn("native: prompting from the answers' text, not their sampled ids", "err", err)
+		for i := range turns {
+			turns[i].Sampled = nil
+		}
+		ids, err = h.prompts.EncodePrompt(turns, req.Tools, req.TemplateKwargs)
+	}
 	if err != nil {
-		return "", &host.RequestError{Param: "messages", Msg: err.Error()}
+		return nil, &host.RequestError{Param: "messages", Msg: err.Error()}
 	}
-	return text, nil
+	return ids, nil
 }

@@ -46,7 +46,10 @@ type Options struct {
 	// RecomputeActivations trades about a third more training compute for
 	// far less activation memory (see train.Trainer.RecomputeActivations).
 	RecomputeActivations bool
-	Logger               *slog.Logger
+	// AnswerMemory bounds the sampled ids of recent answers kept to prompt
+	// later turns with exactly (0: DefaultAnswerMemory).
+	AnswerMemory int
+	Logger       *slog.Logger
 }
 
 // Host is one trainable model served by the native engine. Its methods
@@ -57,6 +60,8 @@ type Host struct {
 	folder  *hfmodel.Folder
 	model   *model.Model
 	tok     *tokenizer.Tokenizer
+	prompts *train.Tokenizer // builds chat prompts as the trainer splices histories
+	answers *answers         // recent answers' sampled ids, for later turns' prompts
 	dir     *store.ModelDir
 	slots   chan struct{} // sequences in flight
 	admit   chan struct{} // held by the one request gathering its slots
@@ -96,6 +101,12 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h.model, h.tok = h.folder.Model, h.folder.Tokenizer
+	h.prompts = h.folder.TrainTokenizer()
+	memory := opt.AnswerMemory
+	if memory <= 0 {
+		memory = DefaultAnswerMemory
+	}
+	h.answers = newAnswers(memory)
 	// Pack the weights now, layer by layer, so the stored copies are gone
 	// before KV caches and training activations are allocated.
 	h.model.W.Prepack()

@@ -1,0 +1,160 @@
+package native
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/host"
+	"github.com/artgo/art/internal/testassets"
+)
+
+// openTinyQwen3 serves a tiny random qwen2 model with the real Qwen3
+// tokenizer, whose merges let a sampled answer be a split the tokenizer
+// would not produce from its text.
+func openTinyQwen3(t *testing.T) *Host {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: testassets.Dir(t, testassets.Qwen3Tokenizer), DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Ensure a second turn is prompted with the first answer's exact sampled
+// ids (issue #22): through Chat, the prompt of turn 2 equals the trainer's
+// sequence for the whole conversation up to turn 2's answer, although the
+// first answers are splits the tokenizer would not produce from their text
+// (checked, so the test can fail); a training step on these two-turn
+// rollouts reads loss/rollout_logprob_abs_diff = 0 exactly. A forgotten
+// answer is re-tokenised from its text, and the prompt then differs.
+func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
+	s := openTinyQwen3(t)
+	ctx := context.Background()
+	first := art.UserMsg("Say something.")
+	second := art.UserMsg("And then?")
+
+	// Turn 1: find answers (valid UTF-8, so a client can send them back
+	// verbatim) that are non-canonical splits of their text.
+	var answers []host.ChatChoice
+	for seed := int64(0); seed < 40 && len(answers) < 2; seed++ {
+		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first), MaxTokens: 8, Seed: &seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := resp.Choices[0]
+		ids := make([]int, 0, len(c.Tokens))
+		for _, tok := range c.Tokens {
+			ids = append(ids, tok.ID)
+		}
+		if c.FinishReason == "stop" {
+			ids = ids[:len(ids)-1]
+		}
+		if utf8.ValidString(c.Content) && !slices.Equal(s.tok.Encode(c.Content), ids) {
+			answers = append(answers, c)
+		}
+	}
+	if len(answers) < 2 {
+		t.Fatalf("found %d non-canonical answers in 40 seeds; the test needs 2", len(answers))
+	}
+
+	var group art.TrajectoryGroup
+	for i, c := range answers {
+		seed := int64(100 + i)
+		msgs := rawMsgs(t, first, art.AssistantMsg(c.Content), second)
+		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: msgs, MaxTokens: 6, Seed: &seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := art.Trajectory{Reward: float64(i)}
+		tr.AddMessage(first)
+		tr.AddChoice(withModel(c, "agent@0"))
+		tr.AddMessage(second)
+		tr.AddChoice(withModel(resp.Choices[0], "agent@0"))
+		group.Trajectories = append(group.Trajectories, tr)
+
+		tgroups, err := convertGroups([]art.TrajectoryGroup{{Trajectories: []art.Trajectory{tr}}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, ok, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
+		if err != nil || !ok {
+			t.Fatalf("trainer tokenize: ok %v, %v", ok, err)
+		}
+		prompt := resp.PromptTokenIDs
+		if len(prompt) >= len(seq.Tokens) || !slices.Equal(seq.Tokens[:len(prompt)], prompt) {
+			t.Fatalf("conversation %d: turn 2's prompt is not the trainer's prefix:\nprompt  %v\ntrainer %v", i, prompt, seq.Tokens)
+		}
+
+		// Forgotten: the answer is re-tokenised and the prompt differs.
+		remembered := s.answers
+		s.answers = newAnswers(DefaultAnswerMemory)
+		again, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: msgs, MaxTokens: 1, Seed: &seed}, nil)
+		s.answers = remembered
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(again.PromptTokenIDs, prompt) {
+			t.Fatalf("conversation %d: the forgotten answer re-tokenised gives the same prompt; the split tests nothing", i)
+		}
+	}
+
+	res, err := s.Train(ctx, []art.TrajectoryGroup{group}, art.TrainConfig{LearningRate: 1e-3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]
+	if !ok || d != 0 {
+		t.Fatalf("loss/rollout_logprob_abs_diff = %v (reported %v); want exactly 0", d, ok)
+	}
+}
+
+func withModel(c host.ChatChoice, model string) art.Choice {
+	out := toArtChoice(c)
+	out.Model = model
+	return out
+}
+
+// Ensure the answer memory stays within its bound, forgetting the least
+// recently used answers first.
+func TestAnswers_BoundedLRU(t *testing.T) {
+	choice := func(text string, n int) host.ChatChoice {
+		c := host.ChatChoice{Content: text}
+		for i := range n {
+			c.Tokens = append(c.Tokens, host.Token{ID: i})
+		}
+		return c
+	}
+	a := newAnswers(10)
+	a.remember(choice("a", 4))
+	a.remember(choice("b", 4))
+	if a.lookup(answerKey("a", nil)) == nil { // a is now the most recent
+		t.Fatal("a forgotten too early")
+	}
+	a.remember(choice("c", 4)) // 12 > 10: b, the least recently used, goes
+	if a.lookup(answerKey("b", nil)) != nil || a.lookup(answerKey("a", nil)) == nil || a.lookup(answerKey("c", nil)) == nil {
+		t.Fatalf("after c: b kept or a/c lost (size %d)", a.size)
+	}
+	a.remember(choice("huge", 11)) // longer than the memory: not kept
+	if a.lookup(answerKey("huge", nil)) != nil || a.size > 10 {
+		t.Fatalf("size %d; want at most 10 and no huge answer", a.size)
+	}
+	tools := []host.ToolCall{{Name: "f", Arguments: `{"x":1}`}}
+	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}})
+	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}))
+	if got[0].Sampled != nil || got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{7}) {
+		t.Fatalf("tool-call answer not found by its call: %+v", got)
+	}
+	if a.size > 10 {
+		t.Fatalf("size %d > 10", a.size)
+	}
+}

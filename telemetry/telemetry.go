@@ -37,6 +37,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/artgo/art/internal/httpurl"
 	"github.com/artgo/art/internal/tracing"
 )
 
@@ -136,9 +137,8 @@ func Start(ctx context.Context, cfg Config) (*Tracing, error) {
 	if !cfg.Enabled() {
 		return &Tracing{}, nil
 	}
-	u, err := url.Parse(cfg.Endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("telemetry: endpoint %q: want an http:// or https:// URL such as http://localhost:4318/v1/traces", cfg.Endpoint)
+	if _, err := httpurl.Parse(cfg.Endpoint, "http://localhost:4318/v1/traces"); err != nil {
+		return nil, fmt.Errorf("telemetry: the OTLP endpoint's %w", err)
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {

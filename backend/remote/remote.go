@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/httpurl"
 	"github.com/artgo/art/internal/tracing"
 	"github.com/artgo/art/internal/trainbar"
 	"github.com/artgo/art/openai"
@@ -103,11 +104,10 @@ func New(opt Options) (*Backend, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("remote: base URL %q: want http(s)://host:port", raw)
+	base, err := httpurl.Base(raw, "http://host:7999")
+	if err != nil {
+		return nil, fmt.Errorf("remote: the art server's base %w", err)
 	}
-	base := strings.TrimSuffix(strings.TrimSuffix(u.String(), "/"), "/v1")
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/httpurl"
 )
 
 // Defaults of Options.
@@ -116,9 +117,9 @@ func New(opt Options) (*Backend, error) {
 	if raw == "" {
 		raw = DefaultBaseURL
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("serverless: base URL %q: want http(s)://host/v1", raw)
+	u, err := httpurl.Parse(raw, DefaultBaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("serverless: the service's base %w", err)
 	}
 	if opt.APIKey == "" {
 		return nil, errors.New("serverless: no API key; set Options.APIKey (WANDB_API_KEY)")

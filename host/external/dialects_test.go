@@ -184,3 +184,14 @@ func TestLlamaCppDialect(t *testing.T) {
 		t.Errorf("%d adapter loads sent to llama-server; it has no such route", got)
 	}
 }
+
+// TestOpenRejectsBadURL: a URL without a scheme (the most common slip:
+// "gpu-box:8000") is refused before anything is contacted, saying why.
+func TestOpenRejectsBadURL(t *testing.T) {
+	for _, u := range []string{"gpu-box:8000", "ftp://gpu-box/", "http://"} {
+		_, err := external.Open(context.Background(), nil, external.Options{Dialect: external.VLLM, URL: u})
+		if err == nil || !strings.Contains(err.Error(), "http://gpu-box:8000") {
+			t.Errorf("Open(URL %q) = %v; want an error showing a URL of the right form", u, err)
+		}
+	}
+}

@@ -45,6 +45,7 @@ import (
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/host"
+	"github.com/artgo/art/internal/httpurl"
 )
 
 // Dialect is the API an engine speaks beyond OpenAI's chat completions.
@@ -156,7 +157,11 @@ func Open(ctx context.Context, trainer host.Model, opt Options) (*Host, error) {
 	if opt.URL == "" {
 		return nil, fmt.Errorf("external: %s needs the engine's URL", opt.Dialect)
 	}
-	opt.URL = strings.TrimSuffix(strings.TrimSuffix(opt.URL, "/"), "/v1")
+	base, err := httpurl.Base(opt.URL, "http://gpu-box:8000")
+	if err != nil {
+		return nil, fmt.Errorf("external: the %s engine's %w", opt.Dialect, err)
+	}
+	opt.URL = base
 	if opt.RequestTimeout <= 0 {
 		opt.RequestTimeout = DefaultRequestTimeout
 	}

@@ -114,12 +114,7 @@ func (s *Server) handleCheckpoints(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request) {
 	var req api.DeleteCheckpointsRequest
-	if e := s.decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		writeError(w, e)
+	if !s.decodeFor(w, r, &req, &req.Model) {
 		return
 	}
 	for i, st := range req.Keep {
@@ -144,12 +139,7 @@ func (s *Server) handleDeleteCheckpoints(w http.ResponseWriter, r *http.Request)
 // step (see host.Training.RestoreCheckpoint).
 func (s *Server) handleRestoreCheckpoint(w http.ResponseWriter, r *http.Request) {
 	var req api.RestoreCheckpointRequest
-	if e := s.decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		writeError(w, e)
+	if !s.decodeFor(w, r, &req, &req.Model) {
 		return
 	}
 	if req.Step == nil || *req.Step < 0 {
@@ -175,23 +165,16 @@ func (s *Server) handleRestoreCheckpoint(w http.ResponseWriter, r *http.Request)
 // written).
 func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 	var req api.TrainRequest
-	if e := s.decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		writeError(w, e)
+	if !s.decodeFor(w, r, &req, &req.Model) {
 		return
 	}
 	if err := req.Config.Validate(); err != nil {
 		writeError(w, badRequest("config", "%v", err))
 		return
 	}
-	for i := range req.Groups {
-		if err := req.Groups[i].Validate(); err != nil {
-			writeError(w, badRequest(fmt.Sprintf("groups[%d]", i), "groups[%d]: %v", i, err))
-			return
-		}
+	if e := validateGroups(req.Groups); e != nil {
+		writeError(w, e)
+		return
 	}
 	s.streamTraining(w, r, func(progress func(done, total int)) (art.TrainResult, error) {
 		return s.model.Train(r.Context(), req.Groups, req.Config, progress)
@@ -202,12 +185,7 @@ func (s *Server) handleTrain(w http.ResponseWriter, r *http.Request) {
 // (one line per batch) like handleTrain.
 func (s *Server) handleTrainSFT(w http.ResponseWriter, r *http.Request) {
 	var req api.TrainSFTRequest
-	if e := s.decode(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := s.checkModel(req.Model); e != nil {
-		writeError(w, e)
+	if !s.decodeFor(w, r, &req, &req.Model) {
 		return
 	}
 	if len(req.Trajectories) == 0 {
@@ -271,19 +249,12 @@ func (s *Server) streamTraining(w http.ResponseWriter, r *http.Request, run func
 // art.Model.Log does on the client side.
 func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 	var req api.LogRequest
-	if e := s.decode(w, r, &req); e != nil {
-		writeError(w, e)
+	if !s.decodeFor(w, r, &req, &req.Model) {
 		return
 	}
-	if e := s.checkModel(req.Model); e != nil {
+	if e := validateGroups(req.Groups); e != nil {
 		writeError(w, e)
 		return
-	}
-	for i := range req.Groups {
-		if err := req.Groups[i].Validate(); err != nil {
-			writeError(w, badRequest(fmt.Sprintf("groups[%d]", i), "groups[%d]: %v", i, err))
-			return
-		}
 	}
 	step := s.model.Step()
 	if req.Step != nil {
@@ -313,4 +284,30 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 	}
 	s.model.ObserveRewards(split, req.Groups)
 	writeJSON(w, http.StatusOK, api.LogResponse{Step: step})
+}
+
+// decodeFor decodes a training-API request body into req and checks that
+// *model (its model field, read after decoding) names the served model. On
+// failure it has answered with the error and returns false.
+func (s *Server) decodeFor(w http.ResponseWriter, r *http.Request, req any, model *string) bool {
+	if e := s.decode(w, r, req); e != nil {
+		writeError(w, e)
+		return false
+	}
+	if e := s.checkModel(*model); e != nil {
+		writeError(w, e)
+		return false
+	}
+	return true
+}
+
+// validateGroups checks every trajectory group of a request, naming the
+// first bad one.
+func validateGroups(groups []art.TrajectoryGroup) *apiError {
+	for i := range groups {
+		if err := groups[i].Validate(); err != nil {
+			return badRequest(fmt.Sprintf("groups[%d]", i), "groups[%d]: %v", i, err)
+		}
+	}
+	return nil
 }

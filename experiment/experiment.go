@@ -56,11 +56,15 @@ type Report struct {
 	Config                map[string]any `json:"config,omitempty"`
 }
 
-// CheckOnPolicy reports an error unless every trained step of the run
-// compared the trainer's logprobs of the sampled tokens with the
-// sampler's and found them equal bit for bit (true on-policy; the
-// examples assert it in their smoke tests).
+// CheckOnPolicy reports an error unless the run trained at least one step
+// and every trained step compared the trainer's logprobs of the sampled
+// tokens with the sampler's and found them equal bit for bit (true
+// on-policy; the examples assert it in their smoke tests, where a run whose
+// steps were all skipped would prove nothing).
 func (r Report) CheckOnPolicy() error {
+	if r.TrainedSteps == 0 {
+		return fmt.Errorf("experiment: no step trained (all %d skipped: every group's rewards were equal), so nothing compared sampler and trainer logprobs", r.Steps)
+	}
 	if r.OnPolicySteps != r.TrainedSteps || r.MaxRolloutLogprobDiff != 0 {
 		return fmt.Errorf("experiment: %d of %d trained steps compared sampler and trainer logprobs, largest mean |Δ| %g; want all, and exactly 0",
 			r.OnPolicySteps, r.TrainedSteps, r.MaxRolloutLogprobDiff)

@@ -83,16 +83,19 @@ func TestParseFlags(t *testing.T) {
 
 // Ensure the benchmark flags work together on a tiny model: an SFT warm-up
 // on teacher moves becomes checkpoint 1, the held-out games are played
-// before and after GRPO and logged as the val split, and the report is
-// written.
+// before and after GRPO and logged as the val split, the report is
+// written, and the GRPO step trains with the trainer's logprobs equal to
+// the sampler's. The warm-up is large and fast enough (lr 2e-2) that some
+// replies are legal moves: a random model loses every game at once, and a
+// step whose rewards are all equal is skipped and proves nothing.
 func TestTrain_WarmupEvalReport(t *testing.T) {
 	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	report := filepath.Join(root, "report.json")
 	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--prompt", "board", "--system", "2048",
-		"--groups", "2", "--group-size", "2", "--max-moves", "4", "--target", "16", "--steps", "2",
-		"--sft-warmup", "8", "--sft-batch", "4", "--eval", "3", "--grad-accum", "4", "--report", report, "--quiet"}, io.Discard)
+		"--groups", "2", "--group-size", "4", "--max-moves", "4", "--target", "16", "--steps", "2",
+		"--sft-warmup", "256", "--sft-batch", "8", "--sft-lr", "2e-2", "--eval", "3", "--grad-accum", "4", "--report", report, "--quiet"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 		t.Fatalf("train: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
-	for _, want := range []string{"sft warm-up: 8 teacher moves", "val step 1:", "step 2:", "val step 2:", "held-out reward", "paired by game, 3 games"} {
+	for _, want := range []string{"sft warm-up: 256 teacher moves", "val step 1:", "step 2:", "val step 2:", "held-out reward", "paired by game, 3 games"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -120,7 +123,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Example != "2048" || rep.Steps != 1 || rep.StartStep != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 8 ||
+	if rep.Example != "2048" || rep.Steps != 1 || rep.StartStep != 1 || rep.FinalStep != 2 || rep.SFTTrajectories != 256 ||
 		rep.EvalScenarios != 3 || rep.TotalSeconds <= 0 || rep.AfterMetrics == nil {
 		t.Errorf("report: %+v", rep)
 	}

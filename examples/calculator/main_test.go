@@ -85,7 +85,7 @@ func TestTrain_WarmupEvalReport(t *testing.T) {
 	defer cancel()
 	report := filepath.Join(root, "report.json")
 	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--problems", "products", "--system", "Use the calculator.",
-		"--compact-tool", "--groups", "2", "--group-size", "2", "--max-turns", "2", "--max-tokens", "16", "--train-size", "20",
+		"--compact-tool", "--groups", "4", "--group-size", "4", "--max-turns", "2", "--max-tokens", "16", "--train-size", "20",
 		"--steps", "2", "--sft-warmup", "8", "--sft-noise", "0.5", "--sft-batch", "4", "--eval", "3", "--eval-every", "0",
 		"--report", report, "--quiet"}, io.Discard)
 	if err != nil {

@@ -98,7 +98,14 @@ func TestTrain_EvalReport(t *testing.T) {
 	if rep.Example != "tictactoe" || rep.Steps != 1 || rep.FinalStep != 1 || rep.EvalScenarios != 3 || rep.AfterMetrics == nil {
 		t.Errorf("report: %+v", rep)
 	}
-	if err := rep.CheckOnPolicy(); err != nil {
+	// A random tiny model almost never replies with a single legal digit,
+	// so its one step is usually skipped (every game lost, equal rewards)
+	// and there is nothing to compare. The demo's test (demo/demo_test.go)
+	// trains the same game on a base that knows the rules and asserts true
+	// on-policy on every step.
+	if rep.TrainedSteps == 0 {
+		t.Log("no step trained: sampler/trainer logprob equality not checked here")
+	} else if err := rep.CheckOnPolicy(); err != nil {
 		t.Error(err)
 	}
 }

@@ -15,8 +15,9 @@
 # time a busy host gives to other processes; 2-thread runs stay wall-clock).
 #
 # OpenBLAS is the peer only: it is built here as a small C program with gcc,
-# and OPENBLAS_CORETYPE=Cooperlake is set on its command alone (Debian's
-# OpenBLAS 0.3.21 misdetects this CPU otherwise). The Go build has no cgo.
+# and OPENBLAS_CORETYPE is set on its command alone to the best kernel set for
+# this CPU (bench/openblas-coretype.sh: Debian's OpenBLAS 0.3.21 misdetects
+# recent CPUs otherwise). The Go build has no cgo.
 set -euo pipefail
 # One benchmark at a time on this machine: two runs started in the same idle
 # window would measure each other.
@@ -27,6 +28,8 @@ fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+source "$root/bench/openblas-coretype.sh"
+coretype=$(openblas_coretype)
 rounds=${1:-5}
 mintime=${MINTIME:-0.5}
 cold=${COLD_MB:-400}
@@ -87,7 +90,7 @@ for r in $(seq 1 "$rounds"); do
 		cc=0
 		[ "$t" = 1 ] && cc=$cpuclock
 		GOMAXPROCS=$t "$work/gobench" run -t "$t" -dtype f32,bf16 -mintime "${mintime}s" -cold "$cold" -cpuclock="$([ "$cc" = 1 ] && echo true || echo false)" $shapes >>"$res"
-		OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=$t \
+		OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$t \
 			"$work/obench" -t "$t" -mintime "$mintime" -cold "$cold" -cpuclock "$cc" $shapes >>"$res"
 	done
 done
@@ -98,7 +101,7 @@ pct=$(busy)
 echo
 clockNote="wall-clock"
 [ "$cpuclock" = 1 ] && clockNote="1-thread columns timed by thread CPU time, 2-thread by wall clock"
-echo "Linear (C = A·Wᵀ, W [N×K] pre-packed) vs OpenBLAS cblas_sgemm (RowMajor, NoTrans, Trans), $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, load before/after ${pct0}%/${pct}% busy, ${noisy} of ${rounds} rounds started on a busy machine; ${clockNote}; shapes with M ≤ 16 use ${cold} MB of weight copies (DRAM)."
+echo "Linear (C = A·Wᵀ, W [N×K] pre-packed) vs OpenBLAS cblas_sgemm (RowMajor, NoTrans, Trans), $(date -u +%Y-%m-%dT%H:%MZ), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, load before/after ${pct0}%/${pct}% busy, ${noisy} of ${rounds} rounds started on a busy machine; OpenBLAS OPENBLAS_CORETYPE=${coretype:-auto}; ${clockNote}; shapes with M ≤ 16 use ${cold} MB of weight copies (DRAM)."
 echo
 "$work/gobench" report "$res"
 if [ -n "${KEEP_RESULTS:-}" ]; then

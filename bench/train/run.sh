@@ -11,9 +11,14 @@
 # Environment: SEQ (tokens, default 512), RANK (default 8), WARMUP (default 1),
 # RECOMPUTE=1 (the engine recomputes activations: less memory, more compute).
 #
-# OPENBLAS_CORETYPE=Cooperlake is set on the PyTorch command alone: Debian's
-# OpenBLAS 0.3.21 misdetects this CPU (model 207) and falls back to SSE3
-# kernels otherwise. Never set it in tests or CI.
+# Two PyTorch peers run, and the engine's ratio is taken against the faster:
+# fp32 on OpenBLAS, with OPENBLAS_CORETYPE set on its command alone to the
+# best kernel set for this CPU (bench/openblas-coretype.sh; Debian's OpenBLAS
+# 0.3.21 misdetects recent CPUs and falls back to SSE3 kernels otherwise), and
+# bf16 weights under torch.autocast, which runs its products on oneDNN where
+# the CPU has bf16 instructions (the run prints whether oneDNN took them:
+# DNNL_VERBOSE names the ISA). PEERS=fp32 or PEERS=bf16 runs one. Never set
+# OPENBLAS_CORETYPE in tests or CI.
 set -euo pipefail
 # One benchmark at a time on this machine: two runs started in the same idle
 # window would measure each other.
@@ -24,6 +29,7 @@ fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+source "$root/bench/openblas-coretype.sh"
 rounds=${1:-5}
 py=/usr/bin/python3 # Debian's python3-torch works only with this one
 
@@ -36,5 +42,21 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/trainbench" ./bench/train)
 
+peers=()
+for p in ${PEERS:-fp32 bf16}; do
+	case "$p" in
+	fp32) peers+=(-peer "env OPENBLAS_CORETYPE=$(openblas_coretype) $py $here/torch_peer.py fp32") ;;
+	bf16)
+		# Which ISA oneDNN uses for a bf16 product here, if any.
+		isa=$(DNNL_VERBOSE=1 timeout 120 "$py" -c 'import torch
+a = torch.randn(64, 64)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    torch.nn.functional.linear(a, a)' 2>/dev/null | grep -m1 -o 'isa:[^,]*' || true)
+		echo "bf16 peer: oneDNN ${isa:-was not used for bf16 products on this CPU (PyTorch falls back to its own kernels)}" >&2
+		peers+=(-peer "$py $here/torch_peer.py bf16")
+		;;
+	*) echo "PEERS: want fp32 and/or bf16, not $p" >&2; exit 1 ;;
+	esac
+done
 "$work/trainbench" -rounds "$rounds" -warmup "${WARMUP:-1}" -T "${SEQ:-512}" -rank "${RANK:-8}" -dir "$work" -recompute="${RECOMPUTE:-0}" \
-	-peer "env OPENBLAS_CORETYPE=Cooperlake $py $here/torch_peer.py"
+	"${peers[@]}"

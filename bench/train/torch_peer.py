@@ -1,9 +1,15 @@
 #!/usr/bin/python3
 """PyTorch peer of bench/train: one LoRA training step (forward + backward of
-ART's CISPO loss over one sequence) of a Qwen2/Llama model on the CPU, fp32,
+ART's CISPO loss over one sequence) of a Qwen2/Llama model on the CPU,
 autograd, driven by the Go benchmark over stdin/stdout.
 
-Usage (run.sh does this): OPENBLAS_CORETYPE=Cooperlake /usr/bin/python3 torch_peer.py DIR
+Usage (run.sh does this): OPENBLAS_CORETYPE=<this CPU's> /usr/bin/python3 torch_peer.py [fp32|bf16] DIR
+fp32 (the default): fp32 weights and compute (matrix products on OpenBLAS).
+bf16: the base weights in bf16 and the step under torch.autocast("cpu",
+dtype=torch.bfloat16), as a PyTorch user on a CPU with bf16 units trains and
+as ART trains on GPUs (matrix products on oneDNN where the CPU has bf16
+instructions); norms, residuals and the log-softmax stay fp32, and the LoRA
+factors are fp32 parameters (autocast casts them for the products).
 DIR holds model/ (config.json + model.safetensors, as the engine saved it),
 adapter/ (PEFT adapter_config.json + adapter_model.safetensors) and
 tokens.json ({"tokens": [...]}).
@@ -86,10 +92,18 @@ def rmsnorm(x, w, eps):
 
 
 class Step:
-    def __init__(self, d):
+    def __init__(self, d, precision):
         cfg = json.load(open(d + "/model/config.json"))
         self.cfg = cfg
+        self.bf16 = precision == "bf16"
         self.W = read_safetensors(d + "/model/model.safetensors")
+        if self.bf16:
+            # The file holds bf16, so this cast is exact. The embedding table
+            # stays fp32 when the LM head is tied to it (a lookup, then the
+            # head's product under autocast).
+            for name, t in self.W.items():
+                if t.dim() == 2 and not name.endswith("embed_tokens.weight"):
+                    self.W[name] = t.to(torch.bfloat16)
         acfg = json.load(open(d + "/adapter/adapter_config.json"))
         r, alpha = acfg["r"], acfg["lora_alpha"]
         self.scale = alpha / math.sqrt(r) if acfg.get("use_rslora") else alpha / r
@@ -143,9 +157,10 @@ class Step:
             g = self.proj(h, p + "mlp.gate_proj", mlp_bias)
             u = self.proj(h, p + "mlp.up_proj", mlp_bias)
             x = x + self.proj(F.silu(g) * u, p + "mlp.down_proj", mlp_bias)
+            x = x.float()  # residual stream in fp32 (under autocast a product is bf16)
         x = rmsnorm(x, W["model.norm.weight"], eps)
         head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else W["lm_head.weight"]
-        logp = torch.log_softmax(F.linear(x[:-1], head), dim=-1)
+        logp = torch.log_softmax(F.linear(x[:-1], head).float(), dim=-1)
         new = logp.gather(1, tokens[1:, None]).squeeze(1)
         old = new.detach()  # on-policy
         weight = torch.clamp(torch.exp(new.detach() - old), 1 - 1.0, 1 + 4.0)  # CISPO, ε = 1, ε_high = 4
@@ -161,9 +176,18 @@ def cpu_seconds():
 def main():
     torch.set_num_threads(THREADS)
     t0 = time.perf_counter()
-    s = Step(sys.argv[1])
+    args = sys.argv[1:]
+    precision = args.pop(0) if len(args) == 2 else "fp32"
+    if precision not in ("fp32", "bf16") or len(args) != 1:
+        raise SystemExit("usage: torch_peer.py [fp32|bf16] DIR")
+    s = Step(args[0], precision)
+    capability = ""
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage" in line:
+            capability = line.split(":", 1)[1].strip()
     print("ready " + json.dumps({
         "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "precision": precision, "cpu_capability": capability,
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
         "load_s": round(time.perf_counter() - t0, 1),
         "peak_rss_load_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
@@ -174,7 +198,11 @@ def main():
             for p in s.params:
                 p.grad = None
             t, c = time.perf_counter(), cpu_seconds()
-            loss = s.loss()
+            if s.bf16:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = s.loss()
+            else:
+                loss = s.loss()
             loss.backward()
             dt, dc = time.perf_counter() - t, cpu_seconds() - c
             print("step %.6f %.9f %.6f" % (dt, loss.item(), dc), flush=True)

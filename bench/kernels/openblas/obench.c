@@ -5,7 +5,7 @@
 //
 //	openblas <threads> f32 <M>x<K>x<N> <median seconds> <reps>
 //
-// Usage: OPENBLAS_NUM_THREADS=t OPENBLAS_CORETYPE=Cooperlake ./obench
+// Usage: OPENBLAS_NUM_THREADS=t OPENBLAS_CORETYPE=<core> ./obench
 //        [-t threads] [-mintime s] [-cold MB] [-cpuclock 1] MxKxN...
 // With -cold, shapes with M <= 16 cycle through copies of W totalling at
 // least that many MB, so W comes from DRAM as in decoding a real model.

@@ -274,11 +274,13 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// Streaming: B is read in place, panel group by panel group, so it
 	// streams from memory once, each panel in the same K blocks as the
 	// blocked path (one summation order at any M).
-	if j.oneChunk(m1 - m0) {
+	if m1-m0 <= 6 {
 		// One row micro-panel (a decoding row, up to 6 rows): each call
 		// streams whole panels, all of K, and the kernels add each K
 		// block's sums to C as the blocked path does (tileArgs.kb). So the
 		// weights stream through in one sequential pass, with few calls.
+		// (Not the 8-row kernel: it sums one block per call, so whole-K
+		// calls would jump from panel to panel every block.)
 		ncp := max(1, min(p1-p0, maxCallElems/(j.K*panelW)))
 		for jp := p0; jp < p1; jp += ncp {
 			j.block(&buf, m0, m1, 0, j.K, jp, min(ncp, p1-jp), true)
@@ -308,12 +310,6 @@ func (j *job) part(m0, m1, p0, p1 int) {
 // streamPairPanels is how many panels a decoding group's row chunks
 // stream at a time, K block by K block.
 const streamPairPanels = 2
-
-// oneChunk reports whether rows rows of the streaming path run as one
-// micro-panel: up to 6 rows, or 8 in the 8-row kernel.
-func (j *job) oneChunk(rows int) bool {
-	return rows <= 6 || rows == 8 && j.m8()
-}
 
 // block runs the micro-panels of rows [m0, m1) over k-rows [pc, pc+kc) and
 // panels [jp, jp+np), summing in the job's K blocks (pc a multiple of

@@ -29,9 +29,12 @@
 //     prefill) read the panels in place, panel group by panel group, with
 //     software prefetch, so the weights stream from memory once at
 //     bandwidth and bf16/f16 are widened in registers; groups and K slices
-//     are sized so that later row chunks find them in L2. Eight rows (a
-//     decoding group) run an 8-row AVX-512 kernel that reads each weight
-//     once for all of them. More rows run the blocked GEMM: K blocks of at
+//     are sized so that later row chunks find them in L2. Up to 6 rows (one
+//     micro-panel: a decoding sequence) stream whole panels, all of K, per
+//     kernel call, the kernel adding each K block's sums to C as it goes
+//     (tileArgs.kb). Eight rows (a decoding group) run an 8-row AVX-512
+//     kernel that reads each weight once for all of them (when useM8 is
+//     on). More rows run the blocked GEMM: K blocks of at
 //     most 256, N blocks of 1024 columns (fp32 panels read in place, 16-bit
 //     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
@@ -49,7 +52,8 @@
 // path (streamed or blocked) and the split over goroutines: K is cut into
 // the same sum blocks (sumBlockK, a function of K alone), each output sums
 // its block's k in order from zero in one accumulator, and the block sums
-// are added to C in order (the bias with the first). So a row of C has the
+// are added to C in order (the bias with the first), whether a kernel call
+// covers one block or several (TestTile_SumBlocks). So a row of C has the
 // same bits alone, in a decoding batch, in a prefill chunk or in a
 // training sequence: batch invariance, and the trainer's logprobs equal
 // the sampler's bit for bit (true on-policy, issue #22). The tests

@@ -43,8 +43,15 @@ func BenchmarkLMHead(b *testing.B) {
 }
 
 // cpuSecs is the process's user+system CPU time.
-func cpuSecs() float64 {
+func cpuSecs() float64 { return rusageSecs(syscall.RUSAGE_SELF) }
+
+// threadCPUSecs is the calling thread's user+system CPU time.
+func threadCPUSecs() float64 { return rusageSecs(1 /* RUSAGE_THREAD */) }
+
+func rusageSecs(who int) float64 {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		panic(err)
+	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }

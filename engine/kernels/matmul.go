@@ -31,8 +31,12 @@ const (
 // streamL2 bounds the panels one row chunk sweeps before the next chunk
 // reuses them, so that they are still in L2. It also bounds one assembly
 // call (a K block of those panels, well under a millisecond) so the Go
-// scheduler is never held off for long.
-const streamL2 = 512 << 10
+// scheduler is never held off for long; maxCallElems bounds a call that
+// streams whole panels (K·panels·64 weights, about 0.1–1 ms).
+const (
+	streamL2     = 512 << 10
+	maxCallElems = 1 << 20
+)
 
 // parallelMinNs is the estimated single-thread time below which a call
 // stays on the caller's goroutine: starting and joining a goroutine costs a
@@ -269,12 +273,25 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	}
 	// Streaming: B is read in place, panel group by panel group, so it
 	// streams from memory once, each panel in the same K blocks as the
-	// blocked path (one summation order at any M). With more than 6 rows,
-	// later row chunks re-read a group's K block from L2, so the group is
-	// sized to fit; up to 8 rows (decoding) take streamPairPanels panels
-	// at a time, so the memory streams stay few and long: with a whole
-	// group per K block, decoding jumped from panel to panel every K block
-	// and measured 7 % slower.
+	// blocked path (one summation order at any M).
+	if m1-m0 <= 6 {
+		// One row micro-panel (a decoding row, up to 6 rows): each call
+		// streams whole panels, all of K, and the kernels add each K
+		// block's sums to C as the blocked path does (tileArgs.kb). So the
+		// weights stream through in one sequential pass, with few calls.
+		// (Not the 8-row kernel: it sums one block per call, so whole-K
+		// calls would jump from panel to panel every block.)
+		ncp := max(1, min(p1-p0, maxCallElems/(j.K*panelW)))
+		for jp := p0; jp < p1; jp += ncp {
+			j.block(&buf, m0, m1, 0, j.K, jp, min(ncp, p1-jp), true)
+		}
+		return
+	}
+	// With more rows, later row chunks re-read a group's K block from L2,
+	// so the group is sized to fit; up to 8 rows (a decoding group) take
+	// streamPairPanels panels at a time, so the memory streams stay few
+	// and long: with a whole group per K block, decoding jumped from panel
+	// to panel every K block and measured 7 % slower.
 	bytesPerK := panelW * 4
 	if j.kind == bPanelsBF16 || j.kind == bPanelsF16 {
 		bytesPerK /= 2
@@ -290,12 +307,14 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	}
 }
 
-// streamPairPanels is how many panels a decoding row chunk streams at a
-// time, K block by K block.
+// streamPairPanels is how many panels a decoding group's row chunks
+// stream at a time, K block by K block.
 const streamPairPanels = 2
 
 // block runs the micro-panels of rows [m0, m1) over k-rows [pc, pc+kc) and
-// panels [jp, jp+np). buf is the caller's scratch buffer.
+// panels [jp, jp+np), summing in the job's K blocks (pc a multiple of
+// sumBlockK; kc one block, or the rest of K when streaming). buf is the
+// caller's scratch buffer.
 func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 	flags := flagAcc
 	if pc == 0 {
@@ -317,7 +336,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 			mr = 8
 		}
 		t := tileArgs{
-			mr: mr, k: kc,
+			mr: mr, k: kc, kb: sumBlockK(j.K),
 			a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
 			c: j.c, ldc: j.ldc,
 			flags: flags,

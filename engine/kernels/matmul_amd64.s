@@ -5,7 +5,7 @@
 #include "textflag.h"
 
 // k512f32m1n1: C[1×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m1n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m1n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -25,9 +25,19 @@ TEXT ·k512f32m1n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -61,7 +71,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -72,6 +82,9 @@ nocadd:
 	VADDPS Z24, Z0, Z0
 store:
 	VMOVUPS Z0, K1, 0(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -81,7 +94,7 @@ store:
 	RET
 
 // k512f32m1n2: C[1×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m1n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m1n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -101,10 +114,20 @@ TEXT ·k512f32m1n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -148,7 +171,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -163,6 +186,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K2, 64(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -172,7 +198,7 @@ store:
 	RET
 
 // k512f32m1n4: C[1×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m1n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m1n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -192,12 +218,22 @@ TEXT ·k512f32m1n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -261,7 +297,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -284,6 +320,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -293,7 +332,7 @@ store:
 	RET
 
 // k512f32m1p: C[1×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m1p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m1p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -310,12 +349,22 @@ TEXT ·k512f32m1p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -399,7 +448,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -422,6 +471,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -431,7 +483,7 @@ store:
 	RET
 
 // k512f32m2n1: C[2×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m2n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m2n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -451,10 +503,20 @@ TEXT ·k512f32m2n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -498,7 +560,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -512,6 +574,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -521,7 +586,7 @@ store:
 	RET
 
 // k512f32m2n2: C[2×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m2n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m2n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -541,12 +606,22 @@ TEXT ·k512f32m2n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -605,7 +680,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -626,6 +701,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K1, 0(DX)(R8*1)
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -635,7 +713,7 @@ store:
 	RET
 
 // k512f32m2n4: C[2×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m2n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m2n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -655,6 +733,11 @@ TEXT ·k512f32m2n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -664,7 +747,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -753,7 +841,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -788,6 +876,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -797,7 +888,7 @@ store:
 	RET
 
 // k512f32m2p: C[2×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m2p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m2p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -814,6 +905,11 @@ TEXT ·k512f32m2p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -823,7 +919,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -932,7 +1033,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -967,6 +1068,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -976,7 +1080,7 @@ store:
 	RET
 
 // k512f32m3n1: C[3×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m3n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m3n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -996,11 +1100,21 @@ TEXT ·k512f32m3n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1054,7 +1168,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -1071,6 +1185,9 @@ store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1080,7 +1197,7 @@ store:
 	RET
 
 // k512f32m3n2: C[3×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m3n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m3n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1100,6 +1217,11 @@ TEXT ·k512f32m3n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1107,7 +1229,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1181,7 +1308,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -1208,6 +1335,9 @@ store:
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
 	VMOVUPS Z4, K1, 0(DX)(R8*2)
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1217,7 +1347,7 @@ store:
 	RET
 
 // k512f32m3n4: C[3×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m3n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m3n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1237,6 +1367,11 @@ TEXT ·k512f32m3n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1250,7 +1385,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1364,7 +1504,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -1411,6 +1551,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1420,7 +1563,7 @@ store:
 	RET
 
 // k512f32m3p: C[3×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m3p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m3p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1437,6 +1580,11 @@ TEXT ·k512f32m3p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1450,7 +1598,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1584,7 +1737,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -1631,6 +1784,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1640,7 +1796,7 @@ store:
 	RET
 
 // k512f32m4n1: C[4×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m4n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m4n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1662,12 +1818,22 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1733,7 +1899,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -1755,6 +1921,9 @@ store:
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1764,7 +1933,7 @@ store:
 	RET
 
 // k512f32m4n2: C[4×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m4n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m4n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1786,6 +1955,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1795,7 +1969,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -1886,7 +2065,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -1921,6 +2100,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
 	VMOVUPS Z6, K1, 0(R13)
 	VMOVUPS Z7, K2, 64(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -1930,7 +2112,7 @@ store:
 	RET
 
 // k512f32m4n4: C[4×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m4n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m4n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -1952,6 +2134,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -1969,7 +2156,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -2110,7 +2302,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -2171,6 +2363,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -2180,7 +2375,7 @@ store:
 	RET
 
 // k512f32m4p: C[4×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m4p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m4p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -2199,6 +2394,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2216,7 +2416,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -2377,7 +2582,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -2438,6 +2643,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -2447,7 +2655,7 @@ store:
 	RET
 
 // k512f32m5n1: C[5×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m5n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m5n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -2469,13 +2677,23 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -2551,7 +2769,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -2576,6 +2794,9 @@ store:
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -2585,7 +2806,7 @@ store:
 	RET
 
 // k512f32m5n2: C[5×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m5n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m5n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -2607,6 +2828,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2618,7 +2844,12 @@ panel:
 	VPXORD Z7, Z7, Z7
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -2724,7 +2955,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -2765,6 +2996,9 @@ store:
 	VMOVUPS Z7, K2, 64(R13)
 	VMOVUPS Z8, K1, 0(R13)(R8*1)
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -2774,7 +3008,7 @@ store:
 	RET
 
 // k512f32m5n4: C[5×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m5n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m5n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -2796,6 +3030,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -2817,7 +3056,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -2983,7 +3227,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -3056,6 +3300,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -3065,7 +3312,7 @@ store:
 	RET
 
 // k512f32m5p: C[5×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m5p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m5p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -3084,6 +3331,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3105,7 +3357,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -3291,7 +3548,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -3364,6 +3621,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -3373,7 +3633,7 @@ store:
 	RET
 
 // k512f32m6n1: C[6×16] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m6n1(SB), NOSPLIT, $0-96
+TEXT ·k512f32m6n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -3395,6 +3655,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3402,7 +3667,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -3488,7 +3758,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -3516,6 +3786,9 @@ store:
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
 	VMOVUPS Z5, K1, 0(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -3525,7 +3798,7 @@ store:
 	RET
 
 // k512f32m6n2: C[6×32] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m6n2(SB), NOSPLIT, $0-96
+TEXT ·k512f32m6n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -3547,6 +3820,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3560,7 +3838,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -3681,7 +3964,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -3728,6 +4011,9 @@ store:
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
 	VMOVUPS Z10, K1, 0(R13)(R8*2)
 	VMOVUPS Z11, K2, 64(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -3737,7 +4023,7 @@ store:
 	RET
 
 // k512f32m6n4: C[6×64] (+)= A·B over np panels, B f32 (AVX-512).
-TEXT ·k512f32m6n4(SB), NOSPLIT, $0-96
+TEXT ·k512f32m6n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -3759,6 +4045,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -3784,7 +4075,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -3975,7 +4271,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -4060,6 +4356,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4069,7 +4368,7 @@ store:
 	RET
 
 // k512f32m6p: C[6×64] (+)= A·B over np contiguous panels, B f32, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f32m6p(SB), NOSPLIT, $0-96
+TEXT ·k512f32m6p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4088,6 +4387,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -4113,7 +4417,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4324,7 +4633,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -4409,6 +4718,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4418,7 +4730,7 @@ store:
 	RET
 
 // k512bf16m1n1: C[1×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m1n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m1n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4440,9 +4752,19 @@ TEXT ·k512bf16m1n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4481,7 +4803,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -4492,6 +4814,9 @@ nocadd:
 	VADDPS Z24, Z0, Z0
 store:
 	VMOVUPS Z0, K1, 0(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4501,7 +4826,7 @@ store:
 	RET
 
 // k512bf16m1n2: C[1×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m1n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m1n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4523,10 +4848,20 @@ TEXT ·k512bf16m1n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4575,7 +4910,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -4590,6 +4925,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K2, 64(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4599,7 +4937,7 @@ store:
 	RET
 
 // k512bf16m1n4: C[1×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m1n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m1n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4621,12 +4959,22 @@ TEXT ·k512bf16m1n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4700,7 +5048,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -4723,6 +5071,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4732,7 +5083,7 @@ store:
 	RET
 
 // k512bf16m1p: C[1×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m1p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m1p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4751,12 +5102,22 @@ TEXT ·k512bf16m1p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4840,7 +5201,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -4863,6 +5224,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4872,7 +5236,7 @@ store:
 	RET
 
 // k512bf16m2n1: C[2×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m2n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m2n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4894,10 +5258,20 @@ TEXT ·k512bf16m2n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -4946,7 +5320,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -4960,6 +5334,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -4969,7 +5346,7 @@ store:
 	RET
 
 // k512bf16m2n2: C[2×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m2n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m2n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -4991,12 +5368,22 @@ TEXT ·k512bf16m2n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5060,7 +5447,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5081,6 +5468,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K1, 0(DX)(R8*1)
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5090,7 +5480,7 @@ store:
 	RET
 
 // k512bf16m2n4: C[2×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m2n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m2n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5112,6 +5502,11 @@ TEXT ·k512bf16m2n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -5121,7 +5516,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5220,7 +5620,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5255,6 +5655,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5264,7 +5667,7 @@ store:
 	RET
 
 // k512bf16m2p: C[2×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m2p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m2p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5283,6 +5686,11 @@ TEXT ·k512bf16m2p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -5292,7 +5700,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5401,7 +5814,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5436,6 +5849,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5445,7 +5861,7 @@ store:
 	RET
 
 // k512bf16m3n1: C[3×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m3n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m3n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5467,11 +5883,21 @@ TEXT ·k512bf16m3n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5530,7 +5956,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5547,6 +5973,9 @@ store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5556,7 +5985,7 @@ store:
 	RET
 
 // k512bf16m3n2: C[3×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m3n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m3n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5578,6 +6007,11 @@ TEXT ·k512bf16m3n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -5585,7 +6019,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5664,7 +6103,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5691,6 +6130,9 @@ store:
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
 	VMOVUPS Z4, K1, 0(DX)(R8*2)
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5700,7 +6142,7 @@ store:
 	RET
 
 // k512bf16m3n4: C[3×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m3n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m3n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5722,6 +6164,11 @@ TEXT ·k512bf16m3n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -5735,7 +6182,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -5859,7 +6311,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -5906,6 +6358,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -5915,7 +6370,7 @@ store:
 	RET
 
 // k512bf16m3p: C[3×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m3p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m3p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -5934,6 +6389,11 @@ TEXT ·k512bf16m3p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -5947,7 +6407,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -6081,7 +6546,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -6128,6 +6593,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -6137,7 +6605,7 @@ store:
 	RET
 
 // k512bf16m4n1: C[4×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m4n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m4n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -6161,12 +6629,22 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -6237,7 +6715,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -6259,6 +6737,9 @@ store:
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -6268,7 +6749,7 @@ store:
 	RET
 
 // k512bf16m4n2: C[4×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m4n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m4n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -6292,6 +6773,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -6301,7 +6787,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -6397,7 +6888,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -6432,6 +6923,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
 	VMOVUPS Z6, K1, 0(R13)
 	VMOVUPS Z7, K2, 64(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -6441,7 +6935,7 @@ store:
 	RET
 
 // k512bf16m4n4: C[4×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m4n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m4n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -6465,6 +6959,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -6482,7 +6981,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -6633,7 +7137,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -6694,6 +7198,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -6703,7 +7210,7 @@ store:
 	RET
 
 // k512bf16m4p: C[4×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m4p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m4p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -6724,6 +7231,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -6741,7 +7253,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -6902,7 +7419,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -6963,6 +7480,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -6972,7 +7492,7 @@ store:
 	RET
 
 // k512bf16m5n1: C[5×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m5n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m5n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -6996,13 +7516,23 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -7083,7 +7613,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -7108,6 +7638,9 @@ store:
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -7117,7 +7650,7 @@ store:
 	RET
 
 // k512bf16m5n2: C[5×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m5n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m5n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -7141,6 +7674,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -7152,7 +7690,12 @@ panel:
 	VPXORD Z7, Z7, Z7
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -7263,7 +7806,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -7304,6 +7847,9 @@ store:
 	VMOVUPS Z7, K2, 64(R13)
 	VMOVUPS Z8, K1, 0(R13)(R8*1)
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -7313,7 +7859,7 @@ store:
 	RET
 
 // k512bf16m5n4: C[5×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m5n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m5n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -7337,6 +7883,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -7358,7 +7909,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -7534,7 +8090,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -7607,6 +8163,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -7616,7 +8175,7 @@ store:
 	RET
 
 // k512bf16m5p: C[5×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m5p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m5p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -7637,6 +8196,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -7658,7 +8222,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -7844,7 +8413,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -7917,6 +8486,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -7926,7 +8498,7 @@ store:
 	RET
 
 // k512bf16m6n1: C[6×16] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m6n1(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m6n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -7950,6 +8522,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -7957,7 +8534,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -8048,7 +8630,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -8076,6 +8658,9 @@ store:
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
 	VMOVUPS Z5, K1, 0(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -8085,7 +8670,7 @@ store:
 	RET
 
 // k512bf16m6n2: C[6×32] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m6n2(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m6n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -8109,6 +8694,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -8122,7 +8712,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -8248,7 +8843,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -8295,6 +8890,9 @@ store:
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
 	VMOVUPS Z10, K1, 0(R13)(R8*2)
 	VMOVUPS Z11, K2, 64(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -8304,7 +8902,7 @@ store:
 	RET
 
 // k512bf16m6n4: C[6×64] (+)= A·B over np panels, B bf16 (AVX-512).
-TEXT ·k512bf16m6n4(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m6n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -8328,6 +8926,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -8353,7 +8956,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -8554,7 +9162,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -8639,6 +9247,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -8648,7 +9259,7 @@ store:
 	RET
 
 // k512bf16m6p: C[6×64] (+)= A·B over np contiguous panels, B bf16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512bf16m6p(SB), NOSPLIT, $0-96
+TEXT ·k512bf16m6p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -8669,6 +9280,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -8694,7 +9310,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -8905,7 +9526,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -8990,6 +9611,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -9664,7 +10288,7 @@ cstore7:
 	RET
 
 // k512f16m1n1: C[1×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m1n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m1n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -9684,9 +10308,19 @@ TEXT ·k512f16m1n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -9720,7 +10354,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -9731,6 +10365,9 @@ nocadd:
 	VADDPS Z24, Z0, Z0
 store:
 	VMOVUPS Z0, K1, 0(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -9740,7 +10377,7 @@ store:
 	RET
 
 // k512f16m1n2: C[1×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m1n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m1n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -9760,10 +10397,20 @@ TEXT ·k512f16m1n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -9807,7 +10454,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -9822,6 +10469,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K2, 64(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -9831,7 +10481,7 @@ store:
 	RET
 
 // k512f16m1n4: C[1×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m1n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m1n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -9851,12 +10501,22 @@ TEXT ·k512f16m1n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -9920,7 +10580,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -9943,6 +10603,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -9952,7 +10615,7 @@ store:
 	RET
 
 // k512f16m1p: C[1×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m1p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m1p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -9969,12 +10632,22 @@ TEXT ·k512f16m1p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10048,7 +10721,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10071,6 +10744,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K3, 128(DX)
 	VMOVUPS Z3, K4, 192(DX)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10080,7 +10756,7 @@ store:
 	RET
 
 // k512f16m2n1: C[2×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m2n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m2n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10100,10 +10776,20 @@ TEXT ·k512f16m2n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10147,7 +10833,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10161,6 +10847,9 @@ nocadd:
 store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10170,7 +10859,7 @@ store:
 	RET
 
 // k512f16m2n2: C[2×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m2n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m2n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10190,12 +10879,22 @@ TEXT ·k512f16m2n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10254,7 +10953,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10275,6 +10974,9 @@ store:
 	VMOVUPS Z1, K2, 64(DX)
 	VMOVUPS Z2, K1, 0(DX)(R8*1)
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10284,7 +10986,7 @@ store:
 	RET
 
 // k512f16m2n4: C[2×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m2n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m2n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10304,6 +11006,11 @@ TEXT ·k512f16m2n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -10313,7 +11020,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10402,7 +11114,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10437,6 +11149,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10446,7 +11161,7 @@ store:
 	RET
 
 // k512f16m2p: C[2×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m2p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m2p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10463,6 +11178,11 @@ TEXT ·k512f16m2p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -10472,7 +11192,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10571,7 +11296,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10606,6 +11331,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*1)
 	VMOVUPS Z6, K3, 128(DX)(R8*1)
 	VMOVUPS Z7, K4, 192(DX)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10615,7 +11343,7 @@ store:
 	RET
 
 // k512f16m3n1: C[3×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m3n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m3n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10635,11 +11363,21 @@ TEXT ·k512f16m3n1(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10693,7 +11431,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10710,6 +11448,9 @@ store:
 	VMOVUPS Z0, K1, 0(DX)
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10719,7 +11460,7 @@ store:
 	RET
 
 // k512f16m3n2: C[3×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m3n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m3n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10739,6 +11480,11 @@ TEXT ·k512f16m3n2(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -10746,7 +11492,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -10820,7 +11571,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -10847,6 +11598,9 @@ store:
 	VMOVUPS Z3, K2, 64(DX)(R8*1)
 	VMOVUPS Z4, K1, 0(DX)(R8*2)
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -10856,7 +11610,7 @@ store:
 	RET
 
 // k512f16m3n4: C[3×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m3n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m3n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -10876,6 +11630,11 @@ TEXT ·k512f16m3n4(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -10889,7 +11648,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11003,7 +11767,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -11050,6 +11814,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -11059,7 +11826,7 @@ store:
 	RET
 
 // k512f16m3p: C[3×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m3p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m3p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -11076,6 +11843,11 @@ TEXT ·k512f16m3p(SB), NOSPLIT, $0-96
 panel:
 	MOVQ R10, SI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11089,7 +11861,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11213,7 +11990,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	TESTQ $1, CX
 	JEQ nocadd
 	VADDPS 0(DX), Z0, K1, Z0
@@ -11260,6 +12037,9 @@ store:
 	VMOVUPS Z9, K2, 64(DX)(R8*2)
 	VMOVUPS Z10, K3, 128(DX)(R8*2)
 	VMOVUPS Z11, K4, 192(DX)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -11269,7 +12049,7 @@ store:
 	RET
 
 // k512f16m4n1: C[4×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m4n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m4n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -11291,12 +12071,22 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11362,7 +12152,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -11384,6 +12174,9 @@ store:
 	VMOVUPS Z1, K1, 0(DX)(R8*1)
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -11393,7 +12186,7 @@ store:
 	RET
 
 // k512f16m4n2: C[4×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m4n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m4n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -11415,6 +12208,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11424,7 +12222,12 @@ panel:
 	VPXORD Z5, Z5, Z5
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11515,7 +12318,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -11550,6 +12353,9 @@ store:
 	VMOVUPS Z5, K2, 64(DX)(R8*2)
 	VMOVUPS Z6, K1, 0(R13)
 	VMOVUPS Z7, K2, 64(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -11559,7 +12365,7 @@ store:
 	RET
 
 // k512f16m4n4: C[4×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m4n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m4n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -11581,6 +12387,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11598,7 +12409,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11739,7 +12555,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -11800,6 +12616,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -11809,7 +12628,7 @@ store:
 	RET
 
 // k512f16m4p: C[4×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m4p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m4p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -11828,6 +12647,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -11845,7 +12669,12 @@ panel:
 	VPXORD Z13, Z13, Z13
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -11996,7 +12825,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -12057,6 +12886,9 @@ store:
 	VMOVUPS Z13, K2, 64(R13)
 	VMOVUPS Z14, K3, 128(R13)
 	VMOVUPS Z15, K4, 192(R13)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -12066,7 +12898,7 @@ store:
 	RET
 
 // k512f16m5n1: C[5×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m5n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m5n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -12088,13 +12920,23 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -12170,7 +13012,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -12195,6 +13037,9 @@ store:
 	VMOVUPS Z2, K1, 0(DX)(R8*2)
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -12204,7 +13049,7 @@ store:
 	RET
 
 // k512f16m5n2: C[5×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m5n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m5n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -12226,6 +13071,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12237,7 +13087,12 @@ panel:
 	VPXORD Z7, Z7, Z7
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -12343,7 +13198,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -12384,6 +13239,9 @@ store:
 	VMOVUPS Z7, K2, 64(R13)
 	VMOVUPS Z8, K1, 0(R13)(R8*1)
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -12393,7 +13251,7 @@ store:
 	RET
 
 // k512f16m5n4: C[5×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m5n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m5n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -12415,6 +13273,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12436,7 +13299,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -12602,7 +13470,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -12675,6 +13543,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -12684,7 +13555,7 @@ store:
 	RET
 
 // k512f16m5p: C[5×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m5p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m5p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -12703,6 +13574,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -12724,7 +13600,12 @@ panel:
 	VPXORD Z17, Z17, Z17
 	VPXORD Z18, Z18, Z18
 	VPXORD Z19, Z19, Z19
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -12900,7 +13781,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -12973,6 +13854,9 @@ store:
 	VMOVUPS Z17, K2, 64(R13)(R8*1)
 	VMOVUPS Z18, K3, 128(R13)(R8*1)
 	VMOVUPS Z19, K4, 192(R13)(R8*1)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -12982,7 +13866,7 @@ store:
 	RET
 
 // k512f16m6n1: C[6×16] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m6n1(SB), NOSPLIT, $0-96
+TEXT ·k512f16m6n1(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -13004,6 +13888,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -13011,7 +13900,12 @@ panel:
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -13097,7 +13991,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -13125,6 +14019,9 @@ store:
 	VMOVUPS Z3, K1, 0(R13)
 	VMOVUPS Z4, K1, 0(R13)(R8*1)
 	VMOVUPS Z5, K1, 0(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -13134,7 +14031,7 @@ store:
 	RET
 
 // k512f16m6n2: C[6×32] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m6n2(SB), NOSPLIT, $0-96
+TEXT ·k512f16m6n2(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -13156,6 +14053,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -13169,7 +14071,12 @@ panel:
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
 	VPXORD Z11, Z11, Z11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -13290,7 +14197,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -13337,6 +14244,9 @@ store:
 	VMOVUPS Z9, K2, 64(R13)(R8*1)
 	VMOVUPS Z10, K1, 0(R13)(R8*2)
 	VMOVUPS Z11, K2, 64(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -13346,7 +14256,7 @@ store:
 	RET
 
 // k512f16m6n4: C[6×64] (+)= A·B over np panels, B f16 (AVX-512).
-TEXT ·k512f16m6n4(SB), NOSPLIT, $0-96
+TEXT ·k512f16m6n4(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -13368,6 +14278,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -13393,7 +14308,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -13584,7 +14504,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -13669,6 +14589,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -13678,7 +14601,7 @@ store:
 	RET
 
 // k512f16m6p: C[6×64] (+)= A·B over np contiguous panels, B f16, prefetching edge bytes ahead (AVX-512).
-TEXT ·k512f16m6p(SB), NOSPLIT, $0-96
+TEXT ·k512f16m6p(SB), NOSPLIT, $24-104
 	MOVQ a+0(FP), R10
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
@@ -13697,6 +14620,11 @@ panel:
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
 	MOVQ R14, BX
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), CX
+	MOVQ CX, kl-16(SP)
+block:
 	LEAQ (BX)(R12*2), R13
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -13722,7 +14650,12 @@ panel:
 	VPXORD Z21, Z21, Z21
 	VPXORD Z22, Z22, Z22
 	VPXORD Z23, Z23, Z23
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, kl-16(SP)
 	CMPQ CX, $4
 	JLT tail
 loop4:
@@ -13923,7 +14856,7 @@ loop1:
 	DECQ CX
 	JNE loop1
 epilogue:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -14008,6 +14941,9 @@ store:
 	VMOVUPS Z21, K2, 64(R13)(R8*2)
 	VMOVUPS Z22, K3, 128(R13)(R8*2)
 	VMOVUPS Z23, K4, 192(R13)(R8*2)
+	MOVQ $1, fl-8(SP)
+	CMPQ kl-16(SP), $0
+	JNE block
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -14670,8 +15606,7 @@ cstore7:
 	RET
 
 // k256f32m1: C[1×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m1(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f32m1(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -14680,1108 +15615,21 @@ TEXT ·k256f32m1(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	CMPQ edge+72(FP), $1
-	JLE next
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	CMPQ edge+72(FP), $2
-	JLE next
-	MOVQ R10, SI
-	LEAQ 128(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	CMPQ edge+72(FP), $3
-	JLE next
-	MOVQ R10, SI
-	LEAQ 192(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f32m2: C[2×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m2(SB), NOSPLIT, $0-96
 	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
+	MOVQ R14, pb-24(SP)
 	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 32(DX)(R8*1), Y3, Y3
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 32(AX), Y3, Y3
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 32(DX)(R8*1)
-	CMPQ edge+72(FP), $1
-	JLE next
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 64(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 64(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 64(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	CMPQ edge+72(FP), $2
-	JLE next
-	MOVQ R10, SI
-	LEAQ 128(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 160(DX)(R8*1), Y3, Y3
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 160(AX), Y3, Y3
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 160(DX)(R8*1)
-	CMPQ edge+72(FP), $3
-	JLE next
-	MOVQ R10, SI
-	LEAQ 192(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 192(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 192(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 192(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f32m3: C[3×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m3(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 32(DX)(R8*1), Y3, Y3
-	VADDPS 0(DX)(R8*2), Y4, Y4
-	VADDPS 32(DX)(R8*2), Y5, Y5
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 32(AX), Y3, Y3
-	VADDPS 0(AX), Y4, Y4
-	VADDPS 32(AX), Y5, Y5
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 32(DX)(R8*1)
-	VMOVUPS Y4, 0(DX)(R8*2)
-	VMOVUPS Y5, 32(DX)(R8*2)
-	CMPQ edge+72(FP), $1
-	JLE next
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 64(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-	VADDPS 64(DX)(R8*2), Y4, Y4
-	VADDPS 96(DX)(R8*2), Y5, Y5
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 64(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-	VADDPS 64(AX), Y4, Y4
-	VADDPS 96(AX), Y5, Y5
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 64(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	VMOVUPS Y4, 64(DX)(R8*2)
-	VMOVUPS Y5, 96(DX)(R8*2)
-	CMPQ edge+72(FP), $2
-	JLE next
-	MOVQ R10, SI
-	LEAQ 128(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 160(DX)(R8*1), Y3, Y3
-	VADDPS 128(DX)(R8*2), Y4, Y4
-	VADDPS 160(DX)(R8*2), Y5, Y5
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 160(AX), Y3, Y3
-	VADDPS 128(AX), Y4, Y4
-	VADDPS 160(AX), Y5, Y5
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 160(DX)(R8*1)
-	VMOVUPS Y4, 128(DX)(R8*2)
-	VMOVUPS Y5, 160(DX)(R8*2)
-	CMPQ edge+72(FP), $3
-	JLE next
-	MOVQ R10, SI
-	LEAQ 192(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 192(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-	VADDPS 192(DX)(R8*2), Y4, Y4
-	VADDPS 224(DX)(R8*2), Y5, Y5
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 192(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-	VADDPS 192(AX), Y4, Y4
-	VADDPS 224(AX), Y5, Y5
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 192(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-	VMOVUPS Y4, 192(DX)(R8*2)
-	VMOVUPS Y5, 224(DX)(R8*2)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f32m4: C[4×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m4(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ (SI)(R11*2), DI
-	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -15791,7 +15639,935 @@ panel:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VBROADCASTSS 0(SI), Y14
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 4(SI), Y15
+	VMOVUPS 0(BX)(R12*1), Y12
+	VMOVUPS 32(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y4
+	VFMADD231PS Y13, Y15, Y5
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI), Y14
+	VMOVUPS 0(R13), Y12
+	VMOVUPS 32(R13), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 12(SI), Y15
+	VMOVUPS 0(R13)(R12*1), Y12
+	VMOVUPS 32(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y4
+	VFMADD231PS Y13, Y15, Y5
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VBROADCASTSS 0(SI), Y14
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 64(DX), Y2, Y2
+	VADDPS 96(DX), Y3, Y3
+	VADDPS 128(DX), Y4, Y4
+	VADDPS 160(DX), Y5, Y5
+	VADDPS 192(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 64(AX), Y2, Y2
+	VADDPS 96(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 160(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f32m2: C[2×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
+TEXT ·k256f32m2(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 0(BX)(R12*1), Y12
+	VMOVUPS 32(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 0(R13), Y12
+	VMOVUPS 32(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 0(R13)(R12*1), Y12
+	VMOVUPS 32(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 32(DX)(R8*1), Y3, Y3
+	VADDPS 64(DX), Y4, Y4
+	VADDPS 96(DX), Y5, Y5
+	VADDPS 64(DX)(R8*1), Y6, Y6
+	VADDPS 96(DX)(R8*1), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 32(AX), Y3, Y3
+	VADDPS 64(AX), Y4, Y4
+	VADDPS 96(AX), Y5, Y5
+	VADDPS 64(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 32(DX)(R8*1)
+	VMOVUPS Y4, 64(DX)
+	VMOVUPS Y5, 96(DX)
+	VMOVUPS Y6, 64(DX)(R8*1)
+	VMOVUPS Y7, 96(DX)(R8*1)
+	CMPQ edge+72(FP), $2
+	JLE blockend
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 160(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 160(DX)(R8*1), Y3, Y3
+	VADDPS 192(DX), Y4, Y4
+	VADDPS 224(DX), Y5, Y5
+	VADDPS 192(DX)(R8*1), Y6, Y6
+	VADDPS 224(DX)(R8*1), Y7, Y7
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 160(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 160(AX), Y3, Y3
+	VADDPS 192(AX), Y4, Y4
+	VADDPS 224(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 160(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 160(DX)(R8*1)
+	VMOVUPS Y4, 192(DX)
+	VMOVUPS Y5, 224(DX)
+	VMOVUPS Y6, 192(DX)(R8*1)
+	VMOVUPS Y7, 224(DX)(R8*1)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f32m3: C[3×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
+TEXT ·k256f32m3(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 0(BX)(R12*1), Y12
+	VMOVUPS 32(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 0(R13), Y12
+	VMOVUPS 32(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
+	VBROADCASTSS 8(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 0(R13)(R12*1), Y12
+	VMOVUPS 32(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VMOVUPS 0(BX), Y12
+	VMOVUPS 32(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 32(DX)(R8*1), Y3, Y3
+	VADDPS 0(DX)(R8*2), Y4, Y4
+	VADDPS 32(DX)(R8*2), Y5, Y5
+	VADDPS 64(DX), Y6, Y6
+	VADDPS 96(DX), Y7, Y7
+	VADDPS 64(DX)(R8*1), Y8, Y8
+	VADDPS 96(DX)(R8*1), Y9, Y9
+	VADDPS 64(DX)(R8*2), Y10, Y10
+	VADDPS 96(DX)(R8*2), Y11, Y11
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 32(AX), Y3, Y3
+	VADDPS 0(AX), Y4, Y4
+	VADDPS 32(AX), Y5, Y5
+	VADDPS 64(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+	VADDPS 64(AX), Y8, Y8
+	VADDPS 96(AX), Y9, Y9
+	VADDPS 64(AX), Y10, Y10
+	VADDPS 96(AX), Y11, Y11
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 32(DX)(R8*1)
+	VMOVUPS Y4, 0(DX)(R8*2)
+	VMOVUPS Y5, 32(DX)(R8*2)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 64(DX)(R8*1)
+	VMOVUPS Y9, 96(DX)(R8*1)
+	VMOVUPS Y10, 64(DX)(R8*2)
+	VMOVUPS Y11, 96(DX)(R8*2)
+	CMPQ edge+72(FP), $2
+	JLE blockend
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
+	VBROADCASTSS 8(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 160(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 160(DX)(R8*1), Y3, Y3
+	VADDPS 128(DX)(R8*2), Y4, Y4
+	VADDPS 160(DX)(R8*2), Y5, Y5
+	VADDPS 192(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+	VADDPS 192(DX)(R8*1), Y8, Y8
+	VADDPS 224(DX)(R8*1), Y9, Y9
+	VADDPS 192(DX)(R8*2), Y10, Y10
+	VADDPS 224(DX)(R8*2), Y11, Y11
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 160(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 160(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 160(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+	VADDPS 192(AX), Y8, Y8
+	VADDPS 224(AX), Y9, Y9
+	VADDPS 192(AX), Y10, Y10
+	VADDPS 224(AX), Y11, Y11
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 160(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 160(DX)(R8*1)
+	VMOVUPS Y4, 128(DX)(R8*2)
+	VMOVUPS Y5, 160(DX)(R8*2)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 192(DX)(R8*1)
+	VMOVUPS Y9, 224(DX)(R8*1)
+	VMOVUPS Y10, 192(DX)(R8*2)
+	VMOVUPS Y11, 224(DX)(R8*2)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f32m4: C[4×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
+TEXT ·k256f32m4(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	LEAQ (SI)(R11*2), DI
+	ADDQ R11, DI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -15882,7 +16658,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -15916,11 +16692,11 @@ store0:
 	VMOVUPS Y6, 0(R13)
 	VMOVUPS Y7, 32(R13)
 	CMPQ edge+72(FP), $1
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -15930,12 +16706,12 @@ store0:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -15948,8 +16724,8 @@ loop41:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -15962,8 +16738,8 @@ loop41:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -15976,8 +16752,8 @@ loop41:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16001,8 +16777,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16021,7 +16797,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16055,11 +16831,11 @@ store1:
 	VMOVUPS Y6, 64(R13)
 	VMOVUPS Y7, 96(R13)
 	CMPQ edge+72(FP), $2
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 128(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16069,12 +16845,12 @@ store1:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16087,8 +16863,8 @@ loop42:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16101,8 +16877,8 @@ loop42:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16115,8 +16891,8 @@ loop42:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16140,8 +16916,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16160,7 +16936,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16194,11 +16970,11 @@ store2:
 	VMOVUPS Y6, 128(R13)
 	VMOVUPS Y7, 160(R13)
 	CMPQ edge+72(FP), $3
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 192(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16208,12 +16984,12 @@ store2:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16226,8 +17002,8 @@ loop43:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16240,8 +17016,8 @@ loop43:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16254,8 +17030,8 @@ loop43:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16279,8 +17055,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16299,7 +17075,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16332,7 +17108,15 @@ store3:
 	VMOVUPS Y5, 224(DX)(R8*2)
 	VMOVUPS Y6, 192(R13)
 	VMOVUPS Y7, 224(R13)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -16342,8 +17126,7 @@ next:
 	RET
 
 // k256f32m5: C[5×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m5(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f32m5(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -16352,10 +17135,23 @@ TEXT ·k256f32m5(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16367,7 +17163,7 @@ panel:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -16473,7 +17269,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16513,11 +17309,11 @@ store0:
 	VMOVUPS Y8, 0(R13)(R8*1)
 	VMOVUPS Y9, 32(R13)(R8*1)
 	CMPQ edge+72(FP), $1
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16529,12 +17325,12 @@ store0:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16550,8 +17346,8 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16567,8 +17363,8 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16584,8 +17380,8 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16612,8 +17408,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16635,7 +17431,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16675,11 +17471,11 @@ store1:
 	VMOVUPS Y8, 64(R13)(R8*1)
 	VMOVUPS Y9, 96(R13)(R8*1)
 	CMPQ edge+72(FP), $2
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 128(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16691,12 +17487,12 @@ store1:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16712,8 +17508,8 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16729,8 +17525,8 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16746,8 +17542,8 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16774,8 +17570,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16797,7 +17593,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16837,11 +17633,11 @@ store2:
 	VMOVUPS Y8, 128(R13)(R8*1)
 	VMOVUPS Y9, 160(R13)(R8*1)
 	CMPQ edge+72(FP), $3
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 192(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -16853,12 +17649,12 @@ store2:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16874,8 +17670,8 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16891,8 +17687,8 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16908,8 +17704,8 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -16936,8 +17732,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -16959,7 +17755,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -16998,7 +17794,15 @@ store3:
 	VMOVUPS Y7, 224(R13)
 	VMOVUPS Y8, 192(R13)(R8*1)
 	VMOVUPS Y9, 224(R13)(R8*1)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -17008,8 +17812,7 @@ next:
 	RET
 
 // k256f32m6: C[6×64] (+)= A·B over np panels, B f32 (AVX2+FMA).
-TEXT ·k256f32m6(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f32m6(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -17018,10 +17821,23 @@ TEXT ·k256f32m6(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -17035,7 +17851,7 @@ panel:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -17156,7 +17972,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -17202,11 +18018,11 @@ store0:
 	VMOVUPS Y10, 0(R13)(R8*2)
 	VMOVUPS Y11, 32(R13)(R8*2)
 	CMPQ edge+72(FP), $1
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -17220,12 +18036,12 @@ store0:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17244,8 +18060,8 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 64(BX)(R12*1), Y12
+	VMOVUPS 96(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17264,8 +18080,8 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 64(R13), Y12
+	VMOVUPS 96(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17284,8 +18100,8 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 64(R13)(R12*1), Y12
+	VMOVUPS 96(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17315,8 +18131,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 64(BX), Y12
+	VMOVUPS 96(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17341,7 +18157,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -17387,11 +18203,11 @@ store1:
 	VMOVUPS Y10, 64(R13)(R8*2)
 	VMOVUPS Y11, 96(R13)(R8*2)
 	CMPQ edge+72(FP), $2
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 128(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -17405,12 +18221,12 @@ store1:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17429,8 +18245,8 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 128(BX)(R12*1), Y12
+	VMOVUPS 160(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17449,8 +18265,8 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17469,8 +18285,8 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 128(R13)(R12*1), Y12
+	VMOVUPS 160(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17500,8 +18316,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 128(BX), Y12
+	VMOVUPS 160(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17526,7 +18342,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -17572,11 +18388,11 @@ store2:
 	VMOVUPS Y10, 128(R13)(R8*2)
 	VMOVUPS Y11, 160(R13)(R8*2)
 	CMPQ edge+72(FP), $3
-	JLE next
+	JLE blockend
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 192(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -17590,12 +18406,12 @@ store2:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17614,8 +18430,8 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(BX)(R12*1), Y12
-	VMOVUPS 32(BX)(R12*1), Y13
+	VMOVUPS 192(BX)(R12*1), Y12
+	VMOVUPS 224(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17634,8 +18450,8 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13), Y12
-	VMOVUPS 32(R13), Y13
+	VMOVUPS 192(R13), Y12
+	VMOVUPS 224(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17654,8 +18470,8 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VMOVUPS 0(R13)(R12*1), Y12
-	VMOVUPS 32(R13)(R12*1), Y13
+	VMOVUPS 192(R13)(R12*1), Y12
+	VMOVUPS 224(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17685,8 +18501,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVUPS 0(BX), Y12
-	VMOVUPS 32(BX), Y13
+	VMOVUPS 192(BX), Y12
+	VMOVUPS 224(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -17711,7 +18527,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -17756,7 +18572,15 @@ store3:
 	VMOVUPS Y9, 224(R13)(R8*1)
 	VMOVUPS Y10, 192(R13)(R8*2)
 	VMOVUPS Y11, 224(R13)(R8*2)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -17766,8 +18590,7 @@ next:
 	RET
 
 // k256bf16m1: C[1×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m1(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256bf16m1(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -17779,1159 +18602,21 @@ TEXT ·k256bf16m1(SB), NOSPLIT, $0-96
 	MOVQ CX, X15
 	VPBROADCASTD X15, Y15
 panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 64(DX), Y1, Y1
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 64(AX), Y1, Y1
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 64(DX)
-	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 32(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 32(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-store1:
-	VMOVUPS Y0, 32(DX)
-	VMOVUPS Y1, 96(DX)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 192(DX), Y1, Y1
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 192(AX), Y1, Y1
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 192(DX)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 160(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 160(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-store3:
-	VMOVUPS Y0, 160(DX)
-	VMOVUPS Y1, 224(DX)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256bf16m2: C[2×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m2(SB), NOSPLIT, $0-96
 	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-	MOVL $0xffff0000, CX
-	MOVQ CX, X15
-	VPBROADCASTD X15, Y15
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
+	MOVQ R14, pb-24(SP)
 	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 64(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 64(DX)(R8*1), Y3, Y3
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 64(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 64(AX), Y3, Y3
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 64(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 64(DX)(R8*1)
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 32(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 32(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 32(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 32(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-store1:
-	VMOVUPS Y0, 32(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 32(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 192(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 192(DX)(R8*1), Y3, Y3
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 192(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 192(AX), Y3, Y3
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 192(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 192(DX)(R8*1)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 160(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 160(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 160(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 160(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-store3:
-	VMOVUPS Y0, 160(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 160(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256bf16m3: C[3×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m3(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-	MOVL $0xffff0000, CX
-	MOVQ CX, X15
-	VPBROADCASTD X15, Y15
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 64(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 64(DX)(R8*1), Y3, Y3
-	VADDPS 0(DX)(R8*2), Y4, Y4
-	VADDPS 64(DX)(R8*2), Y5, Y5
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 64(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 64(AX), Y3, Y3
-	VADDPS 0(AX), Y4, Y4
-	VADDPS 64(AX), Y5, Y5
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 64(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 64(DX)(R8*1)
-	VMOVUPS Y4, 0(DX)(R8*2)
-	VMOVUPS Y5, 64(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 32(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 32(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-	VADDPS 32(DX)(R8*2), Y4, Y4
-	VADDPS 96(DX)(R8*2), Y5, Y5
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 32(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 32(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-	VADDPS 32(AX), Y4, Y4
-	VADDPS 96(AX), Y5, Y5
-store1:
-	VMOVUPS Y0, 32(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 32(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	VMOVUPS Y4, 32(DX)(R8*2)
-	VMOVUPS Y5, 96(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 192(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 192(DX)(R8*1), Y3, Y3
-	VADDPS 128(DX)(R8*2), Y4, Y4
-	VADDPS 192(DX)(R8*2), Y5, Y5
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 192(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 192(AX), Y3, Y3
-	VADDPS 128(AX), Y4, Y4
-	VADDPS 192(AX), Y5, Y5
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 192(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 192(DX)(R8*1)
-	VMOVUPS Y4, 128(DX)(R8*2)
-	VMOVUPS Y5, 192(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(BX)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VMOVDQU 0(R13)(R12*1), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VMOVDQU 0(BX), Y13
-	VPSLLD $16, Y13, Y12
-	VPAND Y15, Y13, Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 160(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 160(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-	VADDPS 160(DX)(R8*2), Y4, Y4
-	VADDPS 224(DX)(R8*2), Y5, Y5
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 160(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 160(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-	VADDPS 160(AX), Y4, Y4
-	VADDPS 224(AX), Y5, Y5
-store3:
-	VMOVUPS Y0, 160(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 160(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-	VMOVUPS Y4, 160(DX)(R8*2)
-	VMOVUPS Y5, 224(DX)(R8*2)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256bf16m4: C[4×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m4(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-	MOVL $0xffff0000, CX
-	MOVQ CX, X15
-	VPBROADCASTD X15, Y15
-panel:
-	MOVQ R10, SI
-	LEAQ (SI)(R11*2), DI
-	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -18941,7 +18626,1000 @@ panel:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VBROADCASTSS 0(SI), Y14
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 4(SI), Y14
+	VMOVDQU 0(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVDQU 32(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 64(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 8(SI), Y14
+	VMOVDQU 0(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVDQU 32(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 64(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 12(SI), Y14
+	VMOVDQU 0(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVDQU 32(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 64(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VBROADCASTSS 0(SI), Y14
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 64(DX), Y1, Y1
+	VADDPS 32(DX), Y2, Y2
+	VADDPS 96(DX), Y3, Y3
+	VADDPS 128(DX), Y4, Y4
+	VADDPS 192(DX), Y5, Y5
+	VADDPS 160(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 64(AX), Y1, Y1
+	VADDPS 32(AX), Y2, Y2
+	VADDPS 96(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 192(AX), Y5, Y5
+	VADDPS 160(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 64(DX)
+	VMOVUPS Y2, 32(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 192(DX)
+	VMOVUPS Y6, 160(DX)
+	VMOVUPS Y7, 224(DX)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256bf16m2: C[2×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
+TEXT ·k256bf16m2(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+	MOVL $0xffff0000, CX
+	MOVQ CX, X15
+	VPBROADCASTD X15, Y15
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 0(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 32(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 0(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 32(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 0(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 32(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 64(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 64(DX)(R8*1), Y3, Y3
+	VADDPS 32(DX), Y4, Y4
+	VADDPS 96(DX), Y5, Y5
+	VADDPS 32(DX)(R8*1), Y6, Y6
+	VADDPS 96(DX)(R8*1), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 64(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 64(AX), Y3, Y3
+	VADDPS 32(AX), Y4, Y4
+	VADDPS 96(AX), Y5, Y5
+	VADDPS 32(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 64(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 64(DX)(R8*1)
+	VMOVUPS Y4, 32(DX)
+	VMOVUPS Y5, 96(DX)
+	VMOVUPS Y6, 32(DX)(R8*1)
+	VMOVUPS Y7, 96(DX)(R8*1)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 64(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 96(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 64(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 96(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VMOVDQU 64(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 96(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 192(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 192(DX)(R8*1), Y3, Y3
+	VADDPS 160(DX), Y4, Y4
+	VADDPS 224(DX), Y5, Y5
+	VADDPS 160(DX)(R8*1), Y6, Y6
+	VADDPS 224(DX)(R8*1), Y7, Y7
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 192(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 192(AX), Y3, Y3
+	VADDPS 160(AX), Y4, Y4
+	VADDPS 224(AX), Y5, Y5
+	VADDPS 160(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 192(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 192(DX)(R8*1)
+	VMOVUPS Y4, 160(DX)
+	VMOVUPS Y5, 224(DX)
+	VMOVUPS Y6, 160(DX)(R8*1)
+	VMOVUPS Y7, 224(DX)(R8*1)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256bf16m3: C[3×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
+TEXT ·k256bf16m3(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+	MOVL $0xffff0000, CX
+	MOVQ CX, X15
+	VPBROADCASTD X15, Y15
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 0(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 32(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 0(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 32(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 0(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 32(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VMOVDQU 0(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 32(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 64(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 64(DX)(R8*1), Y3, Y3
+	VADDPS 0(DX)(R8*2), Y4, Y4
+	VADDPS 64(DX)(R8*2), Y5, Y5
+	VADDPS 32(DX), Y6, Y6
+	VADDPS 96(DX), Y7, Y7
+	VADDPS 32(DX)(R8*1), Y8, Y8
+	VADDPS 96(DX)(R8*1), Y9, Y9
+	VADDPS 32(DX)(R8*2), Y10, Y10
+	VADDPS 96(DX)(R8*2), Y11, Y11
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 64(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 64(AX), Y3, Y3
+	VADDPS 0(AX), Y4, Y4
+	VADDPS 64(AX), Y5, Y5
+	VADDPS 32(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+	VADDPS 32(AX), Y8, Y8
+	VADDPS 96(AX), Y9, Y9
+	VADDPS 32(AX), Y10, Y10
+	VADDPS 96(AX), Y11, Y11
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 64(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 64(DX)(R8*1)
+	VMOVUPS Y4, 0(DX)(R8*2)
+	VMOVUPS Y5, 64(DX)(R8*2)
+	VMOVUPS Y6, 32(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 32(DX)(R8*1)
+	VMOVUPS Y9, 96(DX)(R8*1)
+	VMOVUPS Y10, 32(DX)(R8*2)
+	VMOVUPS Y11, 96(DX)(R8*2)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 64(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 64(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(R13), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	VMOVDQU 64(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(R13)(R12*1), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VMOVDQU 64(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VMOVDQU 96(BX), Y13
+	VPSLLD $16, Y13, Y12
+	VPAND Y15, Y13, Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y10
+	VFMADD231PS Y13, Y14, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 192(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 192(DX)(R8*1), Y3, Y3
+	VADDPS 128(DX)(R8*2), Y4, Y4
+	VADDPS 192(DX)(R8*2), Y5, Y5
+	VADDPS 160(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+	VADDPS 160(DX)(R8*1), Y8, Y8
+	VADDPS 224(DX)(R8*1), Y9, Y9
+	VADDPS 160(DX)(R8*2), Y10, Y10
+	VADDPS 224(DX)(R8*2), Y11, Y11
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 192(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 192(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 192(AX), Y5, Y5
+	VADDPS 160(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+	VADDPS 160(AX), Y8, Y8
+	VADDPS 224(AX), Y9, Y9
+	VADDPS 160(AX), Y10, Y10
+	VADDPS 224(AX), Y11, Y11
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 192(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 192(DX)(R8*1)
+	VMOVUPS Y4, 128(DX)(R8*2)
+	VMOVUPS Y5, 192(DX)(R8*2)
+	VMOVUPS Y6, 160(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 160(DX)(R8*1)
+	VMOVUPS Y9, 224(DX)(R8*1)
+	VMOVUPS Y10, 160(DX)(R8*2)
+	VMOVUPS Y11, 224(DX)(R8*2)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256bf16m4: C[4×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
+TEXT ·k256bf16m4(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+	MOVL $0xffff0000, CX
+	MOVQ CX, X15
+	VPBROADCASTD X15, Y15
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	LEAQ (SI)(R11*2), DI
+	ADDQ R11, DI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -19037,7 +19715,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19073,7 +19751,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19083,11 +19761,11 @@ store0:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19102,7 +19780,7 @@ loop41:
 	VBROADCASTSS 0(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 32(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -19117,7 +19795,7 @@ loop41:
 	VBROADCASTSS 4(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 32(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -19132,7 +19810,7 @@ loop41:
 	VBROADCASTSS 8(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 32(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -19158,7 +19836,7 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19179,7 +19857,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19215,7 +19893,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19225,11 +19903,11 @@ store1:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19244,7 +19922,7 @@ loop42:
 	VBROADCASTSS 0(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 64(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -19259,7 +19937,7 @@ loop42:
 	VBROADCASTSS 4(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 64(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -19274,7 +19952,7 @@ loop42:
 	VBROADCASTSS 8(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 64(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -19300,7 +19978,7 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19321,7 +19999,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19357,7 +20035,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19367,11 +20045,11 @@ store2:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19386,7 +20064,7 @@ loop43:
 	VBROADCASTSS 0(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 96(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -19401,7 +20079,7 @@ loop43:
 	VBROADCASTSS 4(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 96(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -19416,7 +20094,7 @@ loop43:
 	VBROADCASTSS 8(DI), Y14
 	VFMADD231PS Y12, Y14, Y6
 	VFMADD231PS Y13, Y14, Y7
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 96(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -19442,7 +20120,7 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19463,7 +20141,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19496,7 +20174,15 @@ store3:
 	VMOVUPS Y5, 224(DX)(R8*2)
 	VMOVUPS Y6, 160(R13)
 	VMOVUPS Y7, 224(R13)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -19506,8 +20192,7 @@ next:
 	RET
 
 // k256bf16m5: C[5×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m5(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256bf16m5(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -19519,10 +20204,23 @@ TEXT ·k256bf16m5(SB), NOSPLIT, $0-96
 	MOVQ CX, X15
 	VPBROADCASTD X15, Y15
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19534,7 +20232,7 @@ panel:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -19645,7 +20343,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19687,7 +20385,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19699,11 +20397,11 @@ store0:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19721,7 +20419,7 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 32(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -19739,7 +20437,7 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 32(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -19757,7 +20455,7 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 32(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -19786,7 +20484,7 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19810,7 +20508,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -19852,7 +20550,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -19864,11 +20562,11 @@ store1:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19886,7 +20584,7 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 64(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -19904,7 +20602,7 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 64(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -19922,7 +20620,7 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 64(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -19951,7 +20649,7 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -19975,7 +20673,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20017,7 +20715,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -20029,11 +20727,11 @@ store2:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20051,7 +20749,7 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 96(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -20069,7 +20767,7 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 96(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -20087,7 +20785,7 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 96(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -20116,7 +20814,7 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20140,7 +20838,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20179,7 +20877,15 @@ store3:
 	VMOVUPS Y7, 224(R13)
 	VMOVUPS Y8, 160(R13)(R8*1)
 	VMOVUPS Y9, 224(R13)(R8*1)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -20189,8 +20895,7 @@ next:
 	RET
 
 // k256bf16m6: C[6×64] (+)= A·B over np panels, B bf16 (AVX2+FMA).
-TEXT ·k256bf16m6(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256bf16m6(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -20202,10 +20907,23 @@ TEXT ·k256bf16m6(SB), NOSPLIT, $0-96
 	MOVQ CX, X15
 	VPBROADCASTD X15, Y15
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -20219,7 +20937,7 @@ panel:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -20345,7 +21063,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20393,7 +21111,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -20407,11 +21125,11 @@ store0:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20432,7 +21150,7 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 32(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -20453,7 +21171,7 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 32(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -20474,7 +21192,7 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 32(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -20506,7 +21224,7 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 32(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20533,7 +21251,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20581,7 +21299,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -20595,11 +21313,11 @@ store1:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20620,7 +21338,7 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 64(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -20641,7 +21359,7 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 64(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -20662,7 +21380,7 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 64(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -20694,7 +21412,7 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 64(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20721,7 +21439,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20769,7 +21487,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -20783,11 +21501,11 @@ store2:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20808,7 +21526,7 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(BX)(R12*1), Y13
+	VMOVDQU 96(BX)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 4(SI), Y14
@@ -20829,7 +21547,7 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13), Y13
+	VMOVDQU 96(R13), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 8(SI), Y14
@@ -20850,7 +21568,7 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*2), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	VMOVDQU 0(R13)(R12*1), Y13
+	VMOVDQU 96(R13)(R12*1), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 12(SI), Y14
@@ -20882,7 +21600,7 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VMOVDQU 0(BX), Y13
+	VMOVDQU 96(BX), Y13
 	VPSLLD $16, Y13, Y12
 	VPAND Y15, Y13, Y13
 	VBROADCASTSS 0(SI), Y14
@@ -20909,7 +21627,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -20954,7 +21672,15 @@ store3:
 	VMOVUPS Y9, 224(R13)(R8*1)
 	VMOVUPS Y10, 160(R13)(R8*2)
 	VMOVUPS Y11, 224(R13)(R8*2)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -20964,8 +21690,7 @@ next:
 	RET
 
 // k256f16m1: C[1×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m1(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f16m1(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -20974,1090 +21699,21 @@ TEXT ·k256f16m1(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f16m2: C[2×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m2(SB), NOSPLIT, $0-96
 	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
+	MOVQ R14, pb-24(SP)
 	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 32(DX)(R8*1), Y3, Y3
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 32(AX), Y3, Y3
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 32(DX)(R8*1)
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 64(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 64(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 64(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 160(DX)(R8*1), Y3, Y3
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 160(AX), Y3, Y3
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 160(DX)(R8*1)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 192(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 192(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 192(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f16m3: C[3×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m3(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ 0(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail0
-loop40:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop40
-tail0:
-	TESTQ CX, CX
-	JEQ epilogue0
-loop10:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop10
-epilogue0:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd0
-	VADDPS 0(DX), Y0, Y0
-	VADDPS 32(DX), Y1, Y1
-	VADDPS 0(DX)(R8*1), Y2, Y2
-	VADDPS 32(DX)(R8*1), Y3, Y3
-	VADDPS 0(DX)(R8*2), Y4, Y4
-	VADDPS 32(DX)(R8*2), Y5, Y5
-nocadd0:
-	TESTQ $2, CX
-	JEQ store0
-	VADDPS 0(AX), Y0, Y0
-	VADDPS 32(AX), Y1, Y1
-	VADDPS 0(AX), Y2, Y2
-	VADDPS 32(AX), Y3, Y3
-	VADDPS 0(AX), Y4, Y4
-	VADDPS 32(AX), Y5, Y5
-store0:
-	VMOVUPS Y0, 0(DX)
-	VMOVUPS Y1, 32(DX)
-	VMOVUPS Y2, 0(DX)(R8*1)
-	VMOVUPS Y3, 32(DX)(R8*1)
-	VMOVUPS Y4, 0(DX)(R8*2)
-	VMOVUPS Y5, 32(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 32(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail1
-loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop41
-tail1:
-	TESTQ CX, CX
-	JEQ epilogue1
-loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop11
-epilogue1:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd1
-	VADDPS 64(DX), Y0, Y0
-	VADDPS 96(DX), Y1, Y1
-	VADDPS 64(DX)(R8*1), Y2, Y2
-	VADDPS 96(DX)(R8*1), Y3, Y3
-	VADDPS 64(DX)(R8*2), Y4, Y4
-	VADDPS 96(DX)(R8*2), Y5, Y5
-nocadd1:
-	TESTQ $2, CX
-	JEQ store1
-	VADDPS 64(AX), Y0, Y0
-	VADDPS 96(AX), Y1, Y1
-	VADDPS 64(AX), Y2, Y2
-	VADDPS 96(AX), Y3, Y3
-	VADDPS 64(AX), Y4, Y4
-	VADDPS 96(AX), Y5, Y5
-store1:
-	VMOVUPS Y0, 64(DX)
-	VMOVUPS Y1, 96(DX)
-	VMOVUPS Y2, 64(DX)(R8*1)
-	VMOVUPS Y3, 96(DX)(R8*1)
-	VMOVUPS Y4, 64(DX)(R8*2)
-	VMOVUPS Y5, 96(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 64(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail2
-loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop42
-tail2:
-	TESTQ CX, CX
-	JEQ epilogue2
-loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop12
-epilogue2:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd2
-	VADDPS 128(DX), Y0, Y0
-	VADDPS 160(DX), Y1, Y1
-	VADDPS 128(DX)(R8*1), Y2, Y2
-	VADDPS 160(DX)(R8*1), Y3, Y3
-	VADDPS 128(DX)(R8*2), Y4, Y4
-	VADDPS 160(DX)(R8*2), Y5, Y5
-nocadd2:
-	TESTQ $2, CX
-	JEQ store2
-	VADDPS 128(AX), Y0, Y0
-	VADDPS 160(AX), Y1, Y1
-	VADDPS 128(AX), Y2, Y2
-	VADDPS 160(AX), Y3, Y3
-	VADDPS 128(AX), Y4, Y4
-	VADDPS 160(AX), Y5, Y5
-store2:
-	VMOVUPS Y0, 128(DX)
-	VMOVUPS Y1, 160(DX)
-	VMOVUPS Y2, 128(DX)(R8*1)
-	VMOVUPS Y3, 160(DX)(R8*1)
-	VMOVUPS Y4, 128(DX)(R8*2)
-	VMOVUPS Y5, 160(DX)(R8*2)
-	MOVQ R10, SI
-	LEAQ 96(R14), BX
-	LEAQ (BX)(R12*2), R13
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	MOVQ k+64(FP), CX
-	CMPQ CX, $4
-	JLT tail3
-loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
-	VBROADCASTSS 4(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 4(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 4(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
-	VBROADCASTSS 8(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 8(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 8(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
-	VBROADCASTSS 12(SI), Y15
-	VFMADD231PS Y12, Y15, Y0
-	VFMADD231PS Y13, Y15, Y1
-	VBROADCASTSS 12(SI)(R11*1), Y14
-	VFMADD231PS Y12, Y14, Y2
-	VFMADD231PS Y13, Y14, Y3
-	VBROADCASTSS 12(SI)(R11*2), Y15
-	VFMADD231PS Y12, Y15, Y4
-	VFMADD231PS Y13, Y15, Y5
-	ADDQ $16, SI
-	LEAQ (BX)(R12*4), BX
-	LEAQ (R13)(R12*4), R13
-	SUBQ $4, CX
-	CMPQ CX, $4
-	JGE loop43
-tail3:
-	TESTQ CX, CX
-	JEQ epilogue3
-loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
-	VBROADCASTSS 0(SI), Y14
-	VFMADD231PS Y12, Y14, Y0
-	VFMADD231PS Y13, Y14, Y1
-	VBROADCASTSS 0(SI)(R11*1), Y15
-	VFMADD231PS Y12, Y15, Y2
-	VFMADD231PS Y13, Y15, Y3
-	VBROADCASTSS 0(SI)(R11*2), Y14
-	VFMADD231PS Y12, Y14, Y4
-	VFMADD231PS Y13, Y14, Y5
-	ADDQ $4, SI
-	ADDQ R12, BX
-	DECQ CX
-	JNE loop13
-epilogue3:
-	MOVQ flags+80(FP), CX
-	TESTQ $1, CX
-	JEQ nocadd3
-	VADDPS 192(DX), Y0, Y0
-	VADDPS 224(DX), Y1, Y1
-	VADDPS 192(DX)(R8*1), Y2, Y2
-	VADDPS 224(DX)(R8*1), Y3, Y3
-	VADDPS 192(DX)(R8*2), Y4, Y4
-	VADDPS 224(DX)(R8*2), Y5, Y5
-nocadd3:
-	TESTQ $2, CX
-	JEQ store3
-	VADDPS 192(AX), Y0, Y0
-	VADDPS 224(AX), Y1, Y1
-	VADDPS 192(AX), Y2, Y2
-	VADDPS 224(AX), Y3, Y3
-	VADDPS 192(AX), Y4, Y4
-	VADDPS 224(AX), Y5, Y5
-store3:
-	VMOVUPS Y0, 192(DX)
-	VMOVUPS Y1, 224(DX)
-	VMOVUPS Y2, 192(DX)(R8*1)
-	VMOVUPS Y3, 224(DX)(R8*1)
-	VMOVUPS Y4, 192(DX)(R8*2)
-	VMOVUPS Y5, 224(DX)(R8*2)
-next:
-	ADDQ $256, DX
-	ADDQ $256, AX
-	ADDQ pstride+32(FP), R14
-	DECQ R9
-	JNE panel
-	VZEROUPPER
-	RET
-
-// k256f16m4: C[4×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m4(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
-	MOVQ lda+8(FP), R11
-	MOVQ b+16(FP), R14
-	MOVQ ldb+24(FP), R12
-	MOVQ np+40(FP), R9
-	MOVQ c+48(FP), DX
-	MOVQ ldc+56(FP), R8
-	MOVQ bias+88(FP), AX
-panel:
-	MOVQ R10, SI
-	LEAQ (SI)(R11*2), DI
-	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22067,7 +21723,931 @@ panel:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VBROADCASTSS 0(SI), Y14
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 4(SI), Y15
+	VCVTPH2PS 0(BX)(R12*1), Y12
+	VCVTPH2PS 16(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y4
+	VFMADD231PS Y13, Y15, Y5
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI), Y14
+	VCVTPH2PS 0(R13), Y12
+	VCVTPH2PS 16(R13), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	VBROADCASTSS 12(SI), Y15
+	VCVTPH2PS 0(R13)(R12*1), Y12
+	VCVTPH2PS 16(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y4
+	VFMADD231PS Y13, Y15, Y5
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VBROADCASTSS 0(SI), Y14
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VFMADD231PS Y12, Y14, Y2
+	VFMADD231PS Y13, Y14, Y3
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VFMADD231PS Y12, Y14, Y6
+	VFMADD231PS Y13, Y14, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 64(DX), Y2, Y2
+	VADDPS 96(DX), Y3, Y3
+	VADDPS 128(DX), Y4, Y4
+	VADDPS 160(DX), Y5, Y5
+	VADDPS 192(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 64(AX), Y2, Y2
+	VADDPS 96(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 160(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 64(DX)
+	VMOVUPS Y3, 96(DX)
+	VMOVUPS Y4, 128(DX)
+	VMOVUPS Y5, 160(DX)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f16m2: C[2×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
+TEXT ·k256f16m2(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 0(BX)(R12*1), Y12
+	VCVTPH2PS 16(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 0(R13), Y12
+	VCVTPH2PS 16(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 0(R13)(R12*1), Y12
+	VCVTPH2PS 16(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 32(DX)(R8*1), Y3, Y3
+	VADDPS 64(DX), Y4, Y4
+	VADDPS 96(DX), Y5, Y5
+	VADDPS 64(DX)(R8*1), Y6, Y6
+	VADDPS 96(DX)(R8*1), Y7, Y7
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 32(AX), Y3, Y3
+	VADDPS 64(AX), Y4, Y4
+	VADDPS 96(AX), Y5, Y5
+	VADDPS 64(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 32(DX)(R8*1)
+	VMOVUPS Y4, 64(DX)
+	VMOVUPS Y5, 96(DX)
+	VMOVUPS Y6, 64(DX)(R8*1)
+	VMOVUPS Y7, 96(DX)(R8*1)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 160(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 160(DX)(R8*1), Y3, Y3
+	VADDPS 192(DX), Y4, Y4
+	VADDPS 224(DX), Y5, Y5
+	VADDPS 192(DX)(R8*1), Y6, Y6
+	VADDPS 224(DX)(R8*1), Y7, Y7
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 160(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 160(AX), Y3, Y3
+	VADDPS 192(AX), Y4, Y4
+	VADDPS 224(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 160(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 160(DX)(R8*1)
+	VMOVUPS Y4, 192(DX)
+	VMOVUPS Y5, 224(DX)
+	VMOVUPS Y6, 192(DX)(R8*1)
+	VMOVUPS Y7, 224(DX)(R8*1)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f16m3: C[3×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
+TEXT ·k256f16m3(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail0
+loop40:
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 0(BX)(R12*1), Y12
+	VCVTPH2PS 16(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 0(R13), Y12
+	VCVTPH2PS 16(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
+	VBROADCASTSS 8(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 0(R13)(R12*1), Y12
+	VCVTPH2PS 16(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop40
+tail0:
+	TESTQ CX, CX
+	JEQ epilogue0
+loop10:
+	VCVTPH2PS 0(BX), Y12
+	VCVTPH2PS 16(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop10
+epilogue0:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd0
+	VADDPS 0(DX), Y0, Y0
+	VADDPS 32(DX), Y1, Y1
+	VADDPS 0(DX)(R8*1), Y2, Y2
+	VADDPS 32(DX)(R8*1), Y3, Y3
+	VADDPS 0(DX)(R8*2), Y4, Y4
+	VADDPS 32(DX)(R8*2), Y5, Y5
+	VADDPS 64(DX), Y6, Y6
+	VADDPS 96(DX), Y7, Y7
+	VADDPS 64(DX)(R8*1), Y8, Y8
+	VADDPS 96(DX)(R8*1), Y9, Y9
+	VADDPS 64(DX)(R8*2), Y10, Y10
+	VADDPS 96(DX)(R8*2), Y11, Y11
+nocadd0:
+	TESTQ $2, CX
+	JEQ store0
+	VADDPS 0(AX), Y0, Y0
+	VADDPS 32(AX), Y1, Y1
+	VADDPS 0(AX), Y2, Y2
+	VADDPS 32(AX), Y3, Y3
+	VADDPS 0(AX), Y4, Y4
+	VADDPS 32(AX), Y5, Y5
+	VADDPS 64(AX), Y6, Y6
+	VADDPS 96(AX), Y7, Y7
+	VADDPS 64(AX), Y8, Y8
+	VADDPS 96(AX), Y9, Y9
+	VADDPS 64(AX), Y10, Y10
+	VADDPS 96(AX), Y11, Y11
+store0:
+	VMOVUPS Y0, 0(DX)
+	VMOVUPS Y1, 32(DX)
+	VMOVUPS Y2, 0(DX)(R8*1)
+	VMOVUPS Y3, 32(DX)(R8*1)
+	VMOVUPS Y4, 0(DX)(R8*2)
+	VMOVUPS Y5, 32(DX)(R8*2)
+	VMOVUPS Y6, 64(DX)
+	VMOVUPS Y7, 96(DX)
+	VMOVUPS Y8, 64(DX)(R8*1)
+	VMOVUPS Y9, 96(DX)(R8*1)
+	VMOVUPS Y10, 64(DX)(R8*2)
+	VMOVUPS Y11, 96(DX)(R8*2)
+	MOVQ R10, SI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ kl-16(SP), CX
+	CMPQ CX, $4
+	JLT tail2
+loop42:
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 4(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 4(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
+	VBROADCASTSS 4(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 4(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 4(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
+	VBROADCASTSS 8(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 8(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 8(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
+	VBROADCASTSS 8(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 8(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 8(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 12(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 12(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
+	VBROADCASTSS 12(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 12(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 12(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $16, SI
+	LEAQ (BX)(R12*4), BX
+	LEAQ (R13)(R12*4), R13
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop42
+tail2:
+	TESTQ CX, CX
+	JEQ epilogue2
+loop12:
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
+	VBROADCASTSS 0(SI), Y14
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VBROADCASTSS 0(SI)(R11*1), Y15
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS 0(SI)(R11*2), Y14
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
+	VBROADCASTSS 0(SI), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS 0(SI)(R11*1), Y14
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VBROADCASTSS 0(SI)(R11*2), Y15
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ $4, SI
+	ADDQ R12, BX
+	DECQ CX
+	JNE loop12
+epilogue2:
+	MOVQ fl-8(SP), CX
+	TESTQ $1, CX
+	JEQ nocadd2
+	VADDPS 128(DX), Y0, Y0
+	VADDPS 160(DX), Y1, Y1
+	VADDPS 128(DX)(R8*1), Y2, Y2
+	VADDPS 160(DX)(R8*1), Y3, Y3
+	VADDPS 128(DX)(R8*2), Y4, Y4
+	VADDPS 160(DX)(R8*2), Y5, Y5
+	VADDPS 192(DX), Y6, Y6
+	VADDPS 224(DX), Y7, Y7
+	VADDPS 192(DX)(R8*1), Y8, Y8
+	VADDPS 224(DX)(R8*1), Y9, Y9
+	VADDPS 192(DX)(R8*2), Y10, Y10
+	VADDPS 224(DX)(R8*2), Y11, Y11
+nocadd2:
+	TESTQ $2, CX
+	JEQ store2
+	VADDPS 128(AX), Y0, Y0
+	VADDPS 160(AX), Y1, Y1
+	VADDPS 128(AX), Y2, Y2
+	VADDPS 160(AX), Y3, Y3
+	VADDPS 128(AX), Y4, Y4
+	VADDPS 160(AX), Y5, Y5
+	VADDPS 192(AX), Y6, Y6
+	VADDPS 224(AX), Y7, Y7
+	VADDPS 192(AX), Y8, Y8
+	VADDPS 224(AX), Y9, Y9
+	VADDPS 192(AX), Y10, Y10
+	VADDPS 224(AX), Y11, Y11
+store2:
+	VMOVUPS Y0, 128(DX)
+	VMOVUPS Y1, 160(DX)
+	VMOVUPS Y2, 128(DX)(R8*1)
+	VMOVUPS Y3, 160(DX)(R8*1)
+	VMOVUPS Y4, 128(DX)(R8*2)
+	VMOVUPS Y5, 160(DX)(R8*2)
+	VMOVUPS Y6, 192(DX)
+	VMOVUPS Y7, 224(DX)
+	VMOVUPS Y8, 192(DX)(R8*1)
+	VMOVUPS Y9, 224(DX)(R8*1)
+	VMOVUPS Y10, 192(DX)(R8*2)
+	VMOVUPS Y11, 224(DX)(R8*2)
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
+	ADDQ $256, DX
+	ADDQ $256, AX
+	ADDQ pstride+32(FP), R14
+	DECQ R9
+	JNE panel
+	VZEROUPPER
+	RET
+
+// k256f16m4: C[4×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
+TEXT ·k256f16m4(SB), NOSPLIT, $24-104
+	MOVQ lda+8(FP), R11
+	MOVQ b+16(FP), R14
+	MOVQ ldb+24(FP), R12
+	MOVQ np+40(FP), R9
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	MOVQ bias+88(FP), AX
+panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
+	MOVQ R10, SI
+	LEAQ (SI)(R11*2), DI
+	ADDQ R11, DI
+	MOVQ R14, BX
+	LEAQ (BX)(R12*2), R13
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -22158,7 +22738,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22194,7 +22774,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22204,12 +22784,12 @@ store0:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22222,8 +22802,8 @@ loop41:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22236,8 +22816,8 @@ loop41:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22250,8 +22830,8 @@ loop41:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22275,8 +22855,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22295,7 +22875,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22331,7 +22911,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22341,12 +22921,12 @@ store1:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22359,8 +22939,8 @@ loop42:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22373,8 +22953,8 @@ loop42:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22387,8 +22967,8 @@ loop42:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22412,8 +22992,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22432,7 +23012,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22468,7 +23048,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22478,12 +23058,12 @@ store2:
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22496,8 +23076,8 @@ loop43:
 	VBROADCASTSS 0(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22510,8 +23090,8 @@ loop43:
 	VBROADCASTSS 4(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22524,8 +23104,8 @@ loop43:
 	VBROADCASTSS 8(DI), Y15
 	VFMADD231PS Y12, Y15, Y6
 	VFMADD231PS Y13, Y15, Y7
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22549,8 +23129,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22569,7 +23149,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22602,7 +23182,15 @@ store3:
 	VMOVUPS Y5, 224(DX)(R8*2)
 	VMOVUPS Y6, 192(R13)
 	VMOVUPS Y7, 224(R13)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -22612,8 +23200,7 @@ next:
 	RET
 
 // k256f16m5: C[5×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m5(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f16m5(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -22622,10 +23209,23 @@ TEXT ·k256f16m5(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22637,7 +23237,7 @@ panel:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -22743,7 +23343,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22785,7 +23385,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22797,12 +23397,12 @@ store0:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22818,8 +23418,8 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -22835,8 +23435,8 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22852,8 +23452,8 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -22880,8 +23480,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22903,7 +23503,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -22945,7 +23545,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -22957,12 +23557,12 @@ store1:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -22978,8 +23578,8 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -22995,8 +23595,8 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23012,8 +23612,8 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -23040,8 +23640,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23063,7 +23663,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -23105,7 +23705,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -23117,12 +23717,12 @@ store2:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23138,8 +23738,8 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -23155,8 +23755,8 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*1), Y15
 	VFMADD231PS Y12, Y15, Y8
 	VFMADD231PS Y13, Y15, Y9
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23172,8 +23772,8 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*1), Y14
 	VFMADD231PS Y12, Y14, Y8
 	VFMADD231PS Y13, Y14, Y9
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y15
 	VFMADD231PS Y12, Y15, Y0
 	VFMADD231PS Y13, Y15, Y1
@@ -23200,8 +23800,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23223,7 +23823,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -23262,7 +23862,15 @@ store3:
 	VMOVUPS Y7, 224(R13)
 	VMOVUPS Y8, 192(R13)(R8*1)
 	VMOVUPS Y9, 224(R13)(R8*1)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14
@@ -23272,8 +23880,7 @@ next:
 	RET
 
 // k256f16m6: C[6×64] (+)= A·B over np panels, B f16 (AVX2+FMA).
-TEXT ·k256f16m6(SB), NOSPLIT, $0-96
-	MOVQ a+0(FP), R10
+TEXT ·k256f16m6(SB), NOSPLIT, $24-104
 	MOVQ lda+8(FP), R11
 	MOVQ b+16(FP), R14
 	MOVQ ldb+24(FP), R12
@@ -23282,10 +23889,23 @@ TEXT ·k256f16m6(SB), NOSPLIT, $0-96
 	MOVQ ldc+56(FP), R8
 	MOVQ bias+88(FP), AX
 panel:
+	MOVQ a+0(FP), R10
+	MOVQ R14, pb-24(SP)
+	MOVQ flags+80(FP), CX
+	MOVQ CX, fl-8(SP)
+	MOVQ k+64(FP), R15
+block:
+	MOVQ R15, CX
+	CMPQ CX, kb+96(FP)
+	JLE blen
+	MOVQ kb+96(FP), CX
+blen:
+	SUBQ CX, R15
+	MOVQ CX, kl-16(SP)
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 0(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -23299,7 +23919,7 @@ panel:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail0
 loop40:
@@ -23420,7 +24040,7 @@ loop10:
 	DECQ CX
 	JNE loop10
 epilogue0:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -23468,7 +24088,7 @@ store0:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 32(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -23482,12 +24102,12 @@ store0:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail1
 loop41:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23506,8 +24126,8 @@ loop41:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 32(BX)(R12*1), Y12
+	VCVTPH2PS 48(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23526,8 +24146,8 @@ loop41:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 32(R13), Y12
+	VCVTPH2PS 48(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23546,8 +24166,8 @@ loop41:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 32(R13)(R12*1), Y12
+	VCVTPH2PS 48(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23577,8 +24197,8 @@ tail1:
 	TESTQ CX, CX
 	JEQ epilogue1
 loop11:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 32(BX), Y12
+	VCVTPH2PS 48(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23603,7 +24223,7 @@ loop11:
 	DECQ CX
 	JNE loop11
 epilogue1:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -23651,7 +24271,7 @@ store1:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 64(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -23665,12 +24285,12 @@ store1:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail2
 loop42:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23689,8 +24309,8 @@ loop42:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 64(BX)(R12*1), Y12
+	VCVTPH2PS 80(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23709,8 +24329,8 @@ loop42:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 64(R13), Y12
+	VCVTPH2PS 80(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23729,8 +24349,8 @@ loop42:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 64(R13)(R12*1), Y12
+	VCVTPH2PS 80(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23760,8 +24380,8 @@ tail2:
 	TESTQ CX, CX
 	JEQ epilogue2
 loop12:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 64(BX), Y12
+	VCVTPH2PS 80(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23786,7 +24406,7 @@ loop12:
 	DECQ CX
 	JNE loop12
 epilogue2:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -23834,7 +24454,7 @@ store2:
 	MOVQ R10, SI
 	LEAQ (SI)(R11*2), DI
 	ADDQ R11, DI
-	LEAQ 96(R14), BX
+	MOVQ R14, BX
 	LEAQ (BX)(R12*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -23848,12 +24468,12 @@ store2:
 	VXORPS Y9, Y9, Y9
 	VXORPS Y10, Y10, Y10
 	VXORPS Y11, Y11, Y11
-	MOVQ k+64(FP), CX
+	MOVQ kl-16(SP), CX
 	CMPQ CX, $4
 	JLT tail3
 loop43:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23872,8 +24492,8 @@ loop43:
 	VBROADCASTSS 0(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(BX)(R12*1), Y12
-	VCVTPH2PS 16(BX)(R12*1), Y13
+	VCVTPH2PS 96(BX)(R12*1), Y12
+	VCVTPH2PS 112(BX)(R12*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23892,8 +24512,8 @@ loop43:
 	VBROADCASTSS 4(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13), Y12
-	VCVTPH2PS 16(R13), Y13
+	VCVTPH2PS 96(R13), Y12
+	VCVTPH2PS 112(R13), Y13
 	VBROADCASTSS 8(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23912,8 +24532,8 @@ loop43:
 	VBROADCASTSS 8(DI)(R11*2), Y15
 	VFMADD231PS Y12, Y15, Y10
 	VFMADD231PS Y13, Y15, Y11
-	VCVTPH2PS 0(R13)(R12*1), Y12
-	VCVTPH2PS 16(R13)(R12*1), Y13
+	VCVTPH2PS 96(R13)(R12*1), Y12
+	VCVTPH2PS 112(R13)(R12*1), Y13
 	VBROADCASTSS 12(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23943,8 +24563,8 @@ tail3:
 	TESTQ CX, CX
 	JEQ epilogue3
 loop13:
-	VCVTPH2PS 0(BX), Y12
-	VCVTPH2PS 16(BX), Y13
+	VCVTPH2PS 96(BX), Y12
+	VCVTPH2PS 112(BX), Y13
 	VBROADCASTSS 0(SI), Y14
 	VFMADD231PS Y12, Y14, Y0
 	VFMADD231PS Y13, Y14, Y1
@@ -23969,7 +24589,7 @@ loop13:
 	DECQ CX
 	JNE loop13
 epilogue3:
-	MOVQ flags+80(FP), CX
+	MOVQ fl-8(SP), CX
 	LEAQ (DX)(R8*2), R13
 	ADDQ R8, R13
 	TESTQ $1, CX
@@ -24014,7 +24634,15 @@ store3:
 	VMOVUPS Y9, 224(R13)(R8*1)
 	VMOVUPS Y10, 192(R13)(R8*2)
 	VMOVUPS Y11, 224(R13)(R8*2)
-next:
+blockend:
+	MOVQ $1, fl-8(SP)
+	MOVQ kl-16(SP), CX
+	LEAQ (R10)(CX*4), R10
+	IMULQ R12, CX
+	ADDQ CX, R14
+	TESTQ R15, R15
+	JNE block
+	MOVQ pb-24(SP), R14
 	ADDQ $256, DX
 	ADDQ $256, AX
 	ADDQ pstride+32(FP), R14

@@ -139,3 +139,62 @@ func TestGemm_ZeroPaddedK(t *testing.T) {
 		}
 	})
 }
+
+// TestTile_SumBlocks checks the kernels' sum blocks (tileArgs.kb): one call
+// over all k-rows has the bits of one call per block, the first with the
+// tile's flags and the later ones adding to C, for every row count, dtype,
+// flag set and a partial last panel, on contiguous panels with prefetch
+// (streaming) and without.
+func TestTile_SumBlocks(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for _, sh := range [][3]int{{600, 200, 192}, {70, 24, 100}, {64, 64, 64}, {0, 8, 64}} {
+			K, kb, N := sh[0], sh[1], sh[2]
+			for _, dt := range []DType{F32, BF16, F16} {
+				pk := randMat(rng, N, max(K, 1), dt).panels()
+				for _, mr := range []int{1, 2, 3, 4, 5, 6, 8} {
+					if mr == 8 && dt == F32 {
+						continue // the 8-row kernel is for 16-bit panels
+					}
+					a := randSlice(rng, mr*max(K, 1))
+					bias := randSlice(rng, N)
+					c0 := randSlice(rng, mr*N)
+					for _, flags := range []int{flagStore, flagAcc, flagStore | flagBias, flagAcc | flagBias} {
+						for _, prefetch := range []int{0, prefetchAhead} {
+							if mr == 8 && prefetch == 0 {
+								continue
+							}
+							base := tileArgs{mr: mr, a: a, lda: max(K, 1), ldb: panelW, pstride: pk.k * panelW,
+								np: (N + panelW - 1) / panelW, ncols: N, ldc: N, bias: bias, prefetch: prefetch}
+							switch dt {
+							case F32:
+								base.bf = pk.f32
+							case BF16:
+								base.bh = pk.bf16
+							case F16:
+								base.bh, base.f16 = pk.f16, true
+							}
+							one := slices.Clone(c0)
+							u := base
+							u.k, u.kb, u.c, u.flags = K, kb, one, flags
+							tile(&u)
+							blocks := slices.Clone(c0)
+							for k0 := 0; k0 == 0 || k0 < K; k0 += kb {
+								u := base
+								u.k, u.c, u.flags = min(kb, K-k0), blocks, flags
+								u.aoff, u.boff = k0, k0*panelW
+								if k0 > 0 {
+									u.flags = flagAcc
+								}
+								tile(&u)
+							}
+							if !slices.Equal(one, blocks) {
+								t.Fatalf("%v K=%d kb=%d N=%d mr=%d flags=%d prefetch=%d: one call differs from a call per block", dt, K, kb, N, mr, flags, prefetch)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -45,8 +45,13 @@ const (
 // values (fp32 in bf, or interleaved bf16 in bh); C row r column j is
 // c[coff + r*ldc + j]; bias column j is bias[biasoff+j]. Panels hold 64
 // columns except that the last may be partial: (np-1)*64 < ncols <= np*64.
+//
+// The k-rows are summed in sum blocks of kb (the last may be shorter; kb
+// 0 means one block of all k): each block from zero in one accumulator per
+// output, then added to C: the first block as flags say, the later ones
+// with flagAcc alone. So one call gives C the bits of one call per block.
 type tileArgs struct {
-	mr, k              int
+	mr, k, kb          int
 	a                  []float32
 	aoff, lda          int
 	bf                 []float32
@@ -92,13 +97,21 @@ func tile(t *tileArgs) {
 	}
 }
 
+// sumBlock is the length of t's sum blocks, at least 1.
+func (t *tileArgs) sumBlock() int {
+	if t.kb <= 0 || t.kb > t.k {
+		return max(t.k, 1)
+	}
+	return t.kb
+}
+
 func (t *tileArgs) check() {
 	bad := func(what string, need, have int) {
 		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
 			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
 	}
-	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW {
-		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d", t.mr, t.np, t.ncols))
+	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
+		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d kb=%d", t.mr, t.np, t.ncols, t.kb))
 	}
 	if t.k > 0 {
 		if n := t.aoff + (t.mr-1)*t.lda + t.k; n > len(t.a) {
@@ -127,50 +140,55 @@ func (t *tileArgs) check() {
 func tileGo(t *tileArgs) {
 	var acc [6][panelW]float32
 	var brow [panelW]float32
+	kb := t.sumBlock()
 	for p := 0; p < t.np; p++ {
 		nc := min(panelW, t.ncols-p*panelW)
-		for r := 0; r < t.mr; r++ {
-			acc[r] = [panelW]float32{}
-		}
 		bbase := t.boff + p*t.pstride
-		for i := 0; i < t.k; i++ {
-			o := bbase + i*t.ldb
-			if t.bh != nil && t.f16 {
-				tab := f16Table()
-				for w, v := range t.bh[o : o+panelW] {
-					brow[w] = tab[v]
+		flags := t.flags
+		for k0 := 0; k0 == 0 || k0 < t.k; k0 += kb {
+			for r := 0; r < t.mr; r++ {
+				acc[r] = [panelW]float32{}
+			}
+			for i := k0; i < min(k0+kb, t.k); i++ {
+				o := bbase + i*t.ldb
+				if t.bh != nil && t.f16 {
+					tab := f16Table()
+					for w, v := range t.bh[o : o+panelW] {
+						brow[w] = tab[v]
+					}
+				} else if t.bh != nil {
+					src := t.bh[o : o+panelW]
+					for w, v := range src {
+						brow[bf16Col(w)] = BF16ToF32(v)
+					}
+				} else {
+					copy(brow[:nc], t.bf[o:o+nc])
 				}
-			} else if t.bh != nil {
-				src := t.bh[o : o+panelW]
-				for w, v := range src {
-					brow[bf16Col(w)] = BF16ToF32(v)
+				for r := 0; r < t.mr; r++ {
+					av := t.a[t.aoff+r*t.lda+i]
+					ar := &acc[r]
+					for j := range nc {
+						ar[j] += av * brow[j]
+					}
 				}
-			} else {
-				copy(brow[:nc], t.bf[o:o+nc])
 			}
 			for r := 0; r < t.mr; r++ {
-				av := t.a[t.aoff+r*t.lda+i]
-				ar := &acc[r]
-				for j := range nc {
-					ar[j] += av * brow[j]
+				crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
+				ar := acc[r][:nc]
+				if flags&flagAcc != 0 {
+					for j := range crow {
+						ar[j] += crow[j]
+					}
 				}
-			}
-		}
-		for r := 0; r < t.mr; r++ {
-			crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
-			ar := acc[r][:nc]
-			if t.flags&flagAcc != 0 {
-				for j := range crow {
-					ar[j] += crow[j]
+				if flags&flagBias != 0 {
+					b := t.bias[t.biasoff+p*panelW:][:nc]
+					for j := range b {
+						ar[j] += b[j]
+					}
 				}
+				copy(crow, ar)
 			}
-			if t.flags&flagBias != 0 {
-				b := t.bias[t.biasoff+p*panelW:][:nc]
-				for j := range b {
-					ar[j] += b[j]
-				}
-			}
-			copy(crow, ar)
+			flags = flagAcc
 		}
 	}
 }

@@ -14,7 +14,8 @@
 //
 // Conventions (Go assembler, Plan 9 syntax): sources come first and the
 // destination last; EVEX masks are written before the destination. Every
-// function is NOSPLIT with no frame, ends with VZEROUPPER before RET, and
+// function is NOSPLIT (the GEMM kernels with a few locals, the rest with no
+// frame), ends with VZEROUPPER before RET, and
 // does a bounded amount of work per call (the Go driver loops).
 package main
 
@@ -33,8 +34,11 @@ func (g *gen) p(format string, args ...any) { fmt.Fprintf(&g.b, "\t"+format+"\n"
 func (g *gen) label(l string)               { fmt.Fprintf(&g.b, "%s:\n", l) }
 func (g *gen) raw(s string)                 { g.b.WriteString(s) }
 
-func (g *gen) text(name string, argsize int, comment string) {
-	fmt.Fprintf(&g.b, "\n// %s\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", comment, name, argsize)
+func (g *gen) text(name string, argsize int, comment string) { g.textFrame(name, 0, argsize, comment) }
+
+// textFrame starts a function with frame bytes of locals (x-8(SP), ...).
+func (g *gen) textFrame(name string, frame, argsize int, comment string) {
+	fmt.Fprintf(&g.b, "\n// %s\nTEXT ·%s(SB), NOSPLIT, $%d-%d\n", comment, name, frame, argsize)
 }
 
 func (g *gen) ret() {
@@ -89,7 +93,7 @@ func write(path string, b []byte) {
 
 // Argument frame shared by the GEMM kernels (all 8-byte words):
 //
-//	a+0 lda+8 b+16 ldb+24 pstride+32 np+40 c+48 ldc+56 k+64 edge+72 flags+80 bias+88
+//	a+0 lda+8 b+16 ldb+24 pstride+32 np+40 c+48 ldc+56 k+64 edge+72 flags+80 bias+88 kb+96
 //
 // a: first A row (fp32), rows lda bytes apart, read by broadcast.
 // b: first panel; k-row i of a panel at b+i*ldb; panels pstride bytes apart.
@@ -98,7 +102,31 @@ func write(path string, b []byte) {
 // edge: AVX-512: column mask (bit j = column j of each panel is stored);
 // AVX2: number of 16-column groups to compute for fp32 B (1..4).
 // flags: bit 0 adds the existing C, bit 1 adds bias[0:64] of each panel.
-const kernelArgs = 96
+// kb (≥ 1): the sum block. Each panel's k-rows are summed in blocks of kb
+// (the last may be shorter), every block from zero in one accumulator per
+// output and flushed into C at its end: the first block as flags says, the
+// later ones added to C (flag bit 0 only). So one call over k-rows [0, k)
+// gives C the bits of one call per block, which the blocked path makes
+// (kernels.go, "One summation order"), and a decoding row can stream a
+// panel's whole K in one call.
+const kernelArgs = 104
+
+// kernelLocals is the frame of a GEMM kernel: fl-8(SP), the flags of the
+// block being summed; kl-16(SP), the k-rows of the panel after it (AVX-512)
+// or the block's length (AVX2); pb-24(SP), the panel's first B byte (AVX2).
+const kernelLocals = 24
+
+// blockLen emits CX = min(kb, the k-rows left in the panel) and takes CX
+// from the k-rows left (kept in left, a register or a local); sfx makes the
+// label unique.
+func blockLen(g *gen, left, sfx string) {
+	g.p("MOVQ %s, CX", left)
+	g.p("CMPQ CX, kb+96(FP)")
+	g.p("JLE blen" + sfx)
+	g.p("MOVQ kb+96(FP), CX")
+	g.label("blen" + sfx)
+	g.p("SUBQ CX, %s", left)
+}
 
 // aRow returns the address of A row r (0..5) at byte displacement d:
 // rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, index R11 = lda.
@@ -177,7 +205,7 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 		name = fmt.Sprintf("k512%sm%dp", dt, mr)
 		comment = fmt.Sprintf("%s: C[%d×64] (+)= A·B over np contiguous panels, B %s, prefetching edge bytes ahead (AVX-512).", name, mr, dt)
 	}
-	g.text(name, kernelArgs, comment)
+	g.textFrame(name, kernelLocals, kernelArgs, comment)
 	g.p("MOVQ a+0(FP), R10")
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ b+16(FP), R14")
@@ -215,6 +243,9 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	// invariance and true on-policy training need. (Splitting odd k-steps
 	// into a second set of accumulators hid the FMA latency of the
 	// 16-column kernels, but those only compute partial-panel edges.)
+	// Per panel, sum blocks of kb k-rows (see kernelArgs): SI, DI and BX
+	// run on from block to block; fl-8(SP) holds the block's flags,
+	// kl-16(SP) the k-rows after it.
 	g.label("panel")
 	g.p("MOVQ R10, SI")
 	if mr > 3 {
@@ -222,6 +253,11 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 		g.p("ADDQ R11, DI")
 	}
 	g.p("MOVQ R14, BX")
+	g.p("MOVQ flags+80(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k+64(FP), CX")
+	g.p("MOVQ CX, kl-16(SP)")
+	g.label("block")
 	g.p("LEAQ (BX)(R12*2), R13")
 	for r := 0; r < mr; r++ {
 		for j := 0; j < ncg; j++ {
@@ -266,7 +302,7 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 			}
 		}
 	}
-	g.p("MOVQ k+64(FP), CX")
+	blockLen(g, "kl-16(SP)", "")
 	g.p("CMPQ CX, $4")
 	g.p("JLT tail")
 	g.label("loop4")
@@ -295,7 +331,7 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("DECQ CX")
 	g.p("JNE loop1")
 	g.label("epilogue")
-	g.p("MOVQ flags+80(FP), CX")
+	g.p("MOVQ fl-8(SP), CX")
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")
 		g.p("ADDQ R8, R13")
@@ -324,6 +360,10 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 			g.p("VMOVUPS %s, K%d, %s", acc(r, j), j+1, cRow(r, 64*j))
 		}
 	}
+	// The later blocks of the panel add to C.
+	g.p("MOVQ $1, fl-8(SP)")
+	g.p("CMPQ kl-16(SP), $0")
+	g.p("JNE block")
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
 	g.p("ADDQ pstride+32(FP), R14")
@@ -332,12 +372,21 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.ret()
 }
 
-// kernel256 emits an mr×16 AVX2 microkernel run over the four 16-column
-// groups of each of np panels (fp32: only the first edge groups).
+// kernel256 emits an mr×64 AVX2 microkernel over np panels: per panel,
+// per sum block of kb k-rows (see kernelArgs), passes over the block that
+// each compute gp of the panel's four 16-column groups (fp32: only the
+// first edge groups).
 //
-// Registers: Y0..Y11 accumulators (row r in Y2r, Y2r+1), Y12, Y13 the B
-// vectors, Y14 (and Y15 for fp32) broadcasts; the bf16 variant keeps the
-// high-half mask in Y15.
+// Registers: Y0..Y11 accumulators (group i of the pass, row r in
+// Y2(i·mr+r) and Y2(i·mr+r)+1), Y12, Y13 the B vectors, Y14 (and Y15 for
+// fp32) broadcasts; the bf16 variant keeps the high-half mask in Y15.
+// R10 and R14 are A and B at the block, R15 the panel's k-rows after it.
+//
+// One row alone would be bound by the FMA latency: its two accumulators of
+// a group take one FMA each per k-row. So few rows compute several groups
+// per pass (groups256: all four for one row, eight independent sums in
+// flight); each output still sums its k-rows in order in one accumulator,
+// so the bits do not depend on gp.
 //
 // Group s of an fp32 panel is columns 16s..16s+15 (bytes 64s of each
 // k-row). For the interleaved bf16 layout, group s reads the 32 bytes at
@@ -345,9 +394,9 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 // words the same plus 16.
 func kernel256(g *gen, dt string, mr int) {
 	bf16, f16 := dt == "bf16", dt == "f16"
+	gp := groups256(mr)
 	name := fmt.Sprintf("k256%sm%d", dt, mr)
-	g.text(name, kernelArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA).", name, mr, dt))
-	g.p("MOVQ a+0(FP), R10")
+	g.textFrame(name, kernelLocals, kernelArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA).", name, mr, dt))
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ b+16(FP), R14")
 	g.p("MOVQ ldb+24(FP), R12")
@@ -360,62 +409,89 @@ func kernel256(g *gen, dt string, mr int) {
 		g.p("MOVQ CX, X15")
 		g.p("VPBROADCASTD X15, Y15")
 	}
-	g.label("panel")
-	for s := 0; s < 4; s++ {
-		var boff, c0, c1 int
+	// boff is group s's byte offset in a B k-row, c0 and c1 the byte
+	// offsets in a C row of its two accumulators' columns.
+	boff := func(s int) int {
+		switch {
+		case bf16:
+			return 64*(s/2) + 32*(s%2)
+		case f16:
+			return 32 * s
+		}
+		return 64 * s
+	}
+	cOff := func(s int) (c0, c1 int) {
 		if bf16 {
-			boff = 64*(s/2) + 32*(s%2)
 			c0 = 4 * (32*(s/2) + 8*(s%2))
-			c1 = c0 + 64
-		} else if f16 {
-			boff = 32 * s
-			c0 = 64 * s
-			c1 = c0 + 32
-		} else {
-			boff = 64 * s
-			c0 = 64 * s
-			c1 = c0 + 32
-			if s > 0 {
-				g.p("CMPQ edge+72(FP), $%d", s)
-				g.p("JLE next")
-			}
+			return c0, c0 + 64
+		}
+		return 64 * s, 64*s + 32
+	}
+	acc := func(i, r, h int) int { return 2*(i*mr+r) + h }
+	g.label("panel")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ flags+80(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k+64(FP), R15")
+	g.label("block")
+	blockLen(g, "R15", "")
+	g.p("MOVQ CX, kl-16(SP)")
+	for s0 := 0; s0 < 4; s0 += gp {
+		sfx := fmt.Sprint(s0)
+		if !bf16 && !f16 && s0 > 0 {
+			g.p("CMPQ edge+72(FP), $%d", s0)
+			g.p("JLE blockend")
 		}
 		g.p("MOVQ R10, SI")
 		if mr > 3 {
 			g.p("LEAQ (SI)(R11*2), DI")
 			g.p("ADDQ R11, DI")
 		}
-		g.p("LEAQ %d(R14), BX", boff)
+		g.p("MOVQ R14, BX")
 		g.p("LEAQ (BX)(R12*2), R13")
-		for i := 0; i < 2*mr; i++ {
+		for i := 0; i < 2*mr*gp; i++ {
 			g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
 		}
 		bc := 0
-		body := func(u int) {
-			if bf16 {
-				g.p("VMOVDQU %s, Y13", bRow(u, 0))
-				g.p("VPSLLD $16, Y13, Y12")
-				g.p("VPAND Y15, Y13, Y13")
-			} else if f16 {
-				g.p("VCVTPH2PS %s, Y12", bRow(u, 0))
-				g.p("VCVTPH2PS %s, Y13", bRow(u, 16))
-			} else {
-				g.p("VMOVUPS %s, Y12", bRow(u, 0))
-				g.p("VMOVUPS %s, Y13", bRow(u, 32))
+		bcast := func(r, u int) string {
+			y := "Y14"
+			if !bf16 && bc%2 == 1 {
+				y = "Y15"
 			}
-			for r := 0; r < mr; r++ {
-				y := "Y14"
-				if !bf16 && bc%2 == 1 {
-					y = "Y15"
+			bc++
+			g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), y)
+			return y
+		}
+		body := func(u int) {
+			// One row: broadcast once for all the pass's groups.
+			var y string
+			if mr == 1 {
+				y = bcast(0, u)
+			}
+			for i := 0; i < gp; i++ {
+				o := boff(s0 + i)
+				if bf16 {
+					g.p("VMOVDQU %s, Y13", bRow(u, o))
+					g.p("VPSLLD $16, Y13, Y12")
+					g.p("VPAND Y15, Y13, Y13")
+				} else if f16 {
+					g.p("VCVTPH2PS %s, Y12", bRow(u, o))
+					g.p("VCVTPH2PS %s, Y13", bRow(u, o+16))
+				} else {
+					g.p("VMOVUPS %s, Y12", bRow(u, o))
+					g.p("VMOVUPS %s, Y13", bRow(u, o+32))
 				}
-				bc++
-				g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), y)
-				g.p("VFMADD231PS Y12, %s, Y%d", y, 2*r)
-				g.p("VFMADD231PS Y13, %s, Y%d", y, 2*r+1)
+				for r := 0; r < mr; r++ {
+					if mr > 1 {
+						y = bcast(r, u)
+					}
+					g.p("VFMADD231PS Y12, %s, Y%d", y, acc(i, r, 0))
+					g.p("VFMADD231PS Y13, %s, Y%d", y, acc(i, r, 1))
+				}
 			}
 		}
-		sfx := fmt.Sprint(s)
-		g.p("MOVQ k+64(FP), CX")
+		g.p("MOVQ kl-16(SP), CX")
 		g.p("CMPQ CX, $4")
 		g.p("JLT tail" + sfx)
 		g.label("loop4" + sfx)
@@ -444,37 +520,68 @@ func kernel256(g *gen, dt string, mr int) {
 		g.p("DECQ CX")
 		g.p("JNE loop1" + sfx)
 		g.label("epilogue" + sfx)
-		g.p("MOVQ flags+80(FP), CX")
+		g.p("MOVQ fl-8(SP), CX")
 		if mr > 3 {
 			g.p("LEAQ (DX)(R8*2), R13")
 			g.p("ADDQ R8, R13")
 		}
 		g.p("TESTQ $1, CX")
 		g.p("JEQ nocadd" + sfx)
-		for r := 0; r < mr; r++ {
-			g.p("VADDPS %s, Y%d, Y%d", cRow(r, c0), 2*r, 2*r)
-			g.p("VADDPS %s, Y%d, Y%d", cRow(r, c1), 2*r+1, 2*r+1)
+		for i := 0; i < gp; i++ {
+			c0, c1 := cOff(s0 + i)
+			for r := 0; r < mr; r++ {
+				g.p("VADDPS %s, Y%d, Y%d", cRow(r, c0), acc(i, r, 0), acc(i, r, 0))
+				g.p("VADDPS %s, Y%d, Y%d", cRow(r, c1), acc(i, r, 1), acc(i, r, 1))
+			}
 		}
 		g.label("nocadd" + sfx)
 		g.p("TESTQ $2, CX")
 		g.p("JEQ store" + sfx)
-		for r := 0; r < mr; r++ {
-			g.p("VADDPS %d(AX), Y%d, Y%d", c0, 2*r, 2*r)
-			g.p("VADDPS %d(AX), Y%d, Y%d", c1, 2*r+1, 2*r+1)
+		for i := 0; i < gp; i++ {
+			c0, c1 := cOff(s0 + i)
+			for r := 0; r < mr; r++ {
+				g.p("VADDPS %d(AX), Y%d, Y%d", c0, acc(i, r, 0), acc(i, r, 0))
+				g.p("VADDPS %d(AX), Y%d, Y%d", c1, acc(i, r, 1), acc(i, r, 1))
+			}
 		}
 		g.label("store" + sfx)
-		for r := 0; r < mr; r++ {
-			g.p("VMOVUPS Y%d, %s", 2*r, cRow(r, c0))
-			g.p("VMOVUPS Y%d, %s", 2*r+1, cRow(r, c1))
+		for i := 0; i < gp; i++ {
+			c0, c1 := cOff(s0 + i)
+			for r := 0; r < mr; r++ {
+				g.p("VMOVUPS Y%d, %s", acc(i, r, 0), cRow(r, c0))
+				g.p("VMOVUPS Y%d, %s", acc(i, r, 1), cRow(r, c1))
+			}
 		}
 	}
-	g.label("next")
+	// The later blocks of the panel add to C; A and B move on by the block.
+	g.label("blockend")
+	g.p("MOVQ $1, fl-8(SP)")
+	g.p("MOVQ kl-16(SP), CX")
+	g.p("LEAQ (R10)(CX*4), R10")
+	g.p("IMULQ R12, CX")
+	g.p("ADDQ CX, R14")
+	g.p("TESTQ R15, R15")
+	g.p("JNE block")
+	g.p("MOVQ pb-24(SP), R14")
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
 	g.p("ADDQ pstride+32(FP), R14")
 	g.p("DECQ R9")
 	g.p("JNE panel")
 	g.ret()
+}
+
+// groups256 is how many 16-column groups an mr-row AVX2 pass computes:
+// enough for eight or more independent sums (two FMA units, four cycles of
+// latency) within the twelve accumulators.
+func groups256(mr int) int {
+	switch mr {
+	case 1:
+		return 4
+	case 2, 3:
+		return 2
+	}
+	return 1
 }
 
 // Packing loops. Each handles `rows` k-rows of 64 columns:
@@ -960,10 +1067,15 @@ const (
 	m8PrefetchChunks = 2
 )
 
+// m8Args is the frame of kernel512m8 (a+0 … bias+88, scratch+96).
+const m8Args = 104
+
 // kernel512m8 emits k512{dt}m8: C[8×64] (+)= A·B over np contiguous full
 // panels (ldb = one k-row, panels back to back), for decoding 8 sequences
-// with one pass over the weights. Its frame is the kernels' plus scratch
-// (+96): 8×64 floats of the caller's, rows 256 bytes apart.
+// with one pass over the weights. Its frame is the kernels' up to bias,
+// then scratch (+96): 8×64 floats of the caller's, rows 256 bytes apart.
+// It sums k in one block (no kb): its Go caller calls it once per sum
+// block.
 //
 // Eight rows × 64 columns need 32 accumulators, so each panel is done in
 // chunks of m8Chunk k-rows, each chunk in two passes of 8 rows × 32 columns
@@ -987,7 +1099,7 @@ func kernel512m8(g *gen, dt string) {
 	}
 	half := rowBytes / 2
 	name := fmt.Sprintf("k512%sm8", dt)
-	g.text(name, kernelArgs+8, fmt.Sprintf("%s: C[8×64] (+)= A·B over np contiguous full panels, B %s, in 8×32 passes (AVX-512).", name, dt))
+	g.text(name, m8Args, fmt.Sprintf("%s: C[8×64] (+)= A·B over np contiguous full panels, B %s, in 8×32 passes (AVX-512).", name, dt))
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ b+16(FP), R14")
 	g.p("MOVQ np+40(FP), R9")

@@ -1,5 +1,7 @@
 // Package kernels holds the engine's numeric hot loops: matrix multiplies with
-// weights stored as f32, bf16 or f16, and the element-wise helpers around them.
+// weights stored as f32, bf16, f16 or blockwise 8-bit (Q8, quant.go: the
+// same bits as fp32 on the dequantized weights), and the element-wise
+// helpers around them.
 //
 // Every kernel has a plain Go reference (the *Ref functions in this file) that
 // stays as the test oracle; faster variants (Go assembly for AVX-512/AVX2,
@@ -79,6 +81,9 @@ const (
 	F32 DType = iota
 	BF16
 	F16
+	// Q8 is blockwise 8-bit (GGML's Q8_0): each run of 32 weights along a
+	// row holds 32 int8 values and one fp16 scale (quant.go).
+	Q8
 )
 
 func (d DType) String() string {
@@ -89,26 +94,31 @@ func (d DType) String() string {
 		return "BF16"
 	case F16:
 		return "F16"
+	case Q8:
+		return "Q8"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Mat is a row-major Rows×Cols weight matrix kept in its checkpoint dtype.
 // An nn.Linear weight is [out features, in features] = [N, K].
-// Exactly one of F32 (DType F32) or U16 (raw bf16/f16 bits) is set when it
-// is built.
+// Exactly one of F32 (DType F32), U16 (raw bf16/f16 bits) or Quants with
+// Scales (DType Q8, see NewMatQ8) is set when it is built.
 //
 // A Mat is read-only once built: Linear caches a packed copy of it (see
 // Prepack), so its data must not change after the first call, and a Mat
 // must not be copied by value after first use (build a new one instead).
-// For BF16 and F16 the packed copy replaces the stored one: the first use
-// (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s) sets U16 to nil,
-// so after that read the weight through Row, At or Uint16s, never U16.
+// For BF16, F16 and Q8 the packed copy replaces the stored one: the first
+// use (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s, Q8Blocks)
+// sets U16 (Quants and Scales) to nil, so after that read the weight through
+// Row, At, Uint16s or Q8Blocks, never the fields.
 type Mat struct {
 	Rows, Cols int
 	DType      DType
 	F32        []float32
 	U16        []uint16
+	Quants     []int8   // DType Q8: row-major quantized weights
+	Scales     []uint16 // DType Q8: fp16 scale of each block of 32, row-major [Rows×Cols/32]
 
 	packOnce sync.Once              // builds pk once
 	pk       atomic.Pointer[panels] // lazily built panel copy of the weights, see panels.go
@@ -144,6 +154,11 @@ func (m *Mat) Row(dst []float32, r int) {
 				dst[k] = f16Table()[src[base+k*panelW]]
 			}
 		}
+	case Q8:
+		p := m.panels()
+		for k := range dst[:c] {
+			dst[k] = p.q8At(r, k)
+		}
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
 	}
@@ -162,6 +177,8 @@ func (m *Mat) At(r, c int) float32 {
 			return BF16ToF32(v)
 		}
 		return F16ToF32(v)
+	case Q8:
+		return m.panels().q8At(r, c)
 	}
 	panic("kernels: unknown dtype " + m.DType.String())
 }

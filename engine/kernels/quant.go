@@ -149,24 +149,41 @@ func Dequantize(m *Mat) *Mat {
 // layout of NewMatQ8 (row-major; new copies read back from the panels,
 // building them if needed). For export.
 func (m *Mat) Q8Blocks() (quants []int8, scales []uint16) {
-	if m.DType != Q8 {
-		panic("kernels: Q8Blocks of a " + m.DType.String() + " matrix")
-	}
-	p := m.panels()
 	N, K, G := m.Rows, m.Cols, m.Cols/q8Block
 	quants = make([]int8, N*K)
 	scales = make([]uint16, N*G)
 	for n := range N {
-		qb := (n/panelW)*K*panelW + n%panelW
-		for k := range K {
-			quants[n*K+k] = p.q8[qb+k*panelW]
-		}
-		sb := (n/panelW)*G*panelW + n%panelW
-		for g := range G {
-			scales[n*G+g] = p.q8s[sb+g*panelW]
-		}
+		m.Q8Row(quants[n*K:(n+1)*K], scales[n*G:(n+1)*G], n)
 	}
 	return quants, scales
+}
+
+// Q8Row copies the quantized weights (len Cols) and scales (len Cols/32) of
+// row n of a Q8 matrix, read back from the panels (building them if
+// needed). For export, row by row.
+func (m *Mat) Q8Row(quants []int8, scales []uint16, n int) {
+	if m.DType != Q8 {
+		panic("kernels: Q8Row of a " + m.DType.String() + " matrix")
+	}
+	p := m.panels()
+	K, G := m.Cols, m.Cols/q8Block
+	qb := (n/panelW)*K*panelW + n%panelW
+	for k := range quants[:K] {
+		quants[k] = p.q8[qb+k*panelW]
+	}
+	sb := (n/panelW)*G*panelW + n%panelW
+	for g := range scales[:G] {
+		scales[g] = p.q8s[sb+g*panelW]
+	}
+}
+
+// QuantizeRowQ8 quantizes one row of weights (a whole number of blocks of
+// 32) as Quantize does, into quants (len(row)) and scales (len(row)/32).
+func QuantizeRowQ8(quants []int8, scales []uint16, row []float32) error {
+	if len(row)%q8Block != 0 || len(quants) < len(row) || len(scales) < len(row)/q8Block {
+		return fmt.Errorf("kernels: QuantizeRowQ8 of %d values into %d quants and %d scales", len(row), len(quants), len(scales))
+	}
+	return quantizeRowQ8(quants[:len(row)], scales[:len(row)/q8Block], row)
 }
 
 // q8At returns weight (n, k) of Q8 panels, dequantized.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/dashboard"
+	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
 )
@@ -115,6 +116,9 @@ func addQuantizeFlag(f *pflag.FlagSet, p *string) {
 
 // runServe serves until ctx is cancelled, then shuts down gracefully.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	if _, err := model.ParseQuantization(o.quantize); err != nil {
+		return err // before the slow load
+	}
 	if o.requestTimeout == 0 {
 		o.requestTimeout = -1 // the server's "none"
 	}

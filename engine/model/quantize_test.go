@@ -41,6 +41,9 @@ func TestLoadWith_Q8(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := q.Save(t.TempDir()); err == nil || !strings.Contains(err.Error(), "Q8") {
+				t.Errorf("saving a quantized model: err = %v, want a Q8 error", err)
+			}
 			if c.tied != (q.W.LMHead == q.W.Embed) {
 				t.Errorf("tied embeddings: LM head shared = %v, want %v", q.W.LMHead == q.W.Embed, c.tied)
 			}

@@ -20,7 +20,8 @@ import (
 // 64-byte k-row per panel row, and the scales as a second array, 64 per
 // block of 32 k-rows. The AVX2 kernels read both in place while streaming
 // (decode, a quarter of fp32's bytes); every other path widens a block of
-// panels to fp32 and runs the fp32 kernels.
+// panels to fp32 (an AVX2 loop where the CPU has it) and runs the fp32
+// kernels.
 
 // q8Block is the number of weights along K that share one scale.
 const q8Block = 32
@@ -211,7 +212,7 @@ func (p *panels) fillQ8(m *Mat, q, j int) {
 // widenQ8 writes k-rows [pc, pc+kc) of Q8 panel q of p, dequantized, as a
 // natural-order fp32 panel at dst[doff:].
 func widenQ8(dst []float32, doff int, p *panels, q, pc, kc int) {
-	if kc == 0 {
+	if kc == 0 || widenQ8Asm(dst, doff, p, q, pc, kc) {
 		return
 	}
 	K, G := p.k, p.k/q8Block

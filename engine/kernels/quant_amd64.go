@@ -50,3 +50,18 @@ func call256q8(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias 
 		k256q8m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss)
 	}
 }
+
+//go:noescape
+func widenQ8_256(dst *float32, q *int8, s *uint16, rows, k0 int)
+
+// widenQ8Asm is widenQ8 on the AVX2 loop, for the variants that have AVX2
+// (the AVX-512 one included: the loop uses AVX2 and F16C only).
+func widenQ8Asm(dst []float32, doff int, p *panels, q, pc, kc int) bool {
+	if active == varGo {
+		return false
+	}
+	K, G := p.k, p.k/q8Block
+	_ = dst[doff+kc*panelW-1] // the loop writes kc k-rows of 64
+	widenQ8_256(pf(dst, doff), &p.q8[q*K*panelW+pc*panelW], &p.q8s[q*G*panelW+pc/q8Block*panelW], kc, pc%q8Block)
+	return true
+}

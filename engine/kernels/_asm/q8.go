@@ -14,6 +14,7 @@ func writeQ8(dir string) {
 	for mr := 1; mr <= 6; mr++ {
 		kernel256q8(&g, mr)
 	}
+	widenQ8256(&g)
 	write(filepath.Join(dir, "matmul_q8_amd64.s"), g.b.Bytes())
 }
 
@@ -173,5 +174,50 @@ func kernel256q8(g *gen, mr int) {
 	g.p("ADDQ sstride+96(FP), R15")
 	g.p("DECQ R9")
 	g.p("JNE panel")
+	g.ret()
+}
+
+// widenQ8256 emits widenQ8_256(dst *float32, q *int8, s *uint16, rows, k0
+// int): rows k-rows of a Q8 panel (64 int8 each, contiguous) to fp32
+// k-rows of 64 (256 bytes), each value d·q with d the fp16 scale of its
+// column in the block of 32 k-rows; s points at the 64 scales of the block
+// holding k-row 0, and k0 (0..31) is that row's position in it. The
+// blocked path (many rows) widens a block of panels so before the fp32
+// kernels run.
+func widenQ8256(g *gen) {
+	g.text("widenQ8_256", 40, "widenQ8_256: Q8 panel k-rows to fp32 k-rows (AVX2+F16C).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ q+8(FP), SI")
+	g.p("MOVQ s+16(FP), DX")
+	g.p("MOVQ rows+24(FP), CX")
+	g.p("MOVQ $32, BX")
+	g.p("SUBQ k0+32(FP), BX")
+	g.label("block")
+	// BX = k-rows of this block to do: min(BX, CX).
+	g.p("CMPQ BX, CX")
+	g.p("JLE widen")
+	g.p("MOVQ CX, BX")
+	g.label("widen")
+	g.p("SUBQ BX, CX")
+	for i := 0; i < 8; i++ {
+		g.p("VCVTPH2PS %d(DX), Y%d", 16*i, 8+i)
+	}
+	g.label("row")
+	for i := 0; i < 8; i++ {
+		g.p("VPMOVSXBD %d(SI), Y%d", 8*i, i)
+		g.p("VCVTDQ2PS Y%d, Y%d", i, i)
+		g.p("VMULPS Y%d, Y%d, Y%d", 8+i, i, i)
+		g.p("VMOVUPS Y%d, %d(DI)", i, 32*i)
+	}
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $256, DI")
+	g.p("DECQ BX")
+	g.p("JNE row")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.p("ADDQ $128, DX")
+	g.p("MOVQ $32, BX")
+	g.p("JMP block")
+	g.label("done")
 	g.ret()
 }

@@ -37,8 +37,13 @@
 //     most 256, N blocks of 1024 columns (fp32 panels read in place, 16-bit
 //     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
+//   - Q8 weights (quant.go) keep int8 panels plus a panel of fp16 scales
+//     per 32 k-rows; streamed rows run AVX2 kernels that dequantize in
+//     registers (the other variants, and the blocked GEMM, widen each
+//     block to fp32 first), with the bits of fp32 on the dequantized
+//     values.
 //   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;
-//     bf16/f16: transposed back out of the Linear panels), packing and
+//     bf16/f16/Q8: transposed back out of the Linear panels), packing and
 //     widening B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
 //     transB) or, for few rows, reads B in place; it transposes A once (in

@@ -137,8 +137,8 @@ func NewMatF32(rows, cols int, data []float32) *Mat {
 	return &Mat{Rows: rows, Cols: cols, DType: F32, F32: data}
 }
 
-// Row widens row r of m into dst (len Cols). For BF16 and F16 it reads the
-// panels (a strided gather, about a microsecond per 1k columns; the
+// Row widens row r of m into dst (len Cols). For BF16, F16 and Q8 it reads
+// the panels (a strided gather, about a microsecond per 1k columns; the
 // embedding lookup uses it once per token).
 func (m *Mat) Row(dst []float32, r int) {
 	c := m.Cols

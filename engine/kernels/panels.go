@@ -116,8 +116,8 @@ func (p *panels) rowBits(dst []uint16, n int) {
 // [Rows×Cols]: a new copy read back from the panels (building them if
 // needed, which releases Mat.U16). For export and one-off conversions.
 func (m *Mat) Uint16s() []uint16 {
-	if m.DType == F32 {
-		panic("kernels: Uint16s of an F32 matrix")
+	if m.DType != BF16 && m.DType != F16 {
+		panic("kernels: Uint16s of a " + m.DType.String() + " matrix")
 	}
 	p := m.panels()
 	out := make([]uint16, m.Rows*m.Cols)

@@ -110,6 +110,9 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h.model, h.tok = h.folder.Model, h.folder.Tokenizer
+	if quant != model.NoQuantization {
+		log.Info("native: base weights quantized", "quantize", string(quant), "base_model", opt.BaseModel)
+	}
 	h.prompts = h.folder.TrainTokenizer()
 	memory := opt.AnswerMemory
 	if memory <= 0 {

@@ -59,6 +59,10 @@ type Options struct {
 	// RecomputeActivations trades about a third more training compute for
 	// far less activation memory (long sequences, big models).
 	RecomputeActivations bool
+	// Quantize stores the base models' weights quantized: "q8" (blockwise
+	// 8-bit), or "" to keep their dtype. Sampling and training use the same
+	// quantized weights, so training stays exactly on-policy.
+	Quantize string
 	// RequestTimeout bounds each inference request (0: the server's
 	// default of 10 minutes).
 	RequestTimeout time.Duration
@@ -138,7 +142,7 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err erro
 	nh, err := native.Open(ctx, native.Options{
 		BaseModel: m.BaseModel, Name: m.Name, Project: m.Project, Path: m.BasePath,
 		LoRA: m.LoRA, Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, Logger: b.log,
-		RecomputeActivations: b.opt.RecomputeActivations,
+		RecomputeActivations: b.opt.RecomputeActivations, Quantize: b.opt.Quantize,
 	})
 	if err != nil {
 		return fmt.Errorf("local: %w", err)

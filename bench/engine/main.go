@@ -4,7 +4,10 @@
 // and its f16 GGUF export for llama.cpp. run.sh installs the peer and calls
 // it; it can also be run directly once the assets are present:
 //
-//	go run ./bench/engine [-rounds 3] [-threads 2] [-dtype f16] [-out FILE]
+//	go run ./bench/engine [-rounds 3] [-threads 2] [-dtype f16] [-quantize q8] [-out FILE]
+//
+// With -quantize q8 our engine loads the folder quantized (blockwise
+// 8-bit) and llama.cpp runs its Q8_0 GGUF export: the same bytes.
 //
 // It measures, interleaving our engine and llama.cpp in rounds (the order
 // alternates between rounds) on GOMAXPROCS = llama.cpp threads:
@@ -36,8 +39,8 @@
 // Other modes (used by run.sh and for profiling):
 //
 //	engine setup [-dtype f16]                           create the model folder and GGUF only
-//	engine rss -model DIR [-ctx 1024] [-n 8] [-new 64]  the RSS child
-//	engine profile -model DIR -kind single|group|prefill [-n 8] [-prompt 512] [-tokens 64] -o cpu.pprof
+//	engine rss -model DIR [-quantize q8] [-ctx 1024] [-n 8] [-new 64]  the RSS child
+//	engine profile -model DIR [-quantize q8] -kind single|group|prefill [-n 8] [-prompt 512] [-tokens 64] -o cpu.pprof
 //	engine schema [-dtype bf16] [-rounds 5] [-tokens 128]      decode with vs without a JSON schema (structured outputs)
 package main
 
@@ -139,19 +142,26 @@ func parseDType(s string) (kernels.DType, error) {
 	return 0, fmt.Errorf("dtype %q: want f16 or bf16", s)
 }
 
-// assetPaths returns the cached model folder and GGUF for a dtype.
-// benchAssets parses dtype and finds the repository and the benchmark
-// model's folder and GGUF export for it.
-func benchAssets(dtype, dir string) (dt kernels.DType, root, modelDir, ggufPath string, err error) {
+// benchAssets parses dtype and quantize and finds the repository and the
+// benchmark model's folder and GGUF export for them.
+func benchAssets(dtype, quantize, dir string) (dt kernels.DType, q model.Quantization, root, modelDir, ggufPath string, err error) {
 	if dt, err = parseDType(dtype); err != nil {
+		return
+	}
+	if q, err = model.ParseQuantization(quantize); err != nil {
 		return
 	}
 	if root, err = repoRoot(); err != nil {
 		return
 	}
 	modelDir, ggufPath = assetPaths(root, dir, dtype)
+	if q == model.Q8 {
+		ggufPath = strings.TrimSuffix(ggufPath, "-f16.gguf") + "-q8_0.gguf"
+	}
 	return
 }
+
+// assetPaths returns the cached model folder and f16 GGUF for a dtype.
 
 func assetPaths(root, dir, dtype string) (modelDir, ggufPath string) {
 	if dir == "" {
@@ -162,8 +172,8 @@ func assetPaths(root, dir, dtype string) (modelDir, ggufPath string) {
 }
 
 // ensureAssets creates the model folder (once) and its f16 GGUF export
-// (once), and returns the loaded model.
-func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, log func(string, ...any)) (*model.Model, error) {
+// (once; Q8_0 when q is Q8), and returns the model loaded as q says.
+func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Quantization, log func(string, ...any)) (*model.Model, error) {
 	if _, err := os.Stat(filepath.Join(modelDir, "model.safetensors")); err != nil {
 		tokDir := filepath.Join(root, ".assets", "qwen3")
 		if _, err := os.Stat(filepath.Join(tokDir, "tokenizer.json")); err != nil {
@@ -192,15 +202,19 @@ func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, log func(st
 		runtime.GC()
 	}
 	t0 := time.Now()
-	m, err := model.Load(modelDir)
+	m, err := model.LoadWith(modelDir, model.LoadOptions{Quantize: q})
 	if err != nil {
 		return nil, err
 	}
 	log("model loaded in %.1fs (%s, %d params, %v)", time.Since(t0).Seconds(), shape, m.Config.NumParams(), m.W.Layers[0].Q.DType)
 	if st, err := os.Stat(ggufPath); err != nil || st.Size() == 0 {
-		log("exporting f16 GGUF to %s ...", ggufPath)
+		gt := gguf.F16
+		if q == model.Q8 {
+			gt = gguf.Q8_0 // the engine's own blocks
+		}
+		log("exporting %v GGUF to %s ...", gt, ggufPath)
 		t0 := time.Now()
-		if err := gguf.ExportFile(ggufPath, m, modelDir, gguf.Options{DType: gguf.F16}); err != nil {
+		if err := gguf.ExportFile(ggufPath, m, modelDir, gguf.Options{DType: gt}); err != nil {
 			return nil, err
 		}
 		log("GGUF exported in %.1fs", time.Since(t0).Seconds())
@@ -211,16 +225,17 @@ func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, log func(st
 func runSetup(args []string, log func(string, ...any)) error {
 	fs := flag.NewFlagSet("setup", flag.ExitOnError)
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 or bf16")
+	quantize := fs.String("quantize", "", "load our weights quantized (q8) and export Q8_0 for llama.cpp")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
-	dt, root, md, gp, err := benchAssets(*dtype, *dir)
+	dt, q, root, md, gp, err := benchAssets(*dtype, *quantize, *dir)
 	if err != nil {
 		return err
 	}
 	_, e1 := os.Stat(filepath.Join(md, "model.safetensors"))
 	st, e2 := os.Stat(gp)
 	if e1 != nil || e2 != nil || st.Size() == 0 {
-		_, err = ensureAssets(root, md, gp, dt, log)
+		_, err = ensureAssets(root, md, gp, dt, q, log)
 	}
 	if err == nil {
 		fmt.Println(md)
@@ -555,6 +570,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	rounds := fs.Int("rounds", 3, "interleaved rounds (medians are reported)")
 	threads := fs.Int("threads", 2, "GOMAXPROCS for our engine and llama.cpp threads")
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 (same bits as the GGUF) or bf16")
+	quantize := fs.String("quantize", "", "load our weights quantized (q8) and give llama.cpp their Q8_0 export (the same bytes)")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	promptLen := fs.Int("prompt", 512, "prefill prompt tokens")
 	decode := fs.Int("decode", 128, "single-sequence decode steps")
@@ -574,7 +590,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	out := fs.String("out", "", "also write the report to this file")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, root, modelDir, ggufPath, err := benchAssets(*dtype, *dir)
+	dt, quant, root, modelDir, ggufPath, err := benchAssets(*dtype, *quantize, *dir)
 	if err != nil {
 		return err
 	}
@@ -589,7 +605,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		log("idle check: %.0f%% busy (loadavg %s)", pct0, load0)
 	}
 
-	m, err := ensureAssets(root, modelDir, ggufPath, dt, log)
+	m, err := ensureAssets(root, modelDir, ggufPath, dt, quant, log)
 	if err != nil {
 		return err
 	}
@@ -787,7 +803,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	runtime.GC()
 	debug.FreeOSMemory()
 	log("RSS phase: fresh process decoding %d sequences to %d-token contexts ...", *groupN, *rssCtx)
-	rss, err := childRSS(modelDir, *threads, *rssCtx, *rssNew, *groupN)
+	rss, err := childRSS(modelDir, quant, *threads, *rssCtx, *rssNew, *groupN)
 	if err != nil {
 		log("RSS phase failed: %v", err)
 	}
@@ -797,14 +813,18 @@ func runBench(args []string, log func(string, ...any)) error {
 	var b strings.Builder
 	med := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.v }) }
 	oth := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.others }) }
+	oursLabel, ggufLabel := strings.ToUpper(*dtype), "f16"
+	if quant == model.Q8 {
+		oursLabel, ggufLabel = "Q8 (quantized at load from "+oursLabel+")", "its Q8_0"
+	}
 	cpuName := cpuModel()
 	fmt.Fprintf(&b, "Engine vs llama.cpp (node-llama-cpp@3.22.1, llama.cpp %s), %s, %s, %d CPUs, %d threads both, "+
-		"random Qwen2.5-0.5B shape (%s weights ours, f16 GGUF export for llama.cpp), kernels: %s. "+
+		"random Qwen2.5-0.5B shape (%s weights ours, %s GGUF export for llama.cpp), kernels: %s. "+
 		"Median of %d interleaved rounds (%d asked); machine %.0f%% busy before / %.0f%% after (loadavg before %s), %d of %d rounds started busy; "+
 		"other processes took a median %.0f–%.0f%% of the CPUs during the measurements. "+
 		"Our weights: %.0f MB stored, %.0f MB packed panels, packed in %.1fs after loading; llama.cpp flash attention %v.\n\n",
 		info.Release, time.Now().UTC().Format("2006-01-02T15:04Z"), cpuName, runtime.NumCPU(), *threads,
-		strings.ToUpper(*dtype), kernelVariant(), done, *rounds, pct0, pct1, load0, noisy, done,
+		oursLabel, ggufLabel, kernelVariant(), done, *rounds, pct0, pct1, load0, noisy, done,
 		minOthers(res), maxOthers(res), float64(wBytes)/(1<<20), float64(pBytes)/(1<<20), packSec, info.FlashAttention)
 	b.WriteString("| metric | ours | llama.cpp | ratio | target | met? | others' CPU share (ours / llama.cpp runs) |\n|---|---|---|---|---|---|---|\n")
 	noisyRows := 0
@@ -873,14 +893,18 @@ func runBench(args []string, log func(string, ...any)) error {
 		match++
 	}
 	if match == n {
-		fmt.Fprintf(&b, "\nGreedy parity: our first %d greedy tokens after the %d-token prompt equal llama.cpp's on the f16 export.\n", n, *promptLen)
+		fmt.Fprintf(&b, "\nGreedy parity: our first %d greedy tokens after the %d-token prompt equal llama.cpp's on the %s export.\n", n, *promptLen, ggufLabel)
 	} else {
 		msg := fmt.Sprintf("warning: greedy tokens diverge from llama.cpp at step %d of %d (ours %v…, llama.cpp %v…); llama.cpp rounds activations to f16 before f16 matmuls and keeps an f16 KV cache, so near-ties on random weights can flip; f32 parity is tested in engine/gguf", match, n, ourTokens[:n], llamaTokens[:n])
 		log("%s", msg)
 		fmt.Fprintf(&b, "\nGreedy parity: %s.\n", msg)
 	}
-	fmt.Fprintf(&b, "\nReproduce: `bench/engine/run.sh` (or `go run ./bench/engine -rounds %d -threads %d -dtype %s` once the assets exist). Total run time %.0fs.\n",
-		*rounds, *threads, *dtype, time.Since(start).Seconds())
+	quantFlag := ""
+	if quant != model.NoQuantization {
+		quantFlag = " -quantize " + string(quant)
+	}
+	fmt.Fprintf(&b, "\nReproduce: `bench/engine/run.sh` (or `go run ./bench/engine -rounds %d -threads %d -dtype %s%s` once the assets exist). Total run time %.0fs.\n",
+		*rounds, *threads, *dtype, quantFlag, time.Since(start).Seconds())
 
 	fmt.Print("\n" + b.String())
 	if *out != "" {
@@ -959,12 +983,12 @@ type rssResult struct {
 	Note         string  `json:"note"`
 }
 
-func childRSS(modelDir string, threads, ctx, newTok, n int) (*rssResult, error) {
+func childRSS(modelDir string, q model.Quantization, threads, ctx, newTok, n int) (*rssResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "rss", "-model", modelDir, "-ctx", strconv.Itoa(ctx), "-new", strconv.Itoa(newTok), "-n", strconv.Itoa(n))
+	cmd := exec.Command(exe, "rss", "-model", modelDir, "-quantize", string(q), "-ctx", strconv.Itoa(ctx), "-new", strconv.Itoa(newTok), "-n", strconv.Itoa(n))
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -996,14 +1020,24 @@ func procStatusMB(field string) float64 {
 	return 0
 }
 
+// loadModel loads the model folder dir, quantized as quantize says.
+func loadModel(dir, quantize string) (*model.Model, error) {
+	q, err := model.ParseQuantization(quantize)
+	if err != nil {
+		return nil, err
+	}
+	return model.LoadWith(dir, model.LoadOptions{Quantize: q})
+}
+
 func runRSS(args []string) error {
 	fs := flag.NewFlagSet("rss", flag.ExitOnError)
 	dir := fs.String("model", "", "model folder")
+	quantize := fs.String("quantize", "", "load the weights quantized (q8)")
 	ctx := fs.Int("ctx", 1024, "context length reached by every sequence")
 	newTok := fs.Int("new", 64, "tokens to decode")
 	n := fs.Int("n", 8, "sequences")
 	fs.Parse(args)
-	m, err := model.Load(*dir)
+	m, err := loadModel(*dir, *quantize)
 	if err != nil {
 		return err
 	}
@@ -1077,8 +1111,9 @@ func runProfile(args []string, log func(string, ...any)) error {
 	promptLen := fs.Int("prompt", 512, "prompt tokens")
 	n := fs.Int("n", 8, "group size")
 	outPath := fs.String("o", "cpu.pprof", "CPU profile output")
+	quantize := fs.String("quantize", "", "load the weights quantized (q8)")
 	fs.Parse(args)
-	m, err := model.Load(*dir)
+	m, err := loadModel(*dir, *quantize)
 	if err != nil {
 		return err
 	}

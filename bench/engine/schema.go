@@ -45,11 +45,11 @@ func runSchema(args []string, log func(string, ...any)) error {
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, root, md, gp, err := benchAssets(*dtype, *dir)
+	dt, q, root, md, gp, err := benchAssets(*dtype, "", *dir)
 	if err != nil {
 		return err
 	}
-	m, err := ensureAssets(root, md, gp, dt, log)
+	m, err := ensureAssets(root, md, gp, dt, q, log)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@
 // cgo here). run.sh drives it: it interleaves rounds of the Go runner and
 // the OpenBLAS runner and then asks this program for the report.
 //
-//	kernels run [-t threads] [-dtype f32,bf16] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
+//	kernels run [-t threads] [-dtype f32,bf16,f16,q8] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
 //	kernels bw [-t threads]
 //	kernels report [file...]
 //
@@ -101,6 +101,8 @@ func run(args []string) {
 				dt = kernels.BF16
 			case "f16":
 				dt = kernels.F16
+			case "q8":
+				dt = kernels.Q8
 			}
 			copies := 1
 			if *cold > 0 && sh.M <= 16 {
@@ -174,6 +176,13 @@ func randMat(r *rand.Rand, N, K int, dt kernels.DType) *kernels.Mat {
 	v := randSlice(r, N*K)
 	if dt == kernels.F32 {
 		return kernels.NewMatF32(N, K, v)
+	}
+	if dt == kernels.Q8 {
+		q, err := kernels.Quantize(kernels.NewMatF32(N, K, v), kernels.Q8)
+		if err != nil {
+			panic(err)
+		}
+		return q
 	}
 	u := make([]uint16, len(v))
 	for i, x := range v {

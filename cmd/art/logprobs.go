@@ -22,7 +22,7 @@ type tokenScore struct {
 }
 
 func newLogprobsCmd() *cobra.Command {
-	var modelDir, text, messagesFile, adapterDir string
+	var modelDir, text, messagesFile, adapterDir, quantize string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "logprobs",
@@ -32,7 +32,8 @@ OpenAI-style list of messages) with the model's chat template, runs the model
 over it and prints every token with its id and the log probability the model
 gives it after the tokens before it.`,
 		Example: `  art logprobs --model ./tiny --text "Hello, world"
-  art logprobs --model ./tiny --messages chat.json --json`,
+  art logprobs --model ./tiny --messages chat.json --json
+  art logprobs --model ./tiny --text "Hello, world" --quantize q8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelDir == "" {
@@ -41,7 +42,11 @@ gives it after the tokens before it.`,
 			if (text == "") == (messagesFile == "") {
 				return fmt.Errorf("give exactly one of --text or --messages")
 			}
-			folder, err := hfmodel.Open(modelDir)
+			quant, err := model.ParseQuantization(quantize)
+			if err != nil {
+				return err
+			}
+			folder, err := hfmodel.OpenWith(modelDir, model.LoadOptions{Quantize: quant})
 			if err != nil {
 				return err
 			}
@@ -100,6 +105,7 @@ gives it after the tokens before it.`,
 	f.StringVar(&text, "text", "", "text to score")
 	f.StringVar(&messagesFile, "messages", "", "JSON file with a list of chat messages to render and score")
 	f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	addQuantizeFlag(f, &quantize)
 	return cmd
 }
 

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/dashboard"
+	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
 )
@@ -23,6 +25,7 @@ import (
 // serveOptions are the flags of `art serve`.
 type serveOptions struct {
 	baseModel, name, project, addr, apiKey, data string
+	quantize                                     string
 	requestTimeout, shutdownTimeout              time.Duration
 	maxBodyBytes                                 int64
 	maxConcurrent, loraRank                      int
@@ -65,6 +68,7 @@ to that engine (asking for logprobs and sampled token ids in its dialect)
 and each new checkpoint is hot-loaded there as NAME@STEP; training stays in
 this process. See docs/SCALING.md.`,
 		Example: `  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --project demo
+  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --quantize q8
   ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999
   art serve --base-model ./Qwen2.5-7B-Instruct --name agent --inference vllm --inference-url http://gpu:8000`,
 		Args: cobra.NoArgs,
@@ -95,6 +99,7 @@ this process. See docs/SCALING.md.`,
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of a new adapter's initial weights")
+	addQuantizeFlag(f, &o.quantize)
 	f.BoolVar(&o.dashboard, "dashboard", true, "serve the web dashboard of --data at /dashboard/")
 	o.telemetry.register(f)
 	addInferenceFlags(cmd, &o.inference)
@@ -103,8 +108,17 @@ this process. See docs/SCALING.md.`,
 	return cmd
 }
 
+// addQuantizeFlag registers --quantize, shared by the commands that load a
+// base model.
+func addQuantizeFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "quantize", "", "store the base weights quantized: q8 (8-bit blocks of 32, as GGML's Q8_0); sampling and training share them")
+}
+
 // runServe serves until ctx is cancelled, then shuts down gracefully.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
+	if _, err := model.ParseQuantization(o.quantize); err != nil {
+		return err // before the slow load
+	}
 	if o.requestTimeout == 0 {
 		o.requestTimeout = -1 // the server's "none"
 	}
@@ -112,7 +126,7 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	svc, err := native.Open(ctx, native.Options{
 		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
 		LoRA: art.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
-		RecomputeActivations: o.recompute,
+		RecomputeActivations: o.recompute, Quantize: o.quantize,
 	})
 	if err != nil {
 		return err

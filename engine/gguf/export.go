@@ -15,8 +15,12 @@ import (
 // Options control Export.
 type Options struct {
 	// DType stores the weight matrices (embeddings, projections, LM head):
-	// F32 (the zero value) or F16. Norm weights, biases and rope factors are
-	// always F32, as llama.cpp wants them.
+	// F32 (the zero value), F16 or Q8_0. Norm weights, biases and rope
+	// factors are always F32, as llama.cpp wants them. Q8_0 writes the
+	// blocks of a model quantized at load (model.Q8) byte for byte, so
+	// llama.cpp runs the very values the engine does, and quantizes other
+	// matrices as the engine would; a matrix whose rows are not whole
+	// blocks of 32 is written F16.
 	DType Type
 	// Name is general.name; empty means the architecture's name.
 	Name string
@@ -92,8 +96,8 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 	if m == nil {
 		return nil, errors.New("gguf: nil model")
 	}
-	if opts.DType != F32 && opts.DType != F16 {
-		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32 or F16)", opts.DType)
+	if opts.DType != F32 && opts.DType != F16 && opts.DType != Q8_0 {
+		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32, F16 or Q8_0)", opts.DType)
 	}
 	cfg := m.Config
 	if err := checkModel(m); err != nil {
@@ -117,8 +121,11 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 		name = arch
 	}
 	fileType := uint32(0) // ALL_F32
-	if opts.DType == F16 {
+	switch opts.DType {
+	case F16:
 		fileType = 1 // MOSTLY_F16
+	case Q8_0:
+		fileType = 7 // MOSTLY_Q8_0
 	}
 	a := func(k string) string { return arch + "." + k }
 	kvs := []KV{
@@ -205,10 +212,10 @@ func checkModel(m *model.Model) error {
 			bad("%s is missing", name)
 		case x.Rows != rows || x.Cols != cols:
 			bad("%s is %dx%d, want %dx%d", name, x.Rows, x.Cols, rows, cols)
-		case x.DType != kernels.F32 && x.DType != kernels.BF16 && x.DType != kernels.F16:
+		case x.DType != kernels.F32 && x.DType != kernels.BF16 && x.DType != kernels.F16 && x.DType != kernels.Q8:
 			bad("%s has dtype %v", name, x.DType)
-		// (bf16/f16 weights are read through Row: their U16 is released once
-		// packed, and the packing checked its length.)
+		// (bf16/f16/q8 weights are read through Row or Q8Row: their stored
+		// copy is released once packed, and the packing checked its length.)
 		case x.DType == kernels.F32 && len(x.F32) != rows*cols:
 			bad("%s holds the wrong number of values", name)
 		}
@@ -269,6 +276,10 @@ func modelTensors(m *model.Model, dt Type) []Tensor {
 	w := &m.W
 	var ts []Tensor
 	matrix := func(name string, x *kernels.Mat, rowOrder []int) {
+		dt := dt
+		if dt == Q8_0 && x.Cols%q8Block != 0 {
+			dt = F16
+		}
 		ts = append(ts, Tensor{Name: name, Dims: []uint64{uint64(x.Cols), uint64(x.Rows)}, Type: dt,
 			WriteData: func(out io.Writer) error { return writeMatrix(out, name, x, rowOrder, dt) }})
 	}
@@ -368,13 +379,28 @@ func llama3RopeFactors(cfg model.Config) []float32 {
 func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Type) error {
 	cols := x.Cols
 	row := make([]float32, cols)
-	buf := make([]byte, cols*dt.Size())
+	buf := make([]byte, TensorInfo{Dims: []uint64{uint64(cols)}, Type: dt}.Bytes())
+	var quants []int8
+	var scales []uint16
+	if dt == Q8_0 {
+		quants, scales = make([]int8, cols), make([]uint16, cols/q8Block)
+	}
 	for r := 0; r < x.Rows; r++ {
 		src := r
 		if rowOrder != nil {
 			src = rowOrder[r]
 		}
 		switch {
+		case dt == Q8_0:
+			if x.DType == kernels.Q8 { // the engine's own blocks
+				x.Q8Row(quants, scales, src)
+			} else {
+				x.Row(row, src)
+				if err := kernels.QuantizeRowQ8(quants, scales, row); err != nil {
+					return fmt.Errorf("%s row %d: %w", name, src, err)
+				}
+			}
+			putQ8Blocks(buf, quants, scales)
 		case dt == F16: // exact for F16 weights: f16 → f32 → f16 keeps the bits
 			x.Row(row, src)
 			for c, f := range row {
@@ -395,6 +421,19 @@ func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Ty
 		}
 	}
 	return nil
+}
+
+// putQ8Blocks lays out a row's quantized weights and fp16 scales as GGML's
+// block_q8_0: for each block of 32, the scale (little-endian), then the 32
+// int8 values.
+func putQ8Blocks(buf []byte, quants []int8, scales []uint16) {
+	for b, d := range scales {
+		blk := buf[b*q8BlockBytes : (b+1)*q8BlockBytes]
+		binary.LittleEndian.PutUint16(blk, d)
+		for i, q := range quants[b*q8Block : (b+1)*q8Block] {
+			blk[2+i] = byte(q)
+		}
+	}
 }
 
 // writeVector writes x (permuted by order if set) as F32.

@@ -182,18 +182,35 @@ func TestExport_RoundTrip(t *testing.T) {
 		out    Type
 		biases bool
 		pairs  bool
+		// q8 quantizes the model (model.Q8) before exporting it.
+		q8 bool
 	}{
-		{"qwen2_f32", "qwen2", kernels.F32, F32, false, true},
-		{"qwen2_f16", "qwen2", kernels.F32, F16, false, false},
-		{"llama_f32", "llama", kernels.BF16, F32, true, false},
-		{"llama_f16_from_bf16", "llama", kernels.BF16, F16, true, true},
-		{"llama_f16_from_f16", "llama", kernels.F16, F16, false, false},
+		{"qwen2_f32", "qwen2", kernels.F32, F32, false, true, false},
+		{"qwen2_f16", "qwen2", kernels.F32, F16, false, false, false},
+		{"llama_f32", "llama", kernels.BF16, F32, true, false, false},
+		{"llama_f16_from_bf16", "llama", kernels.BF16, F16, true, true, false},
+		{"llama_f16_from_f16", "llama", kernels.F16, F16, false, false, false},
+		{"qwen2_q8_from_q8", "qwen2", kernels.F32, Q8_0, false, false, true},
+		{"llama_q8_from_q8", "llama", kernels.BF16, Q8_0, true, false, true},
+		{"llama_q8_from_bf16", "llama", kernels.BF16, Q8_0, true, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTestTokenizer(t, dir, tt.pairs)
 			m := testModel(t, tt.arch, tt.src, tt.biases)
+			// A Q8_0 export holds the values of the engine's Q8 model:
+			// its own blocks, or the same blocks quantized on the way.
+			wantModel := m
+			if tt.out == Q8_0 {
+				wantModel = testModel(t, tt.arch, tt.src, tt.biases)
+				if err := wantModel.W.Quantize(model.Q8); err != nil {
+					t.Fatal(err)
+				}
+				if tt.q8 {
+					m = wantModel
+				}
+			}
 			cfg := m.Config
 			var buf bytes.Buffer
 			if err := Export(&buf, m, dir, Options{DType: tt.out}); err != nil {
@@ -204,7 +221,7 @@ func TestExport_RoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			want := expectedTensors(m, tt.out)
+			want := expectedTensors(wantModel, tt.out)
 			if len(f.Tensors) != len(want) {
 				var names []string
 				for _, ti := range f.Tensors {
@@ -258,10 +275,7 @@ func TestExport_RoundTrip(t *testing.T) {
 			}
 
 			a := func(k string) string { return cfg.ModelType + "." + k }
-			fileType := uint32(0)
-			if tt.out == F16 {
-				fileType = 1
-			}
+			fileType := map[Type]uint32{F32: 0, F16: 1, Q8_0: 7}[tt.out]
 			wantKV := map[string]any{
 				"general.architecture":                cfg.ModelType,
 				"general.alignment":                   uint32(32),
@@ -483,7 +497,7 @@ func TestExport_BadInput(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"BF16Option", qwen, tokDir, Options{DType: BF16}, "export dtype BF16 is not supported (want F32 or F16)"},
+		{"BF16Option", qwen, tokDir, Options{DType: BF16}, "export dtype BF16 is not supported (want F32, F16 or Q8_0)"},
 		{"UnknownDType", qwen, tokDir, Options{DType: Type(99)}, "export dtype Type(99) is not supported"},
 		{"NoTokenizerDir", qwen, "", Options{}, "tokenizer.json and tokenizer_config.json are needed"},
 		{"NoTokenizerFiles", qwen, t.TempDir(), Options{}, "tokenizer.json not found"},

@@ -27,11 +27,12 @@ const (
 // Type is a ggml tensor element type (enum ggml_type).
 type Type uint32
 
-// The tensor types this package writes and reads. Quantized types are not
-// supported.
+// The tensor types this package writes and reads. Of the block-quantized
+// types only Q8_0 is supported.
 const (
 	F32  Type = 0
 	F16  Type = 1
+	Q8_0 Type = 8 // blocks of 32: an fp16 scale d, then 32 int8 q; the values d·q
 	I8   Type = 24
 	I16  Type = 25
 	I32  Type = 26
@@ -41,7 +42,7 @@ const (
 )
 
 var typeNames = map[Type]string{
-	F32: "F32", F16: "F16", I8: "I8", I16: "I16", I32: "I32", I64: "I64", F64: "F64", BF16: "BF16",
+	F32: "F32", F16: "F16", Q8_0: "Q8_0", I8: "I8", I16: "I16", I32: "I32", I64: "I64", F64: "F64", BF16: "BF16",
 }
 
 func (t Type) String() string {
@@ -51,8 +52,8 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", uint32(t))
 }
 
-// Size returns the bytes of one element of t, or 0 for types this package
-// does not handle (block-quantized ones).
+// Size returns the bytes of one element of t, or 0 for block-quantized types
+// and types this package does not handle.
 func (t Type) Size() int {
 	switch t {
 	case I8:
@@ -120,7 +121,47 @@ func (ti TensorInfo) Elements() uint64 {
 }
 
 // Bytes returns the size of the tensor's data.
-func (ti TensorInfo) Bytes() uint64 { return ti.Elements() * uint64(ti.Type.Size()) }
+func (ti TensorInfo) Bytes() uint64 {
+	elems, bytes := ti.Type.block()
+	if elems == 0 {
+		return 0
+	}
+	return ti.Elements() / elems * bytes
+}
+
+// q8Block is the number of weights of a Q8_0 block, which takes
+// q8BlockBytes bytes.
+const (
+	q8Block      = 32
+	q8BlockBytes = 2 + q8Block
+)
+
+// block returns how many elements of t are stored together and their
+// bytes: 1 and Size() for element types, a block of 32 in 34 bytes for
+// Q8_0, and 0, 0 for types this package does not handle. A tensor's rows
+// (Dims[0]) are whole blocks.
+func (t Type) block() (elems, bytes uint64) {
+	if t == Q8_0 {
+		return q8Block, q8BlockBytes
+	}
+	if s := t.Size(); s > 0 {
+		return 1, uint64(s)
+	}
+	return 0, 0
+}
+
+// checkBlocks reports whether a tensor of type t and dims has a supported
+// type and rows of whole blocks.
+func checkBlocks(name string, t Type, dims []uint64) error {
+	elems, _ := t.block()
+	if elems == 0 {
+		return fmt.Errorf("tensor %s: type %v is not supported", name, t)
+	}
+	if len(dims) > 0 && dims[0]%elems != 0 {
+		return fmt.Errorf("tensor %s: type %v needs rows of whole blocks of %d, has %d", name, t, elems, dims[0])
+	}
+	return nil
+}
 
 // ErrFormat is wrapped by every error about a malformed GGUF file.
 var ErrFormat = errors.New("gguf: malformed file")

@@ -115,8 +115,8 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 	}
 	f.DataOffset = int64(alignUp(uint64(d.pos), f.Alignment))
 	for _, ti := range f.Tensors {
-		if ti.Type.Size() == 0 {
-			return nil, fmt.Errorf("gguf: tensor %s has type %v, which this reader does not support", ti.Name, ti.Type)
+		if err := checkBlocks(ti.Name, ti.Type, ti.Dims); err != nil {
+			return nil, fmt.Errorf("gguf: this reader cannot read %w", err)
 		}
 		if ti.Offset%f.Alignment != 0 {
 			return nil, fmt.Errorf("%w: tensor %s offset %d is not a multiple of the alignment %d", ErrFormat, ti.Name, ti.Offset, f.Alignment)
@@ -128,7 +128,7 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 			}
 			n *= dim
 		}
-		end := uint64(f.DataOffset) + ti.Offset + n*uint64(ti.Type.Size())
+		end := uint64(f.DataOffset) + ti.Offset + ti.Bytes()
 		if n > uint64(size) || end > uint64(size) {
 			return nil, fmt.Errorf("%w: tensor %s (%v %v at %d) extends past the end of the file (%d bytes)", ErrFormat, ti.Name, ti.Type, ti.Dims, ti.Offset, size)
 		}
@@ -169,8 +169,8 @@ func (f *File) TensorData(name string) ([]byte, error) {
 	return b, nil
 }
 
-// TensorF32 reads the named F32, F16 or BF16 tensor widened to float32, in
-// storage order (Dims[0] fastest).
+// TensorF32 reads the named F32, F16, BF16 or Q8_0 tensor widened (or
+// dequantized) to float32, in storage order (Dims[0] fastest).
 func (f *File) TensorF32(name string) ([]float32, error) {
 	ti, ok := f.Tensor(name)
 	if !ok {
@@ -194,8 +194,16 @@ func (f *File) TensorF32(name string) ([]float32, error) {
 		for i := range out {
 			out[i] = kernels.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
+	case Q8_0: // d·q, exact in fp32
+		for blk := range len(out) / q8Block {
+			src := b[blk*q8BlockBytes:]
+			d := kernels.F16ToF32(binary.LittleEndian.Uint16(src))
+			for i, q := range src[2 : 2+q8Block] {
+				out[blk*q8Block+i] = float32(int8(q)) * d
+			}
+		}
 	default:
-		return nil, fmt.Errorf("gguf: tensor %s has type %v; TensorF32 reads F32, F16 and BF16", name, ti.Type)
+		return nil, fmt.Errorf("gguf: tensor %s has type %v; TensorF32 reads F32, F16, BF16 and Q8_0", name, ti.Type)
 	}
 	return out, nil
 }

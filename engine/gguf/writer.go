@@ -15,7 +15,7 @@ type Tensor struct {
 	Name string
 	Dims []uint64 // ne0 first (see TensorInfo)
 	Type Type
-	// WriteData writes exactly Dims-product × Type.Size() bytes to w. It is
+	// WriteData writes exactly TensorInfo.Bytes() bytes to w. It is
 	// called once, in tensor order, after all metadata has been written, so
 	// data can be produced on the fly (converted row by row) instead of being
 	// held in memory.
@@ -133,8 +133,8 @@ func checkTensor(t Tensor) error {
 			return fmt.Errorf("gguf: tensor %s has a zero dimension %v", t.Name, t.Dims)
 		}
 	}
-	if t.Type.Size() == 0 {
-		return fmt.Errorf("gguf: tensor %s: type %v is not supported", t.Name, t.Type)
+	if err := checkBlocks(t.Name, t.Type, t.Dims); err != nil {
+		return fmt.Errorf("gguf: %w", err)
 	}
 	if t.WriteData == nil {
 		return fmt.Errorf("gguf: tensor %s has no WriteData", t.Name)

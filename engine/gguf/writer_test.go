@@ -122,6 +122,7 @@ func TestWrite_BadInput(t *testing.T) {
 		{"NoDims", nil, []Tensor{rawTensor("x", nil, F32, nil)}, "0 dims"},
 		{"ZeroDim", nil, []Tensor{rawTensor("x", []uint64{0}, F32, nil)}, "zero dimension"},
 		{"Quantized", nil, []Tensor{rawTensor("x", []uint64{32}, Type(2), nil)}, "not supported"},
+		{"PartialQ8Block", nil, []Tensor{rawTensor("x", []uint64{48, 2}, Q8_0, nil)}, "whole blocks of 32"},
 		{"ShortData", nil, []Tensor{rawTensor("x", []uint64{2}, F32, f32Data(1))}, "wrote 4 bytes, want 8"},
 	}
 	for _, tt := range tests {

@@ -33,8 +33,11 @@ type Folder struct {
 }
 
 // Open reads everything in dir, weights included.
-func Open(dir string) (*Folder, error) {
-	m, err := model.Load(dir)
+func Open(dir string) (*Folder, error) { return OpenWith(dir, model.LoadOptions{}) }
+
+// OpenWith is Open with the weights loaded as opt says (quantized).
+func OpenWith(dir string, opt model.LoadOptions) (*Folder, error) {
+	m, err := model.LoadWith(dir, opt)
 	if err != nil {
 		return nil, fmt.Errorf("hfmodel: %w", err)
 	}

@@ -68,6 +68,7 @@ const (
 	bRowsU16                 // row-major K×N bf16/f16 (dt) with stride ldb: widened while packing
 	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
 	bPanelsT                 // B = w (K = w.Rows) read from w's 16-bit Linear panels tp: transposed and widened while packing
+	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has Q8 kernels, else widened per block
 )
 
 // job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
@@ -81,7 +82,7 @@ type job struct {
 	bf   []float32 // raw B (bRows*, bCols*) or fp32 panels
 	bh   []uint16  // raw bf16/f16 B or bf16 panels
 	dt   DType     // element type of bh for bRowsU16
-	tp   *panels   // the panels of bPanelsT
+	tp   *panels   // the panels of bPanelsT and bPanelsQ8
 	ldb  int
 
 	c   []float32
@@ -99,7 +100,7 @@ func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
 // read in place.
 func (j *job) stream() bool {
 	switch j.kind {
-	case bPanelsF32, bPanelsBF16, bPanelsF16:
+	case bPanelsF32, bPanelsBF16, bPanelsF16, bPanelsQ8:
 		return j.M <= streamMaxPanelsM
 	case bRowsF32:
 		return j.M <= streamMaxM
@@ -115,6 +116,8 @@ func (j *job) estimateNs() float64 {
 	switch j.kind {
 	case bPanelsBF16, bPanelsF16, bRowsU16, bPanelsT:
 		bytes /= 2
+	case bPanelsQ8:
+		bytes /= 4
 	}
 	return max(flops/100, bytes/10)
 }
@@ -239,6 +242,7 @@ type bblock struct {
 	boff, ldb, pstride int
 	p0, np, ncols      int  // first panel (relative to the block), panels, valid columns
 	prefetch           bool // contiguous pre-packed panels: use the prefetching kernels
+	q8                 q8Args
 }
 
 // prefetchAhead is how far ahead (bytes) the first pass over a block of
@@ -293,8 +297,11 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// and long: with a whole group per K block, decoding jumped from panel
 	// to panel every K block and measured 7 % slower.
 	bytesPerK := panelW * 4
-	if j.kind == bPanelsBF16 || j.kind == bPanelsF16 {
+	switch j.kind {
+	case bPanelsBF16, bPanelsF16:
 		bytesPerK /= 2
+	case bPanelsQ8:
+		bytesPerK /= 4
 	}
 	ncp := max(1, min(p1-p0, streamL2/(kb*bytesPerK)))
 	if m1-m0 <= 8 {
@@ -346,7 +353,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 		}
 		for _, b := range nb {
 			t.bf, t.bh, t.f16, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.f16, b.boff, b.ldb, b.pstride
-			t.np, t.ncols = b.np, b.ncols
+			t.np, t.ncols, t.q8 = b.np, b.ncols, b.q8
 			if b.prefetch {
 				t.prefetch = prefetchAhead
 			}
@@ -386,6 +393,15 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		d := need(np * kc * panelW)
 		for q := range np {
 			packRowsU16(d, q*kc*panelW, j.bh, (jp+q)*K*panelW+pc*panelW, panelW, kc, panelW, F16)
+		}
+	case j.kind == bPanelsQ8 && stream && hasQ8Kernels():
+		G := K / q8Block
+		return append(out, bblock{boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols,
+			q8: q8Args{q: j.tp.q8, s: j.tp.q8s, soff: jp*G*panelW + pc/q8Block*panelW, sstride: G * panelW, k0: pc % q8Block}})
+	case j.kind == bPanelsQ8:
+		d := need(np * kc * panelW)
+		for q := range np {
+			widenQ8(d, q*kc*panelW, j.tp, jp+q, pc, kc)
 		}
 	case j.kind == bPanelsT:
 		d := need(np * kc * panelW)

@@ -497,6 +497,10 @@ func m8call(t *tileArgs) {
 
 // call256 runs one AVX2 kernel call.
 func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, bias *float32) {
+	if t.q8.q != nil {
+		call256q8(t, np, p, c, ldc, flags, bias)
+		return
+	}
 	a, lda, kb := pf(t.a, t.aoff), uintptr(t.lda)*4, t.sumBlock()
 	if t.bh != nil && t.f16 {
 		// A switch, not a table of func values: through those, escape

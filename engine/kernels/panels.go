@@ -36,10 +36,14 @@ type panels struct {
 	f32      []float32 // F32 weights
 	bf16     []uint16  // BF16 weights, interleaved
 	f16      []uint16  // F16 weights, natural order
+	q8       []int8    // Q8 weights, natural order (quant.go)
+	q8s      []uint16  // Q8 fp16 scales: panel p, block g, column j at p*(K/32)*64 + g*64 + j
 }
 
 // bytes reports the memory held by the panels.
-func (p *panels) bytes() int { return 4*len(p.f32) + 2*len(p.bf16) + 2*len(p.f16) }
+func (p *panels) bytes() int {
+	return 4*len(p.f32) + 2*len(p.bf16) + 2*len(p.f16) + len(p.q8) + 2*len(p.q8s)
+}
 
 // panelPad is the number of zero elements after the last panel, so that
 // 32-bit loads of the last 16-bit element stay inside the allocation.
@@ -73,7 +77,7 @@ func (m *Mat) panels() *panels {
 	m.packOnce.Do(func() {
 		m.pk.Store(buildPanels(m))
 		if m.DType != F32 {
-			m.U16 = nil
+			m.U16, m.Quants, m.Scales = nil, nil, nil
 		}
 	})
 	return m.pk.Load()
@@ -112,8 +116,8 @@ func (p *panels) rowBits(dst []uint16, n int) {
 // [Rows×Cols]: a new copy read back from the panels (building them if
 // needed, which releases Mat.U16). For export and one-off conversions.
 func (m *Mat) Uint16s() []uint16 {
-	if m.DType == F32 {
-		panic("kernels: Uint16s of an F32 matrix")
+	if m.DType != BF16 && m.DType != F16 {
+		panic("kernels: Uint16s of a " + m.DType.String() + " matrix")
 	}
 	p := m.panels()
 	out := make([]uint16, m.Rows*m.Cols)
@@ -151,6 +155,10 @@ func buildPanels(m *Mat) *panels {
 	case F16:
 		p.f16 = make([]uint16, size, size+panelPad)
 		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f16)), 2*size)
+	case Q8:
+		p.q8 = make([]int8, size)
+		p.q8s = make([]uint16, size/q8Block)
+		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.q8)), size)
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
 	}
@@ -159,6 +167,8 @@ func buildPanels(m *Mat) *panels {
 	}
 	if m.DType == F32 {
 		checkLen("Mat.F32", m.F32, N*K)
+	} else if m.DType == Q8 {
+		checkQ8(m)
 	} else if len(m.U16) < N*K {
 		panic("kernels: Mat.U16 shorter than Rows*Cols")
 	}
@@ -209,6 +219,8 @@ func (p *panels) fill(m *Mat, q int) {
 			for k, v := range src {
 				dst[k*panelW] = v
 			}
+		case Q8:
+			p.fillQ8(m, q, j)
 		}
 	}
 }

@@ -15,6 +15,7 @@
 //	L   number of layers
 //
 // Weights stay in their checkpoint dtype (f32, bf16 or f16) inside
-// kernels.Mat and are widened inside the matmul kernels; norms and biases are
+// kernels.Mat, or are quantized at load (LoadOptions.Quantize: blockwise
+// 8-bit), and are widened inside the matmul kernels; norms and biases are
 // widened to fp32 at load time.
 package model

@@ -184,9 +184,6 @@ func randomMat(rng *rand.Rand, rows, cols int, std float64, dt kernels.DType) *k
 // and model.safetensors (matrices in their dtype, vectors in F32). Each file
 // is written atomically.
 func (m *Model) Save(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("model: save: %w", err)
-	}
 	var tensors []safetensors.Tensor
 	w := m.W // shares m's layers: the table reads through it
 	for _, r := range tensorTable(m.Config, &w) {
@@ -208,7 +205,12 @@ func (m *Model) Save(dir string) error {
 			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.Uint16s()))
 		case kernels.F16:
 			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.Uint16s()))
+		default: // Q8: safetensors has no such type, and bf16 cannot hold d·q
+			return fmt.Errorf("model: save: %s is stored as %v; save the model loaded without quantization (GGUF export keeps Q8 as Q8_0)", r.name, mat.DType)
 		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model: save: %w", err)
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("model: save: %w", err)

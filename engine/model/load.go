@@ -28,7 +28,15 @@ type Model struct {
 // Matrices keep their stored dtype (F32, BF16 or F16). Every expected tensor
 // must be present with the right shape and every tensor in the files must be
 // used; the error lists all problems at once.
-func Load(dir string) (*Model, error) {
+func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is Load with options: opt.Quantize stores the matrices quantized,
+// each as soon as it is read, so the checkpoint's copy of only one matrix
+// is held beside the quantized model.
+func LoadWith(dir string, opt LoadOptions) (*Model, error) {
+	if _, err := ParseQuantization(string(opt.Quantize)); err != nil {
+		return nil, err
+	}
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -43,7 +51,7 @@ func Load(dir string) (*Model, error) {
 	}
 	defer set.Close()
 	m := &Model{Config: cfg, Generation: gen}
-	if err := loadWeights(set, cfg, &m.W); err != nil {
+	if err := loadWeights(set, cfg, &m.W, opt.Quantize); err != nil {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
 	m.derive()
@@ -63,7 +71,7 @@ func New(cfg Config, w Weights) (*Model, error) {
 	return m, nil
 }
 
-func loadWeights(set *safetensors.Set, cfg Config, w *Weights) error {
+func loadWeights(set *safetensors.Set, cfg Config, w *Weights, q Quantization) error {
 	refs := tensorTable(cfg, w)
 	var problems []string
 	used := make(map[string]bool, len(refs))
@@ -78,7 +86,7 @@ func loadWeights(set *safetensors.Set, cfg Config, w *Weights) error {
 			problems = append(problems, fmt.Sprintf("tensor %s has shape %v, want %v", r.name, info.Shape, r.shape))
 			continue
 		}
-		if err := loadTensor(set, r, info); err != nil {
+		if err := loadTensor(set, r, info, q); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -102,7 +110,7 @@ func loadWeights(set *safetensors.Set, cfg Config, w *Weights) error {
 	return nil
 }
 
-func loadTensor(set *safetensors.Set, r tensorRef, info safetensors.TensorInfo) error {
+func loadTensor(set *safetensors.Set, r tensorRef, info safetensors.TensorInfo, q Quantization) error {
 	if r.vec != nil {
 		v, err := set.ReadF32(r.name)
 		if err != nil {
@@ -137,5 +145,7 @@ func loadTensor(set *safetensors.Set, r tensorRef, info safetensors.TensorInfo) 
 	default:
 		return fmt.Errorf("tensor %s has dtype %v; want F32, BF16 or F16", r.name, info.DType)
 	}
-	return nil
+	qm, err := q.quantize(*r.mat, r.name)
+	*r.mat = qm
+	return err
 }

@@ -49,7 +49,13 @@ type Options struct {
 	// AnswerMemory bounds the sampled ids of recent answers kept to prompt
 	// later turns with exactly (0: DefaultAnswerMemory).
 	AnswerMemory int
-	Logger       *slog.Logger
+	// Quantize stores the frozen base weights quantized: "q8" (blockwise
+	// 8-bit, as GGML's Q8_0), or "" / "none" to keep the checkpoint's
+	// dtype. Sampling and training read the same quantized weights, so
+	// training stays exactly on-policy; resume a model with the same
+	// setting it was trained with.
+	Quantize string
+	Logger   *slog.Logger
 }
 
 // Host is one trainable model served by the native engine. Its methods
@@ -95,12 +101,18 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	quant, err := model.ParseQuantization(opt.Quantize)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
 	h := &Host{opt: opt, log: log, adapters: map[int]*lora.Adapter{}}
-	var err error
-	if h.folder, err = hfmodel.Open(opt.BaseModel); err != nil {
+	if h.folder, err = hfmodel.OpenWith(opt.BaseModel, model.LoadOptions{Quantize: quant}); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h.model, h.tok = h.folder.Model, h.folder.Tokenizer
+	if quant != model.NoQuantization {
+		log.Info("native: base weights quantized", "quantize", string(quant), "base_model", opt.BaseModel)
+	}
 	h.prompts = h.folder.TrainTokenizer()
 	memory := opt.AnswerMemory
 	if memory <= 0 {

@@ -1,5 +1,6 @@
 // Command _asm generates the Go assembly of package kernels:
-// matmul_amd64.s (GEMM microkernels and packing loops) and vec_amd64.s
+// matmul_amd64.s (GEMM microkernels and packing loops), matmul_q8_amd64.s
+// (the AVX2 kernels over blockwise 8-bit weights, q8.go) and vec_amd64.s
 // (vector helpers), for AVX-512 and AVX2+FMA.
 //
 // Run it from engine/kernels with `go generate` (see matmul_amd64.go), or by
@@ -77,6 +78,7 @@ func main() {
 	packs512(&mm)
 	packs256(&mm)
 	write(filepath.Join(*dir, "matmul_amd64.s"), mm.b.Bytes())
+	writeQ8(*dir)
 
 	var vec gen
 	vec.raw(header)

@@ -1,0 +1,247 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// randQ8Source returns an N×K fp32 weight whose blocks of 32 have very
+// different magnitudes (one outlier block, one all-zero block, tiny ones),
+// so the per-block scales matter.
+func randQ8Source(r *rand.Rand, N, K int) *Mat {
+	v := randSlice(r, N*K)
+	for b := 0; b < len(v)/q8Block; b++ {
+		x := v[b*q8Block : (b+1)*q8Block]
+		switch b % 7 {
+		case 1:
+			for i := range x {
+				x[i] *= 1e-3
+			}
+		case 3:
+			x[r.IntN(q8Block)] = 40 // an outlier
+		case 5:
+			clear(x)
+		}
+	}
+	return NewMatF32(N, K, v)
+}
+
+func TestQuantizeQ8RoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const N, K = 70, 160
+	src := randQ8Source(r, N, K)
+	q, err := Quantize(src, Q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quants, scales := append([]int8(nil), q.Quants...), append([]uint16(nil), q.Scales...)
+	deq := Dequantize(q) // reads the stored copy, before packing
+	for n := range N {
+		for b := range K / q8Block {
+			x := src.F32[n*K+b*q8Block : n*K+(b+1)*q8Block]
+			var amax float32
+			for _, v := range x {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			if want := F32ToF16(amax / 127); scales[n*K/q8Block+b]-want > 1 {
+				t.Fatalf("row %d block %d: scale %#x, want fp16(max|w|/127) = %#x (or the next)", n, b, scales[n*K/q8Block+b], want)
+			}
+			d := F16ToF32(scales[n*K/q8Block+b])
+			for i, v := range x {
+				k := b*q8Block + i
+				qv := quants[n*K+k]
+				if qv < -127 {
+					t.Fatalf("(%d,%d): quant %d below -127", n, k, qv)
+				}
+				got := deq.F32[n*K+k]
+				if got != float32(qv)*d {
+					t.Fatalf("(%d,%d): dequantized %v, want %d·%v", n, k, got, qv, d)
+				}
+				// Round to nearest: within half a step (and an ulp).
+				if e := math.Abs(float64(got - v)); e > float64(d)/2*(1+1e-6) {
+					t.Fatalf("(%d,%d): |%v − %v| = %g > d/2 = %g", n, k, got, v, e, d/2)
+				}
+				// The step is at most max|w|/127 of the block, up to the
+				// fp16 rounding of the scale (an ulp, 2⁻²⁴, if subnormal).
+				if float64(d) > float64(amax)/127*(1+1.0/1024)+0x1p-24 {
+					t.Fatalf("(%d,%d): scale %v too large for max %v", n, k, d, amax)
+				}
+			}
+		}
+	}
+	// Packing keeps the bits: Q8Blocks, Row and At read them back from the
+	// panels (the stored copy is released).
+	q.Prepack()
+	if q.Quants != nil || q.Scales != nil {
+		t.Fatal("packing kept the stored Q8 copy")
+	}
+	gq, gs := q.Q8Blocks()
+	for i := range quants {
+		if gq[i] != quants[i] {
+			t.Fatalf("Q8Blocks quant %d = %d, want %d", i, gq[i], quants[i])
+		}
+	}
+	for i := range scales {
+		if gs[i] != scales[i] {
+			t.Fatalf("Q8Blocks scale %d = %#x, want %#x", i, gs[i], scales[i])
+		}
+	}
+	row := make([]float32, K)
+	for n := range N {
+		q.Row(row, n)
+		for k, v := range row {
+			if v != deq.F32[n*K+k] || q.At(n, k) != v {
+				t.Fatalf("(%d,%d): Row %v, At %v, want %v", n, k, v, q.At(n, k), deq.F32[n*K+k])
+			}
+		}
+	}
+	// Quantizing again from the dequantized values is the identity.
+	q2, err := Quantize(deq, Q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range quants {
+		if q2.Quants[i] != quants[i] {
+			t.Fatalf("requantized %d = %d, want %d", i, q2.Quants[i], quants[i])
+		}
+	}
+}
+
+func TestQuantizeQ8Errors(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	if _, err := Quantize(NewMatF32(2, 48, randSlice(r, 96)), Q8); err == nil || !strings.Contains(err.Error(), "blocks of 32") {
+		t.Errorf("48 columns: err = %v, want a whole-blocks error", err)
+	}
+	v := randSlice(r, 64)
+	v[40] = float32(math.NaN())
+	if _, err := Quantize(NewMatF32(2, 32, v), Q8); err == nil || !strings.Contains(err.Error(), "row 1") {
+		t.Errorf("NaN: err = %v, want an error naming row 1", err)
+	}
+	if _, err := Quantize(NewMatF32(1, 32, randSlice(r, 32)), BF16); err == nil {
+		t.Error("quantizing to BF16 succeeded")
+	}
+	// 16-bit sources quantize from their stored bits.
+	b := randMat(r, 3, 64, BF16)
+	q, err := Quantize(b, Q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Quantize(Dequantize(b), Q8)
+	for i := range q.Quants {
+		if q.Quants[i] != want.Quants[i] {
+			t.Fatalf("BF16 source: quant %d = %d, want %d", i, q.Quants[i], want.Quants[i])
+		}
+	}
+}
+
+// q8Shapes cover the tile edges (rows 1..8, partial panels) and K whose
+// sum blocks do not start on a block of 32 (K = 640 sums in blocks of 216;
+// 800 in 200), so the kernels cross scale blocks inside a sum.
+func q8Shapes() []mnk {
+	var s []mnk
+	for M := 1; M <= 9; M++ {
+		s = append(s, mnk{M, 65, 96}, mnk{M, 129, 640})
+	}
+	for _, N := range []int{1, 7, 16, 17, 33, 63, 64, 127, 128} {
+		s = append(s, mnk{3, N, 800}, mnk{6, N, 32})
+	}
+	return append(s,
+		mnk{1, 300, 896}, mnk{2, 1500, 224}, mnk{13, 700, 896}, mnk{9, 130, 4096},
+		mnk{128, 70, 320}, mnk{129, 70, 320}, mnk{133, 200, 288}, mnk{140, 1100, 64})
+}
+
+// TestLinearQ8 checks that a Q8 product equals, bit for bit, the fp32
+// product of the dequantized weights on every variant and path (streamed
+// in place by the AVX2 kernels, widened per block elsewhere), with and
+// without bias, alone and in LinearMulti.
+func TestLinearQ8(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 10))
+		for i, sh := range q8Shapes() {
+			if thin(i) {
+				continue
+			}
+			w, err := Quantize(randQ8Source(r, sh.N, sh.K), Q8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := Dequantize(w)
+			in := randSlice(r, sh.M*sh.K)
+			var bias []float32
+			if i%2 == 0 {
+				bias = randSlice(r, sh.N)
+			}
+			got, want := make([]float32, sh.M*sh.N), make([]float32, sh.M*sh.N)
+			Linear(got, in, w, bias, sh.M)
+			Linear(want, in, ref, bias, sh.M)
+			what := fmt.Sprintf("M=%d N=%d K=%d", sh.M, sh.N, sh.K)
+			sameBits(t, what, got, want)
+			LinearMulti(in, sh.M, LinearOp{Out: got, W: w, Bias: bias})
+			sameBits(t, what+" LinearMulti", got, want)
+			if i%5 == 0 {
+				scaleWant, scale := linear64(in, ref, bias, sh.M)
+				closeTo(t, what+" vs float64", got, scaleWant, scale)
+			}
+		}
+	})
+}
+
+// TestLinearBackwardInputQ8: dX = dY·W with W in Q8 equals the same with
+// the dequantized fp32 W, bit for bit.
+func TestLinearBackwardInputQ8(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 12))
+		for _, sh := range []mnk{{1, 5, 32}, {6, 64, 64}, {7, 65, 96}, {13, 129, 640}, {40, 300, 512}, {100, 70, 1088}} {
+			w, err := Quantize(randQ8Source(r, sh.N, sh.K), Q8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := Dequantize(w)
+			dout := randSlice(r, sh.M*sh.N)
+			got := randSlice(r, sh.M*sh.K)
+			want := append([]float32(nil), got...)
+			LinearBackwardInput(got, dout, w, sh.M)
+			LinearBackwardInput(want, dout, ref, sh.M)
+			sameBits(t, fmt.Sprintf("M=%d N=%d K=%d", sh.M, sh.N, sh.K), got, want)
+		}
+	})
+}
+
+// TestLinearQ8_RowInvariant: a row of a Q8 product has the same bits alone
+// and in any batch (decode, prefill chunks, training passes).
+func TestLinearQ8_RowInvariant(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(13, 14))
+		for _, sh := range [][2]int{{640, 130}, {896, 64}} {
+			K, N := sh[0], sh[1]
+			w, err := Quantize(randQ8Source(r, N, K), Q8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bias := randSlice(r, N)
+			for _, M := range rowInvariantMs {
+				in := randSlice(r, M*K)
+				all := make([]float32, M*N)
+				Linear(all, in, w, bias, M)
+				one := make([]float32, N)
+				sameRows(t, fmt.Sprintf("K=%d N=%d Q8", K, N), all, M, N, func(r int) []float32 {
+					Linear(one, in[r*K:(r+1)*K], w, bias, 1)
+					return one
+				})
+			}
+		}
+	})
+}
+
+// sameBits fails unless got and want are identical, NaNs included.
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: index %d: %v (%#x), want %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}

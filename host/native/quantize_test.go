@@ -1,0 +1,69 @@
+package native
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artgo/art"
+	"github.com/artgo/art/engine/initmodel"
+	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/host"
+)
+
+// Ensure a host opened with Quantize "q8" samples and trains on the
+// quantized base, exactly on-policy (the trainer's logprobs of the sampled
+// tokens equal the sampler's: loss/rollout_logprob_abs_diff = 0), and
+// resumes its checkpoint on the same quantized base; an unknown value is
+// refused before anything loads.
+func TestOpen_Quantize(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "base")
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: initmodel.ByteTokenizer, DType: kernels.BF16, Seed: 1, Std: 0.2}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	opt := Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), Seed: 1, Quantize: "q5"}
+	if _, err := Open(ctx, opt); err == nil || !strings.Contains(err.Error(), `unknown quantization "q5"`) {
+		t.Fatalf("Quantize q5: err = %v, want an unknown-quantization error", err)
+	}
+	opt.Quantize = "q8"
+	s, err := Open(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if dt := s.model.W.Layers[0].Q.DType; dt != kernels.Q8 {
+		t.Fatalf("q_proj is %v, want Q8", dt)
+	}
+	seed := int64(3)
+	resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 6, Seed: &seed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grp art.TrajectoryGroup
+	for i, c := range resp.Choices {
+		tr := art.Trajectory{Reward: float64(i % 2)}
+		tr.AddMessage(art.UserMsg("hi"))
+		tr.AddChoice(withModel(c, "agent@0"))
+		grp.Trajectories = append(grp.Trajectories, tr)
+	}
+	res, err := s.Train(ctx, []art.TrajectoryGroup{grp}, art.TrainConfig{LearningRate: 1e-3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; !ok || d != 0 {
+		t.Fatalf("loss/rollout_logprob_abs_diff = %v (logged %v); want exactly 0 on the quantized base", d, ok)
+	}
+	s2, err := Open(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.Step() != 1 {
+		t.Fatalf("reopened at step %d; want 1", s2.Step())
+	}
+	if _, err := s2.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -142,4 +142,8 @@ type ResponseEvent struct {
 	Text           *string        `json:"text,omitempty"`
 	Arguments      *string        `json:"arguments,omitempty"`
 	Logprobs       []TokenLogprob `json:"logprobs,omitempty"`
+	// The "error" event's.
+	Code    string  `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+	Param   *string `json:"param,omitempty"`
 }

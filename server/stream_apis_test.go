@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/artgo/art/host"
+	"github.com/artgo/art/host/native"
+)
+
+// gatedModel holds a streamed generation at its gateAt-th sampled token
+// until the test opens the gate (or gateWait passes): a server that sends
+// its events only when generation ends sends nothing while it waits, so
+// an event that arrives before the gate opens was sent token by token.
+// Generation without a stream callback (a plain request) is not held.
+type gatedModel struct {
+	*native.Host
+	gateAt  int
+	open    chan struct{}
+	late    atomic.Bool  // the gate opened by itself, after gateWait
+	running atomic.Int32 // generations under way, streamed or not
+}
+
+const gateWait = 30 * time.Second
+
+func (g *gatedModel) Chat(ctx context.Context, req host.ChatRequest, stream func(host.StreamEvent) error) (host.ChatResponse, error) {
+	g.running.Add(1)
+	defer g.running.Add(-1)
+	if stream == nil {
+		return g.Host.Chat(ctx, req, nil)
+	}
+	n := 0
+	return g.Host.Chat(ctx, req, func(ev host.StreamEvent) error {
+		if err := stream(ev); err != nil {
+			return err
+		}
+		if n++; n == g.gateAt {
+			select {
+			case <-g.open:
+			case <-time.After(gateWait):
+				g.late.Store(true)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+}
+
+// newGatedServer serves the tiny test model behind a gate at its gateAt-th
+// token.
+func newGatedServer(t *testing.T, gateAt int) (*gatedModel, oai.Client) {
+	t.Helper()
+	g := &gatedModel{Host: openHost(t, writeTinyModel(t)), gateAt: gateAt, open: make(chan struct{})}
+	srv := New(Config{APIKey: testKey}, g)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Close()
+	})
+	return g, newClient(ts.URL)
+}
+
+// openGate opens g's gate after checking that the generation has not
+// ended nor gone past the gate by itself: what the client got so far was
+// sent while generating.
+func (g *gatedModel) openGate(t *testing.T, what string) {
+	t.Helper()
+	if g.running.Load() == 0 || g.late.Load() {
+		t.Fatalf("%s arrived after generation ended (the gate timed out: %v): not streamed token by token", what, g.late.Load())
+	}
+	close(g.open)
+}
+
+// Ensure a streamed Responses API answer, read with openai-go, sends its
+// first text delta while generation is still running, and that what the
+// stream carries adds up: the deltas concatenate to the final text, the
+// events are in order and name the same items as response.completed,
+// and the final response equals the plain one at the same seed.
+func TestResponsesStream_TokenByToken(t *testing.T) {
+	g, client := newGatedServer(t, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	params := responses.ResponseNewParams{Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Once upon")},
+		Instructions: oai.String("be brief"), MaxOutputTokens: oai.Int(40)}
+	seed := option.WithJSONSet("seed", 7)
+	plain, err := client.Responses.New(ctx, params, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stream := client.Responses.NewStreaming(ctx, params, seed)
+	var types []string
+	var deltas strings.Builder
+	var final responses.Response
+	ndeltas, seq := 0, int64(-1)
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if ev.SequenceNumber != seq+1 {
+			t.Errorf("event %q has sequence number %d after %d", ev.Type, ev.SequenceNumber, seq)
+		}
+		seq = ev.SequenceNumber
+		switch ev.Type {
+		case "response.output_text.delta":
+			if ndeltas == 0 {
+				g.openGate(t, "the first output_text.delta")
+			}
+			ndeltas++
+			deltas.WriteString(ev.Delta)
+		case "response.completed", "response.incomplete":
+			final = ev.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ndeltas < 2 {
+		t.Fatalf("%d text deltas; events %v", ndeltas, types)
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added", "response.output_text.delta"}
+	if strings.Join(types[:len(want)], ",") != strings.Join(want, ",") {
+		t.Errorf("events begin %v; want %v", types[:len(want)], want)
+	}
+	wantEnd := []string{"response.output_text.done", "response.content_part.done", "response.output_item.done", "response." + string(plain.Status)}
+	if got := types[len(types)-len(wantEnd):]; strings.Join(got, ",") != strings.Join(wantEnd, ",") {
+		t.Errorf("events end %v; want %v", got, wantEnd)
+	}
+	if deltas.String() != final.OutputText() || final.OutputText() != plain.OutputText() {
+		t.Errorf("deltas %q, final text %q; the plain response at the same seed: %q", deltas.String(), final.OutputText(), plain.OutputText())
+	}
+	if final.Status != plain.Status || final.Usage.OutputTokens != plain.Usage.OutputTokens || final.Model != "agent@0" || len(final.Output) != 1 {
+		t.Errorf("final: status %q, %d output tokens, model %q, %d items; plain: %q, %d", final.Status, final.Usage.OutputTokens, final.Model,
+			len(final.Output), plain.Status, plain.Usage.OutputTokens)
+	}
+}
+
+// Ensure a streamed function call (tool_choice "required") arrives as a
+// function_call item whose argument deltas add up to the arguments of the
+// plain answer at the same seed.
+func TestResponsesStream_FunctionCall(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	client := newClient(ts.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "get_weather", Strict: oai.Bool(true),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 6}},
+			"required": []string{"city"}, "additionalProperties": false}}}
+	params := responses.ResponseNewParams{Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("weather?")},
+		Tools: []responses.ToolUnionParam{tool}, MaxOutputTokens: oai.Int(150),
+		ToolChoice: responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: oai.Opt(responses.ToolChoiceOptionsRequired)}}
+	seed := option.WithJSONSet("seed", 3)
+	plain, err := client.Responses.New(ctx, params, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.Output) != 1 || plain.Output[0].Type != "function_call" {
+		t.Fatalf("plain output %+v; want one function call", plain.Output)
+	}
+	stream := client.Responses.NewStreaming(ctx, params, seed)
+	var args strings.Builder
+	var done, itemID string
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_item.added":
+			itemID = ev.Item.ID
+		case "response.function_call_arguments.delta":
+			if ev.ItemID != itemID {
+				t.Errorf("delta for item %q; the item added was %q", ev.ItemID, itemID)
+			}
+			args.WriteString(ev.Delta)
+		case "response.function_call_arguments.done":
+			done = ev.Arguments
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := plain.Output[0].Arguments.OfString; want == "" || args.String() != want || done != want {
+		t.Errorf("streamed arguments %q (done %q); the plain call at the same seed: %q", args.String(), done, want)
+	}
+}
+
+// Ensure a streamed legacy completion, read with openai-go, sends text
+// while generation is still running, one token id per chunk, and adds up
+// to the plain completion at the same seed.
+func TestCompletionsStream_TokenByToken(t *testing.T) {
+	g, client := newGatedServer(t, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	params := oai.CompletionNewParams{Model: oai.CompletionNewParamsModel(testModel), Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon")},
+		Seed: oai.Int(5), MaxTokens: oai.Int(40), StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: oai.Bool(true)}}
+	plain, err := client.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := client.Completions.NewStreaming(ctx, params)
+	var text strings.Builder
+	var ids []int
+	var finish string
+	var usage int64
+	for stream.Next() {
+		c := stream.Current()
+		if c.Usage.CompletionTokens > 0 {
+			usage = c.Usage.CompletionTokens
+		}
+		for _, ch := range c.Choices {
+			if ch.Text != "" && text.Len() == 0 {
+				g.openGate(t, "the first text")
+			}
+			text.WriteString(ch.Text)
+			if f, ok := ch.JSON.ExtraFields["token_ids"]; ok {
+				got := extraInts(t, f)
+				if len(got) != 1 || len(ch.Logprobs.TokenLogprobs) != 1 {
+					t.Errorf("a token chunk with ids %v and %d logprobs", got, len(ch.Logprobs.TokenLogprobs))
+				}
+				ids = append(ids, got...)
+			}
+			if ch.FinishReason != "" {
+				finish = string(ch.FinishReason)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := plain.Choices[0]
+	if text.String() != want.Text || finish != string(want.FinishReason) || usage != plain.Usage.CompletionTokens {
+		t.Errorf("streamed %q (%s, %d tokens); the plain completion at the same seed: %q (%s, %d)", text.String(), finish, usage,
+			want.Text, want.FinishReason, plain.Usage.CompletionTokens)
+	}
+	if wantIDs := extraInts(t, want.JSON.ExtraFields["token_ids"]); len(ids) != len(wantIDs) {
+		t.Errorf("streamed %d token ids; the plain completion has %d", len(ids), len(wantIDs))
+	}
+}

@@ -93,7 +93,7 @@ type OutputItem struct {
 	Status string `json:"status"`
 	// message
 	Role    string       `json:"role,omitempty"`
-	Content []OutputPart `json:"content,omitempty"`
+	Content []OutputPart `json:"content,omitzero"` // [] for a message just added
 	// function_call
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,8 +24,11 @@ import (
 // Generation without a stream callback (a plain request) is not held.
 type gatedModel struct {
 	*native.Host
-	gateAt  int
-	open    chan struct{}
+	gateAt int
+	open   chan struct{}
+	// hold > 0 holds each streamed generation this long instead (for a
+	// client in another process, which cannot open the gate).
+	hold    time.Duration
 	late    atomic.Bool  // the gate opened by itself, after gateWait
 	running atomic.Int32 // generations under way, streamed or not
 }
@@ -42,7 +46,10 @@ func (g *gatedModel) Chat(ctx context.Context, req host.ChatRequest, stream func
 		if err := stream(ev); err != nil {
 			return err
 		}
-		if n++; n == g.gateAt {
+		if n++; n == g.gateAt && g.hold > 0 {
+			return sleep(ctx, g.hold)
+		}
+		if n == g.gateAt {
 			select {
 			case <-g.open:
 			case <-time.After(gateWait):
@@ -55,18 +62,29 @@ func (g *gatedModel) Chat(ctx context.Context, req host.ChatRequest, stream func
 	})
 }
 
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // newGatedServer serves the tiny test model behind a gate at its gateAt-th
 // token.
-func newGatedServer(t *testing.T, gateAt int) (*gatedModel, oai.Client) {
+func newGatedServer(t *testing.T, gateAt int, hold time.Duration) (*gatedModel, *httptest.Server) {
 	t.Helper()
-	g := &gatedModel{Host: openHost(t, writeTinyModel(t)), gateAt: gateAt, open: make(chan struct{})}
+	g := &gatedModel{Host: openHost(t, writeTinyModel(t)), gateAt: gateAt, open: make(chan struct{}), hold: hold}
 	srv := New(Config{APIKey: testKey}, g)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ts.Close()
 		srv.Close()
 	})
-	return g, newClient(ts.URL)
+	return g, ts
 }
 
 // openGate opens g's gate after checking that the generation has not
@@ -86,7 +104,8 @@ func (g *gatedModel) openGate(t *testing.T, what string) {
 // events are in order and name the same items as response.completed,
 // and the final response equals the plain one at the same seed.
 func TestResponsesStream_TokenByToken(t *testing.T) {
-	g, client := newGatedServer(t, 6)
+	g, ts := newGatedServer(t, 6, 0)
+	client := newClient(ts.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	params := responses.ResponseNewParams{Model: testModel, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Once upon")},
@@ -194,7 +213,8 @@ func TestResponsesStream_FunctionCall(t *testing.T) {
 // while generation is still running, one token id per chunk, and adds up
 // to the plain completion at the same seed.
 func TestCompletionsStream_TokenByToken(t *testing.T) {
-	g, client := newGatedServer(t, 6)
+	g, ts := newGatedServer(t, 6, 0)
+	client := newClient(ts.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	params := oai.CompletionNewParams{Model: oai.CompletionNewParamsModel(testModel), Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String("Once upon")},
@@ -240,5 +260,56 @@ func TestCompletionsStream_TokenByToken(t *testing.T) {
 	}
 	if wantIDs := extraInts(t, want.JSON.ExtraFields["token_ids"]); len(ids) != len(wantIDs) {
 		t.Errorf("streamed %d token ids; the plain completion has %d", len(ids), len(wantIDs))
+	}
+}
+
+// Ensure the official OpenAI Node SDK streams the Responses API (through
+// its stream helper, which rebuilds the response from the events) and the
+// legacy completions as they are generated: the server holds each
+// streamed generation for holdFor after its sixth token, so a first delta
+// sent token by token arrives at least that long before the end; and both
+// add up to the plain answers at the same seed.
+func TestNodeOpenAI_Streams(t *testing.T) {
+	dir := nodeOpenAI(t)
+	const holdFor = 2 * time.Second
+	_, ts := newGatedServer(t, 6, holdFor)
+	var res struct {
+		Responses struct {
+			Types        []string `json:"types"`
+			Deltas       string   `json:"deltas"`
+			FirstDeltaMS *int64   `json:"first_delta_ms"`
+			End          int64    `json:"end_ms"`
+			FinalText    string   `json:"final_text"`
+			FinalStatus  string   `json:"final_status"`
+			Plain        string   `json:"plain_text"`
+			PlainStatus  string   `json:"plain_status"`
+		} `json:"responses"`
+		Completions struct {
+			Text              string `json:"text"`
+			TokenIDs          []int  `json:"token_ids"`
+			FirstTextMS       *int64 `json:"first_text_ms"`
+			End               int64  `json:"end_ms"`
+			FinishReason      string `json:"finish_reason"`
+			PlainText         string `json:"plain_text"`
+			PlainTokenIDs     []int  `json:"plain_token_ids"`
+			PlainFinishReason string `json:"plain_finish_reason"`
+		} `json:"completions"`
+	}
+	runNodeScript(t, "node_stream.mjs", dir, ts.URL, "agent@0", &res)
+	r := res.Responses
+	if r.FirstDeltaMS == nil || time.Duration(r.End-*r.FirstDeltaMS)*time.Millisecond < holdFor*3/4 {
+		t.Errorf("responses: first delta at %v ms, end at %d ms; a stream held %v after its first tokens", r.FirstDeltaMS, r.End, holdFor)
+	}
+	if r.Deltas != r.FinalText || r.FinalText != r.Plain || r.FinalStatus != r.PlainStatus || len(r.Types) < 8 {
+		t.Errorf("responses: deltas %q, final %q (%s); plain at the same seed %q (%s); events %v", r.Deltas, r.FinalText, r.FinalStatus,
+			r.Plain, r.PlainStatus, r.Types)
+	}
+	c := res.Completions
+	if c.FirstTextMS == nil || time.Duration(c.End-*c.FirstTextMS)*time.Millisecond < holdFor*3/4 {
+		t.Errorf("completions: first text at %v ms, end at %d ms; a stream held %v after its first tokens", c.FirstTextMS, c.End, holdFor)
+	}
+	if c.Text != c.PlainText || !slices.Equal(c.TokenIDs, c.PlainTokenIDs) || c.FinishReason != c.PlainFinishReason {
+		t.Errorf("completions: streamed %q %v %s; plain at the same seed %q %v %s", c.Text, c.TokenIDs, c.FinishReason,
+			c.PlainText, c.PlainTokenIDs, c.PlainFinishReason)
 	}
 }

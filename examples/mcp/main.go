@@ -1,11 +1,11 @@
 // Command mcp trains an agent on a real MCP server's tools, end to end, as
 // OpenPipe ART's MCP•RL: the knowledge-graph server
 // @modelcontextprotocol/server-memory from npm (installed by
-// scripts/install-mcp-servers.sh), started once per rollout with a fresh
-// graph file, so each episode starts empty and its reward is read from the
-// server's resulting state: 0.5 when the graph holds the person the task
-// names, 0.4 more when the person carries the fact, 0.1 more when the agent
-// called complete_task.
+// scripts/install-mcp-servers.sh), one server per concurrent rollout, its
+// graph file emptied before each, so each episode starts empty and its
+// reward is read from the server's resulting state: 0.5 when the graph
+// holds the person the task names, 0.4 more when the person carries the
+// fact, 0.1 more when the agent called complete_task.
 //
 //	go run ./examples/mcp --base-model DIR [--steps 20] [--eval 20]
 //
@@ -17,14 +17,17 @@
 // they are generated from the server's tools by mcprl.Generate instead,
 // and rewarded by the --judge (RULER) rather than by the graph. --eval N
 // runs N held-out tasks before and after training and prints the mean
-// reward with its paired standard error. Checkpoints and logs go to
-// <path>/<project>/models/<name>/.
+// reward with its paired standard error (--report writes the run's
+// summary). Checkpoints and logs go to <path>/<project>/models/<name>/.
+//
+// A tiny base that can use the tools is built from teacher transcripts:
+// --write-teacher FILE --teacher N writes N episodes (the real server's
+// answers; with --sft-noise P a fraction P of them err) for `art pretrain`,
+// as bench/learning does (-examples mcp).
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,7 +46,6 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/experiment"
-	"github.com/artgo/art/internal/atomicfile"
 	"github.com/artgo/art/mcprl"
 	"github.com/artgo/art/ruler"
 )
@@ -174,15 +176,8 @@ func writeTeacher(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for i := range trajs {
-		if err := enc.Encode(&trajs[i]); err != nil {
-			return fmt.Errorf("teacher transcript %d: %w", i, err)
-		}
-	}
-	if err := atomicfile.WriteFile(cfg.writeTeacher, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write teacher transcripts: %w", err)
+	if err := experiment.WriteTranscripts(cfg.writeTeacher, trajs); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "wrote %d teacher transcripts to %s\n", len(trajs), cfg.writeTeacher)
 	return nil

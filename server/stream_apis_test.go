@@ -15,6 +15,7 @@ import (
 
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/host/native"
+	"github.com/artgo/art/openai"
 )
 
 // gatedModel holds a streamed generation at its gateAt-th sampled token
@@ -311,5 +312,27 @@ func TestNodeOpenAI_Streams(t *testing.T) {
 	if c.Text != c.PlainText || !slices.Equal(c.TokenIDs, c.PlainTokenIDs) || c.FinishReason != c.PlainFinishReason {
 		t.Errorf("completions: streamed %q %v %s; plain at the same seed %q %v %s", c.Text, c.TokenIDs, c.FinishReason,
 			c.PlainText, c.PlainTokenIDs, c.PlainFinishReason)
+	}
+}
+
+// Ensure an error after a Responses stream has begun is OpenAI's "error"
+// event, numbered in the stream's sequence, which openai-go decodes.
+func TestResponsesStream_ErrorEvent(t *testing.T) {
+	f := &responseFormat{req: &openai.ResponsesRequest{}, ids: newResponseIDs(), model: "agent@0"}
+	began := f.begin()
+	b, err := appendEvent(nil, f.fail(&apiError{Status: 504, Type: openai.ErrTimeout, Code: "timeout", Msg: "too slow"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, ok := strings.CutPrefix(string(b), "event: error\ndata: ")
+	if !ok {
+		t.Fatalf("event %q", b)
+	}
+	var ev responses.ResponseStreamEventUnion
+	if err := ev.UnmarshalJSON([]byte(strings.TrimSpace(data))); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "error" || ev.Code != "timeout" || ev.Message != "too slow" || ev.SequenceNumber != int64(len(began)) {
+		t.Errorf("error event %s", data)
 	}
 }

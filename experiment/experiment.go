@@ -11,6 +11,7 @@ package experiment
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/artgo/art"
@@ -159,6 +160,24 @@ func WriteReport(path string, rep Report) error {
 		return err
 	}
 	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteTranscripts writes trajs to path as JSONL, one art.Trajectory a
+// line (the teacher transcripts `art pretrain` reads), atomically.
+func WriteTranscripts(path string, trajs []art.Trajectory) error {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for i := range trajs {
+			if err := enc.Encode(&trajs[i]); err != nil {
+				return fmt.Errorf("transcript %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write transcripts: %w", err)
+	}
+	return nil
 }
 
 // PenalizeInvalid returns copies of groups in which every trajectory whose

@@ -60,7 +60,7 @@ type Agent struct {
 // the server broke, ctx ended); the trajectory so far is returned with it.
 func (a Agent) Run(ctx context.Context, srv *Server, tools []Tool, task string) (art.Trajectory, error) {
 	var t art.Trajectory
-	t.Tools = append(FunctionTools(tools), completeTask)
+	t.Tools = AgentTools(tools)
 	system := a.SystemPrompt
 	if system == "" {
 		system = DefaultSystemPrompt
@@ -121,6 +121,13 @@ func (a Agent) Run(ctx context.Context, srv *Server, tools []Tool, task string) 
 	}
 	t.Logf("stopped after %d turns without complete_task", maxTurns)
 	return t, nil
+}
+
+// AgentTools are the function tools Agent.Run offers the model for tools:
+// theirs, then complete_task. Transcripts written for supervised
+// warm-up offer the same, so they match the rollouts.
+func AgentTools(tools []Tool) []art.Tool {
+	return append(FunctionTools(tools), completeTask)
 }
 
 // call runs one tool call. Mistakes the model can correct (an unknown

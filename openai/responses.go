@@ -93,7 +93,7 @@ type OutputItem struct {
 	Status string `json:"status"`
 	// message
 	Role    string       `json:"role,omitempty"`
-	Content []OutputPart `json:"content,omitempty"`
+	Content []OutputPart `json:"content,omitzero"` // [] for a message just added
 	// function_call
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
@@ -142,4 +142,8 @@ type ResponseEvent struct {
 	Text           *string        `json:"text,omitempty"`
 	Arguments      *string        `json:"arguments,omitempty"`
 	Logprobs       []TokenLogprob `json:"logprobs,omitempty"`
+	// The "error" event's.
+	Code    string  `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+	Param   *string `json:"param,omitempty"`
 }

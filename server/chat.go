@@ -43,36 +43,18 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	creq, e := s.chatRequest(&req)
 	if e != nil {
-		s.metrics.request(e.Status)
-		writeError(w, e)
+		s.fail(w, e)
 		return
 	}
-	// Resolve a bare name here, once, so that every chunk of a stream and
-	// the response name the step that answers.
-	step, err := s.model.Resolve(req.Model)
-	if err != nil {
-		e := hostError(err, "model")
-		s.metrics.request(e.Status)
-		writeError(w, e)
+	ctx, end, e := s.startGeneration(r, &creq, req.Stream)
+	if e != nil {
+		s.fail(w, e)
 		return
 	}
-	creq.Model = s.modelID(step)
-	trace.SpanFromContext(r.Context()).SetAttributes(tracing.Model.String(creq.Model), tracing.Step.Int(step), attribute.Int("art.n", max(creq.N, 1)), attribute.Bool("art.stream", req.Stream))
-
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if s.cfg.RequestTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	}
-	defer cancel()
-	n := max(creq.N, 1)
-	s.metrics.start(n)
-	defer s.metrics.finish(n)
-
-	id, created := completionID(), time.Now().Unix()
+	defer end()
 	if req.Stream {
-		st := s.newChatStream(w, &req, creq, id, created)
-		status := st.run(ctx, r.Context())
-		s.metrics.request(status)
+		st := s.newStream(w, creq, param(&req), newChatFormat(&req, creq))
+		s.metrics.request(st.run(ctx, r.Context()))
 		return
 	}
 	resp, err := s.model.Chat(ctx, creq, nil)
@@ -86,7 +68,27 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	s.countTokens(r.Context(), len(resp.PromptTokenIDs), resp.CompletionTokens)
 	s.metrics.request(http.StatusOK)
-	writeJSON(w, http.StatusOK, completion(resp, id, created, creq.TopLogprobs > 0))
+	writeJSON(w, http.StatusOK, completion(resp, completionID(), time.Now().Unix(), creq.TopLogprobs > 0))
+}
+
+// startGeneration starts generating creq: it resolves the model to "name@step" once
+// (so that every event of a stream and the response name the step that
+// answers), bounds the work by the request timeout and counts it as
+// running until end is called.
+func (s *Server) startGeneration(r *http.Request, creq *host.ChatRequest, stream bool) (ctx context.Context, end func(), e *apiError) {
+	step, err := s.model.Resolve(creq.Model)
+	if err != nil {
+		return nil, nil, hostError(err, "model")
+	}
+	creq.Model = s.modelID(step)
+	trace.SpanFromContext(r.Context()).SetAttributes(tracing.Model.String(creq.Model), tracing.Step.Int(step), attribute.Int("art.n", max(creq.N, 1)), attribute.Bool("art.stream", stream))
+	ctx, cancel := r.Context(), context.CancelFunc(func() {})
+	if s.cfg.RequestTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	}
+	n := max(creq.N, 1)
+	s.metrics.start(n)
+	return ctx, func() { s.metrics.finish(n); cancel() }, nil
 }
 
 // param returns the name of the request's max-tokens field, for errors.

@@ -16,8 +16,8 @@ const defaultCompletionTokens = 16
 // handleCompletions answers POST /v1/completions, the legacy completions
 // API: the prompt is raw text (no chat template), sampled like a chat with
 // the same parameters; choices carry token_ids and the response
-// prompt_token_ids. A streamed completion sends each choice's text in one
-// chunk once generation has ended.
+// prompt_token_ids. A streamed completion sends a chunk per sampled token
+// (see chatStream).
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req openai.CompletionRequest
 	if e := s.decode(w, r, &req); e != nil {
@@ -29,34 +29,66 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	if req.Stream {
+		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		s.stream(w, r, creq, "max_tokens", func(creq host.ChatRequest) streamFormat {
+			return &completionFormat{id: "cmpl-" + randomHex(), created: time.Now().Unix(), model: creq.Model, top: creq.TopLogprobs,
+				includeUsage: includeUsage, offsets: make([]int, max(creq.N, 1))}
+		})
+		return
+	}
 	resp, ok := s.generate(w, r, creq, "max_tokens")
 	if !ok {
 		return
 	}
-	out := textCompletion(resp, creq.TopLogprobs)
-	if !req.Stream {
-		writeJSON(w, http.StatusOK, out)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	var buf []byte
-	for _, c := range out.Choices {
-		chunk := out
-		chunk.Usage, chunk.PromptTokenIDs, chunk.Choices = nil, nil, []openai.CompletionChoice{c}
-		b, _ := json.Marshal(chunk)
-		buf = appendEvent(buf, b)
-	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		last := out
-		last.Choices = []openai.CompletionChoice{}
-		b, _ := json.Marshal(last)
-		buf = appendEvent(buf, b)
-	}
-	buf = appendEvent(buf, []byte("[DONE]"))
-	w.Write(buf)
+	writeJSON(w, http.StatusOK, textCompletion(resp, creq.TopLogprobs))
 }
+
+// completionFormat shapes a stream as legacy completion chunks: one per
+// token (the text released with it, its logprob and token id), then each
+// choice's last chunk (the rest of its text and its finish reason), the
+// usage chunk if asked, and [DONE].
+type completionFormat struct {
+	id           string
+	created      int64
+	model        string
+	top          int // alternatives per token
+	includeUsage bool
+	offsets      []int // each choice's bytes so far, for text_offset
+}
+
+func (f *completionFormat) chunk(choices ...openai.CompletionChoice) openai.Completion {
+	return openai.Completion{ID: f.id, Object: openai.ObjectTextCompletion, Created: f.created, Model: f.model, Choices: choices}
+}
+
+func (f *completionFormat) token(ev host.StreamEvent, text string) []any {
+	lp := emptyCompletionLogprobs()
+	appendCompletionLogprob(lp, ev.Token, f.offsets[ev.Choice], f.top)
+	f.offsets[ev.Choice] += len(ev.Token.Bytes)
+	return []any{f.chunk(openai.CompletionChoice{Index: ev.Choice, Text: text, Logprobs: lp, TokenIDs: []int{ev.Token.ID}})}
+}
+
+func (f *completionFormat) finish(resp host.ChatResponse, rest []string) []any {
+	var out []any
+	var last openai.Completion
+	for i, c := range resp.Choices {
+		if i > 0 {
+			out = append(out, last)
+		}
+		finish := c.FinishReason
+		last = f.chunk(openai.CompletionChoice{Index: c.Index, Text: rest[i], Logprobs: emptyCompletionLogprobs(), FinishReason: &finish})
+	}
+	if f.includeUsage {
+		out = append(out, last)
+		last = f.chunk()
+		last.Choices, last.Usage = []openai.CompletionChoice{}, usage(resp)
+	}
+	last.PromptTokenIDs = resp.PromptTokenIDs
+	return append(out, last)
+}
+
+func (f *completionFormat) fail(e *apiError) any { return errorBody(e) }
+func (f *completionFormat) doneMarker() bool     { return true }
 
 // completionRequest validates a legacy completion request and turns it
 // into the host's request (with a raw prompt). The sampling parameters are
@@ -110,24 +142,34 @@ func textCompletion(resp host.ChatResponse, top int) openai.Completion {
 		Usage: usage(resp), PromptTokenIDs: resp.PromptTokenIDs}
 	for _, c := range resp.Choices {
 		finish := c.FinishReason
-		lp := &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+		lp := emptyCompletionLogprobs()
 		ids := make([]int, len(c.Tokens))
 		offset := 0
 		for i, t := range c.Tokens {
 			ids[i] = t.ID
-			lp.Tokens = append(lp.Tokens, string(t.Bytes))
-			lp.TokenLogprobs = append(lp.TokenLogprobs, t.Logprob)
-			lp.TextOffset = append(lp.TextOffset, offset)
+			appendCompletionLogprob(lp, t, offset, top)
 			offset += len(t.Bytes)
-			if top > 0 {
-				alts := map[string]float64{}
-				for _, a := range t.Top {
-					alts[string(a.Bytes)] = a.Logprob
-				}
-				lp.TopLogprobs = append(lp.TopLogprobs, alts)
-			}
 		}
 		out.Choices = append(out.Choices, openai.CompletionChoice{Index: c.Index, Text: c.Content, Logprobs: lp, FinishReason: &finish, TokenIDs: ids})
 	}
 	return out
+}
+
+func emptyCompletionLogprobs() *openai.CompletionLogprobs {
+	return &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+}
+
+// appendCompletionLogprob appends token t, at byte offset of its choice's
+// text, to lp, with its top alternatives if asked for.
+func appendCompletionLogprob(lp *openai.CompletionLogprobs, t host.Token, offset, top int) {
+	lp.Tokens = append(lp.Tokens, string(t.Bytes))
+	lp.TokenLogprobs = append(lp.TokenLogprobs, t.Logprob)
+	lp.TextOffset = append(lp.TextOffset, offset)
+	if top > 0 {
+		alts := map[string]float64{}
+		for _, a := range t.Top {
+			alts[string(a.Bytes)] = a.Logprob
+		}
+		lp.TopLogprobs = append(lp.TopLogprobs, alts)
+	}
 }

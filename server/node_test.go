@@ -85,21 +85,28 @@ type nodeResult struct {
 
 func runNode(t *testing.T, dir, url, model string) nodeResult {
 	t.Helper()
+	var res nodeResult
+	runNodeScript(t, "node_client.mjs", dir, url, model, &res)
+	return res
+}
+
+// runNodeScript runs testdata/script with the npm openai package of dir
+// against the server at url and decodes the JSON it prints into res.
+func runNodeScript(t *testing.T, script, dir, url, model string, res any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "node_client.mjs"))
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", script))
 	cmd.Env = append(os.Environ(), "ART_NODE_OPENAI="+dir, "ART_BASE_URL="+url+"/v1", "ART_API_KEY="+testKey, "ART_MODEL="+model)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node_client.mjs: %v\n%s", err, stderr.String())
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
 	}
-	var res nodeResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("node_client.mjs printed %q: %v", out, err)
+	if err := json.Unmarshal(out, res); err != nil {
+		t.Fatalf("%s printed %q: %v", script, out, err)
 	}
-	return res
 }
 
 // Ensure the official OpenAI Node SDK works against the server: plain

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -26,8 +25,8 @@ const maxStoredResponses = 4096
 // "choice" with its token ids and logprobs, which art.ChoiceFromResponse
 // (and the Recorder) turn into a trainable Choice.
 //
-// A streamed response's events are sent once generation has ended: the
-// answer is only known to be text or a tool call then.
+// A streamed response's events go out as tokens are sampled (see
+// responseFormat).
 func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	var req openai.ResponsesRequest
 	if e := s.decode(w, r, &req); e != nil {
@@ -39,17 +38,19 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, e)
 		return
 	}
+	if req.Stream {
+		s.stream(w, r, creq, "max_output_tokens", func(creq host.ChatRequest) streamFormat {
+			return &responseFormat{s: s, req: &req, conv: conv, top: creq.TopLogprobs > 0, ids: newResponseIDs(), model: creq.Model}
+		})
+		return
+	}
 	resp, ok := s.generate(w, r, creq, "max_output_tokens")
 	if !ok {
 		return
 	}
-	out := s.response(&req, resp, creq.TopLogprobs > 0)
+	out := s.response(&req, resp, creq.TopLogprobs > 0, newResponseIDs())
 	if req.Store == nil || *req.Store {
 		s.remember(out, conv)
-	}
-	if req.Stream {
-		writeResponseEvents(w, out)
-		return
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -61,25 +62,16 @@ func (s *Server) fail(w http.ResponseWriter, e *apiError) {
 }
 
 // generate answers creq without streaming, as the responses and legacy
-// completions endpoints do: it resolves the model to "name@step", bounds
-// the work by the request timeout, counts it in the metrics and, on
-// failure, writes the error (unless the client went away) and returns
-// false. maxTokensParam names the request's max-tokens field in errors.
+// completions endpoints do (see startGeneration); on failure it writes the error
+// (unless the client went away) and returns false. maxTokensParam names
+// the request's max-tokens field in errors.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, maxTokensParam string) (host.ChatResponse, bool) {
-	step, err := s.model.Resolve(creq.Model)
-	if err != nil {
-		s.fail(w, hostError(err, "model"))
+	ctx, end, e := s.startGeneration(r, &creq, false)
+	if e != nil {
+		s.fail(w, e)
 		return host.ChatResponse{}, false
 	}
-	creq.Model = s.modelID(step)
-	ctx, cancel := r.Context(), context.CancelFunc(func() {})
-	if s.cfg.RequestTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	}
-	defer cancel()
-	n := max(creq.N, 1)
-	s.metrics.start(n)
-	defer s.metrics.finish(n)
+	defer end()
 	resp, err := s.model.Chat(ctx, creq, nil)
 	if err != nil {
 		e := s.chatError(err, ctx, r.Context(), maxTokensParam)
@@ -89,9 +81,20 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.Chat
 		}
 		return host.ChatResponse{}, false
 	}
-	s.metrics.tokens(len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.countTokens(r.Context(), len(resp.PromptTokenIDs), resp.CompletionTokens)
 	s.metrics.request(http.StatusOK)
 	return resp, true
+}
+
+// stream answers creq as a stream of format's events (see chatStream).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, maxTokensParam string, format func(host.ChatRequest) streamFormat) {
+	ctx, end, e := s.startGeneration(r, &creq, true)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	defer end()
+	s.metrics.request(s.newStream(w, creq, maxTokensParam, format(creq)).run(ctx, r.Context()))
 }
 
 // responsesRequest turns a Responses request into the conversation it
@@ -199,16 +202,24 @@ func responsesToolChoice(raw json.RawMessage) (*openai.ToolChoice, *apiError) {
 	return &openai.ToolChoice{Mode: openai.ToolChoiceFunction, Function: o.Name}, nil
 }
 
-// response assembles the Responses API answer of a finished generation.
-func (s *Server) response(req *openai.ResponsesRequest, resp host.ChatResponse, top bool) openai.Response {
-	chat := completion(resp, "", 0, top)
-	c := chat.Choices[0]
-	hc := resp.Choices[0]
-	out := openai.Response{ID: "resp_" + randomHex(), Object: openai.ObjectResponse, CreatedAt: time.Now().Unix(),
-		Status: openai.ResponseCompleted, Model: resp.Model, Instructions: req.Instructions, Output: []openai.OutputItem{},
-		ParallelToolCalls: true, Temperature: req.Temperature, TopP: req.TopP, ToolChoice: req.ToolChoice, Tools: req.Tools,
-		Text: openai.ResponsesText{Format: &openai.ResponsesFormat{Type: "text"}}, Store: req.Store == nil || *req.Store,
-		Metadata: req.Metadata, Choice: &c, PromptTokenIDs: resp.PromptTokenIDs}
+// responseIDs are the ids a response and its message item are given
+// before generation, so that a stream's events name them.
+type responseIDs struct {
+	response, message string
+	created           int64
+}
+
+func newResponseIDs() responseIDs {
+	return responseIDs{response: "resp_" + randomHex(), message: "msg_" + randomHex(), created: time.Now().Unix()}
+}
+
+// responseShell returns the response to req as it begins: in progress,
+// without output.
+func responseShell(req *openai.ResponsesRequest, model string, ids responseIDs) openai.Response {
+	out := openai.Response{ID: ids.response, Object: openai.ObjectResponse, CreatedAt: ids.created, Status: openai.ResponseInProgress,
+		Model: model, Instructions: req.Instructions, Output: []openai.OutputItem{}, ParallelToolCalls: true,
+		Temperature: req.Temperature, TopP: req.TopP, ToolChoice: req.ToolChoice, Tools: req.Tools,
+		Text: openai.ResponsesText{Format: &openai.ResponsesFormat{Type: "text"}}, Store: req.Store == nil || *req.Store, Metadata: req.Metadata}
 	if out.ToolChoice == nil {
 		out.ToolChoice = json.RawMessage(`"auto"`)
 	}
@@ -224,6 +235,16 @@ func (s *Server) response(req *openai.ResponsesRequest, resp host.ChatResponse, 
 	if req.PreviousResponseID != "" {
 		out.PreviousResponseID = &req.PreviousResponseID
 	}
+	return out
+}
+
+// response assembles the Responses API answer of a finished generation.
+func (s *Server) response(req *openai.ResponsesRequest, resp host.ChatResponse, top bool, ids responseIDs) openai.Response {
+	chat := completion(resp, "", 0, top)
+	c := chat.Choices[0]
+	hc := resp.Choices[0]
+	out := responseShell(req, resp.Model, ids)
+	out.Status, out.Choice, out.PromptTokenIDs = openai.ResponseCompleted, &c, resp.PromptTokenIDs
 	if hc.FinishReason == openai.FinishLength {
 		out.Status = openai.ResponseIncomplete
 		out.IncompleteDetails = &openai.IncompleteDetails{Reason: "max_output_tokens"}
@@ -233,7 +254,7 @@ func (s *Server) response(req *openai.ResponsesRequest, resp host.ChatResponse, 
 		if top {
 			part.Logprobs = c.Logprobs.Content
 		}
-		out.Output = append(out.Output, openai.OutputItem{Type: "message", ID: "msg_" + randomHex(), Status: out.Status,
+		out.Output = append(out.Output, openai.OutputItem{Type: "message", ID: ids.message, Status: out.Status,
 			Role: "assistant", Content: []openai.OutputPart{part}})
 	}
 	for _, tc := range hc.ToolCalls {
@@ -275,53 +296,126 @@ func outputItemIDs(items []openai.OutputItem) (msgID string, callIDs []string) {
 	return msgID, callIDs
 }
 
-// writeResponseEvents writes a finished response as the Responses API's
-// stream of events: created, in_progress, each output item (added, its
-// text or arguments as one delta, done) and completed.
-func writeResponseEvents(w http.ResponseWriter, out openai.Response) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	var buf bytes.Buffer
-	seq := 0
-	emit := func(ev openai.ResponseEvent) {
-		ev.SequenceNumber = seq
-		seq++
-		b, _ := json.Marshal(ev)
-		buf.WriteString("event: " + ev.Type + "\ndata: ")
-		buf.Write(b)
-		buf.WriteString("\n\n")
+// responseFormat shapes a stream as the Responses API's typed events:
+// response.created and response.in_progress with the first token; the
+// message item (output_item.added, content_part.added) once its first
+// text is released, then an output_text.delta per release; when
+// generation ends, the rest of the text, output_text.done,
+// content_part.done and output_item.done; each function call as an item
+// whose arguments come in one function_call_arguments.delta (a call is
+// only known to be one, and parsed, at the end); and response.completed
+// (or response.incomplete) with the whole response, which is also the one
+// kept for previous_response_id. Deltas carry the logprobs of the tokens
+// sampled since the last one when top_logprobs asks for them.
+type responseFormat struct {
+	s     *Server
+	req   *openai.ResponsesRequest
+	conv  []art.Message
+	top   bool
+	ids   responseIDs
+	model string // the step that answers, "name@step"
+
+	seq     int                   // the next event's sequence number
+	begun   bool                  // response.created was sent
+	msgOpen bool                  // the message item was added
+	pending []openai.TokenLogprob // logprobs not sent in a delta yet
+}
+
+// intp returns a pointer to a copy of i, for the events' indexes.
+func intp(i int) *int { return &i }
+
+func (f *responseFormat) event(ev openai.ResponseEvent) any {
+	ev.SequenceNumber = f.seq
+	f.seq++
+	return ev
+}
+
+// begin returns the events that start the response, once.
+func (f *responseFormat) begin() []any {
+	if f.begun {
+		return nil
 	}
-	start := out
-	start.Status, start.Output, start.Usage, start.IncompleteDetails = openai.ResponseInProgress, []openai.OutputItem{}, nil, nil
-	emit(openai.ResponseEvent{Type: "response.created", Response: &start})
-	emit(openai.ResponseEvent{Type: "response.in_progress", Response: &start})
-	zero := 0
-	for i, it := range out.Output {
-		added := it
-		added.Status = openai.ResponseInProgress
+	f.begun = true
+	shell := responseShell(f.req, f.model, f.ids)
+	return []any{f.event(openai.ResponseEvent{Type: "response.created", Response: &shell}),
+		f.event(openai.ResponseEvent{Type: "response.in_progress", Response: &shell})}
+}
+
+// openMessage returns the events that add the message item, once.
+func (f *responseFormat) openMessage() []any {
+	if f.msgOpen {
+		return nil
+	}
+	f.msgOpen = true
+	item := openai.OutputItem{Type: "message", ID: f.ids.message, Status: openai.ResponseInProgress, Role: "assistant", Content: []openai.OutputPart{}}
+	part := openai.OutputPart{Type: "output_text", Annotations: []json.RawMessage{}, Logprobs: []openai.TokenLogprob{}}
+	return []any{f.event(openai.ResponseEvent{Type: "response.output_item.added", OutputIndex: intp(0), Item: &item}),
+		f.event(openai.ResponseEvent{Type: "response.content_part.added", ItemID: f.ids.message, OutputIndex: intp(0), ContentIndex: intp(0), Part: &part})}
+}
+
+func (f *responseFormat) delta(text string) any {
+	lps := f.pending
+	f.pending = nil
+	return f.event(openai.ResponseEvent{Type: "response.output_text.delta", ItemID: f.ids.message, OutputIndex: intp(0), ContentIndex: intp(0),
+		Delta: &text, Logprobs: lps})
+}
+
+func (f *responseFormat) token(ev host.StreamEvent, text string) []any {
+	out := f.begin()
+	if f.top {
+		f.pending = append(f.pending, logprob(ev.Token, true))
+	}
+	if text != "" {
+		out = append(out, f.openMessage()...)
+		out = append(out, f.delta(text))
+	}
+	return out
+}
+
+func (f *responseFormat) finish(resp host.ChatResponse, rest []string) []any {
+	out := f.s.response(f.req, resp, f.top, f.ids)
+	if f.req.Store == nil || *f.req.Store {
+		f.s.remember(out, f.conv)
+	}
+	events := f.begin()
+	for i := range out.Output {
+		it := &out.Output[i]
 		switch it.Type {
 		case "message":
-			added.Content = []openai.OutputPart{}
-			emit(openai.ResponseEvent{Type: "response.output_item.added", OutputIndex: &i, Item: &added})
-			part := it.Content[0]
-			empty := openai.OutputPart{Type: part.Type, Annotations: []json.RawMessage{}, Logprobs: []openai.TokenLogprob{}}
-			emit(openai.ResponseEvent{Type: "response.content_part.added", ItemID: it.ID, OutputIndex: &i, ContentIndex: &zero, Part: &empty})
-			emit(openai.ResponseEvent{Type: "response.output_text.delta", ItemID: it.ID, OutputIndex: &i, ContentIndex: &zero, Delta: &part.Text, Logprobs: part.Logprobs})
-			emit(openai.ResponseEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: &i, ContentIndex: &zero, Text: &part.Text, Logprobs: part.Logprobs})
-			emit(openai.ResponseEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: &i, ContentIndex: &zero, Part: &part})
+			events = append(events, f.openMessage()...)
+			if rest[0] != "" {
+				events = append(events, f.delta(rest[0]))
+			}
+			part := &it.Content[0]
+			events = append(events,
+				f.event(openai.ResponseEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: intp(i), ContentIndex: intp(0), Text: &part.Text, Logprobs: part.Logprobs}),
+				f.event(openai.ResponseEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: intp(i), ContentIndex: intp(0), Part: part}))
 		case "function_call":
-			added.Arguments = ""
-			emit(openai.ResponseEvent{Type: "response.output_item.added", OutputIndex: &i, Item: &added})
-			emit(openai.ResponseEvent{Type: "response.function_call_arguments.delta", ItemID: it.ID, OutputIndex: &i, Delta: &it.Arguments})
-			emit(openai.ResponseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: &i, Arguments: &it.Arguments})
+			added := *it
+			added.Status, added.Arguments = openai.ResponseInProgress, ""
+			events = append(events,
+				f.event(openai.ResponseEvent{Type: "response.output_item.added", OutputIndex: intp(i), Item: &added}),
+				f.event(openai.ResponseEvent{Type: "response.function_call_arguments.delta", ItemID: it.ID, OutputIndex: intp(i), Delta: &it.Arguments}),
+				f.event(openai.ResponseEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: intp(i), Arguments: &it.Arguments}))
 		}
-		emit(openai.ResponseEvent{Type: "response.output_item.done", OutputIndex: &i, Item: &out.Output[i]})
+		events = append(events, f.event(openai.ResponseEvent{Type: "response.output_item.done", OutputIndex: intp(i), Item: it}))
 	}
 	final := "response.completed"
 	if out.Status == openai.ResponseIncomplete {
 		final = "response.incomplete"
 	}
-	emit(openai.ResponseEvent{Type: final, Response: &out})
-	w.Write(buf.Bytes())
+	return append(events, f.event(openai.ResponseEvent{Type: final, Response: &out}))
 }
+
+func (f *responseFormat) fail(e *apiError) any {
+	ev := openai.ResponseEvent{Type: "error", Code: e.Code, Message: e.Msg}
+	if ev.Code == "" {
+		ev.Code = e.Type
+	}
+	if e.Param != "" {
+		ev.Param = &e.Param
+	}
+	return f.event(ev)
+}
+
+func (f *responseFormat) doneMarker() bool { return false }

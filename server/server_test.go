@@ -130,9 +130,9 @@ func TestChatStream_Content(t *testing.T) {
 			for _, s := range c.stop {
 				stopHold = max(stopHold, len(s)-1)
 			}
-			req := &openai.ChatCompletionRequest{}
-			st := &chatStream{w: rec, rc: http.NewResponseController(rec), req: req, creq: host.ChatRequest{Model: "agent@0", N: 1, Stop: c.stop},
-				id: "chatcmpl-t", stopHold: stopHold, tools: c.format, choices: make([]choiceStream, 1),
+			creq := host.ChatRequest{Model: "agent@0", N: 1, Stop: c.stop}
+			st := &chatStream{w: rec, rc: http.NewResponseController(rec), creq: creq, format: newChatFormat(&openai.ChatCompletionRequest{}, creq),
+				stopHold: stopHold, tools: c.format, choices: make([]choiceStream, 1),
 				wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
 			toks := tokens(c.tokens...)
 			for _, tok := range toks {
@@ -141,9 +141,11 @@ func TestChatStream_Content(t *testing.T) {
 				}
 			}
 			st.stopWriter()
-			last := st.finish(0, host.ChatChoice{Index: 0, Content: c.content, ToolCalls: c.calls, FinishReason: c.finish, Tokens: toks})
-			if err := st.send(last); err != nil {
-				t.Fatal(err)
+			ch := host.ChatChoice{Index: 0, Content: c.content, ToolCalls: c.calls, FinishReason: c.finish, Tokens: toks}
+			for _, ev := range st.format.finish(host.ChatResponse{Choices: []host.ChatChoice{ch}}, []string{st.rest(0, ch)}) {
+				if err := st.send(ev); err != nil {
+					t.Fatal(err)
+				}
 			}
 			st.done()
 

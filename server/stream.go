@@ -16,11 +16,16 @@ import (
 	"github.com/artgo/art/openai"
 )
 
-// chatStream writes a streamed chat completion as server-sent events.
+// chatStream writes a streamed generation as server-sent events, token by
+// token, for each of the APIs that stream: chat completions, the legacy
+// completions and the Responses API differ only in the shape of their
+// events (a streamFormat); what text may go out when, the writer and the
+// errors are this type's, for all three.
 //
-// Every sampled token gets a chunk carrying its logprob entry and token id
-// at once. Its text is released with a delay so that the concatenated
-// content equals the non-streamed content exactly:
+// Every sampled token gets an event at once (for chat and completions,
+// carrying its logprob entry and token id). Its text is released with a
+// delay so that the concatenated content equals the non-streamed content
+// exactly:
 //
 //   - the latest token of a choice is held back (it may be the stop token,
 //     whose text is not content);
@@ -30,16 +35,16 @@ import (
 //     call begins no more content is streamed;
 //   - an incomplete UTF-8 character is held back.
 //
-// When generation ends, each choice's last chunk carries the rest of its
-// final content, its tool calls and its finish reason.
+// When generation ends, the format's closing events carry the rest of
+// each choice's final content, its tool calls and its finish reason.
 type chatStream struct {
-	s       *Server
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	req     *openai.ChatCompletionRequest
-	creq    host.ChatRequest
-	id      string
-	created int64
+	s      *Server
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	creq   host.ChatRequest
+	format streamFormat
+	// maxTokensParam names the request's max-tokens field in errors.
+	maxTokensParam string
 
 	// firstToken, if set, is called at the first sampled token (and then
 	// cleared): it records the time to first token.
@@ -49,9 +54,9 @@ type chatStream struct {
 	tools    host.ToolFormat // ToolsNone unless tool calls are parsed
 	choices  []choiceStream
 
-	// Token chunks are queued by the generating goroutines and written by
+	// Token events are queued by the generating goroutines and written by
 	// a writer goroutine, so that generation never waits on the socket and
-	// chunks sampled meanwhile go out in one write.
+	// events sampled meanwhile go out in one write.
 	mu      sync.Mutex // guards queue, werr and started
 	queue   []byte     // encoded events not yet written
 	werr    error      // the writer's error; stops generation
@@ -61,17 +66,31 @@ type chatStream struct {
 	stopped chan struct{}
 }
 
+// streamFormat shapes a stream's events as one API does. Its methods are
+// called one at a time, in the order of the stream.
+type streamFormat interface {
+	// token returns the events of a sampled token of a choice; text is
+	// the content released with it ("" if none).
+	token(ev host.StreamEvent, text string) []any
+	// finish returns the closing events once generation has ended; rest
+	// holds each choice's content not sent yet.
+	finish(resp host.ChatResponse, rest []string) []any
+	// fail returns the event that reports e once the response has begun.
+	fail(e *apiError) any
+	// doneMarker says whether the stream ends with "data: [DONE]".
+	doneMarker() bool
+}
+
 // choiceStream is the state of one choice of a stream.
 type choiceStream struct {
 	text     []byte // the bytes of every token but the latest
 	latest   []byte // the bytes of the latest token
 	sent     int    // bytes of text already sent as content
-	roleSent bool
-	toolHold bool // a tool call may have begun: content waits for the end
+	toolHold bool   // a tool call may have begun: content waits for the end
 }
 
-func (s *Server) newChatStream(w http.ResponseWriter, req *openai.ChatCompletionRequest, creq host.ChatRequest, id string, created int64) *chatStream {
-	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), req: req, creq: creq, id: id, created: created,
+func (s *Server) newStream(w http.ResponseWriter, creq host.ChatRequest, maxTokensParam string, format streamFormat) *chatStream {
+	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), creq: creq, format: format, maxTokensParam: maxTokensParam,
 		choices: make([]choiceStream, max(creq.N, 1)), wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
 	start := time.Now()
 	st.firstToken = func() { s.metrics.firstToken(time.Since(start)) }
@@ -94,7 +113,7 @@ func (st *chatStream) run(ctx, clientCtx context.Context) int {
 			st.s.log.Info("server: stream client went away; generation cancelled", "err", err)
 			return statusClientClosed
 		}
-		e := st.s.chatError(err, ctx, clientCtx, param(st.req))
+		e := st.s.chatError(err, ctx, clientCtx, st.maxTokensParam)
 		if clientCtx.Err() != nil {
 			return e.Status
 		}
@@ -103,33 +122,22 @@ func (st *chatStream) run(ctx, clientCtx context.Context) int {
 			return e.Status
 		}
 		// Headers are gone: report in band, as OpenAI and vLLM do.
-		st.send(errorBody(e))
+		st.send(st.format.fail(e))
 		st.done()
 		return e.Status
 	}
 	st.s.countTokens(ctx, len(resp.PromptTokenIDs), resp.CompletionTokens)
-	chunks := make([]openai.ChatCompletionChunk, 0, len(resp.Choices)+1)
+	rest := make([]string, len(resp.Choices))
 	for i, ch := range resp.Choices {
-		chunks = append(chunks, st.finish(i, ch))
+		rest[i] = st.rest(i, ch)
 	}
-	if st.req.IncludeUsage() {
-		c := st.chunk()
-		c.Choices = []openai.ChunkChoice{}
-		c.Usage = usage(resp)
-		chunks = append(chunks, c)
-	}
-	chunks[len(chunks)-1].PromptTokenIDs = resp.PromptTokenIDs
-	for _, c := range chunks {
-		if st.send(c) != nil {
+	for _, ev := range st.format.finish(resp, rest) {
+		if st.send(ev) != nil {
 			return statusClientClosed
 		}
 	}
 	st.done()
 	return http.StatusOK
-}
-
-func (st *chatStream) chunk() openai.ChatCompletionChunk {
-	return openai.ChatCompletionChunk{ID: st.id, Object: openai.ObjectChatCompletionChunk, Created: st.created, Model: st.creq.Model}
 }
 
 // onToken streams one sampled token. The service calls it from one
@@ -142,17 +150,18 @@ func (st *chatStream) onToken(ev host.StreamEvent) error {
 	cs := &st.choices[ev.Choice]
 	cs.text = append(cs.text, cs.latest...)
 	cs.latest = append(cs.latest[:0], ev.Token.Bytes...)
-	cc := openai.ChunkChoice{Index: ev.Choice, TokenIDs: []int{ev.Token.ID},
-		Logprobs: &openai.Logprobs{Content: []openai.TokenLogprob{logprob(ev.Token, st.creq.TopLogprobs > 0)}}}
-	if text := st.release(cs); text != "" || !cs.roleSent {
-		cc.Delta.Content = &text
+	return st.enqueue(st.format.token(ev, st.release(cs))...)
+}
+
+// rest returns the final content of choice i that was not streamed yet.
+func (st *chatStream) rest(i int, ch host.ChatChoice) string {
+	sent := string(st.choices[i].text[:st.choices[i].sent])
+	rest, ok := strings.CutPrefix(ch.Content, sent)
+	if !ok {
+		// Only leading whitespace trimmed around a tool call can differ.
+		rest, _ = strings.CutPrefix(ch.Content, strings.TrimLeft(sent, " \t\r\n"))
 	}
-	if !cs.roleSent {
-		cc.Delta.Role, cs.roleSent = "assistant", true
-	}
-	c := st.chunk()
-	c.Choices = []openai.ChunkChoice{cc}
-	return st.enqueue(c)
+	return rest
 }
 
 const hermesOpen = "<tool_call>"
@@ -222,35 +231,18 @@ func completeUTF8(text []byte, end int) int {
 	return end
 }
 
-// finish returns the last chunk of choice i: the rest of its content, its
-// tool calls and its finish reason.
-func (st *chatStream) finish(i int, ch host.ChatChoice) openai.ChatCompletionChunk {
-	cs := &st.choices[i]
-	cc := openai.ChunkChoice{Index: i, FinishReason: &ch.FinishReason}
-	if !cs.roleSent {
-		cc.Delta.Role = "assistant"
-	}
-	sent := string(cs.text[:cs.sent])
-	rest, ok := strings.CutPrefix(ch.Content, sent)
-	if !ok {
-		// Only leading whitespace trimmed around a tool call can differ.
-		rest, _ = strings.CutPrefix(ch.Content, strings.TrimLeft(sent, " \t\r\n"))
-	}
-	if rest != "" {
-		cc.Delta.Content = &rest
-	}
-	cc.Delta.ToolCalls = toolCalls(ch.ToolCalls, true)
-	c := st.chunk()
-	c.Choices = []openai.ChunkChoice{cc}
-	return c
-}
-
-// enqueue queues one event for the writer goroutine, starting it with the
+// enqueue queues events for the writer goroutine, starting it with the
 // first event. It returns the writer's error once the client is gone.
-func (st *chatStream) enqueue(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("server: encode chunk: %w", err)
+func (st *chatStream) enqueue(events ...any) error {
+	if len(events) == 0 {
+		return nil
+	}
+	var buf []byte
+	for _, ev := range events {
+		var err error
+		if buf, err = appendEvent(buf, ev); err != nil {
+			return err
+		}
 	}
 	st.mu.Lock()
 	if st.werr != nil {
@@ -259,7 +251,7 @@ func (st *chatStream) enqueue(v any) error {
 		return err
 	}
 	wake := len(st.queue) == 0 // else the writer has a wake-up pending
-	st.queue = appendEvent(st.queue, b)
+	st.queue = append(st.queue, buf...)
 	if !st.started {
 		st.started = true
 		go st.writer()
@@ -274,10 +266,20 @@ func (st *chatStream) enqueue(v any) error {
 	return nil
 }
 
-func appendEvent(dst, data []byte) []byte {
+// appendEvent appends ev as a server-sent event: its JSON as the data,
+// after an "event:" line naming a Responses API event's type, as OpenAI
+// sends them.
+func appendEvent(dst []byte, ev any) ([]byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return dst, fmt.Errorf("server: encode event: %w", err)
+	}
+	if re, ok := ev.(openai.ResponseEvent); ok {
+		dst = append(dst, "event: "+re.Type+"\n"...)
+	}
 	dst = append(dst, "data: "...)
-	dst = append(dst, data...)
-	return append(dst, "\n\n"...)
+	dst = append(dst, b...)
+	return append(dst, "\n\n"...), nil
 }
 
 // writer writes queued events until stopWriter, starting the response.
@@ -342,16 +344,16 @@ func (st *chatStream) write(b []byte) error {
 
 // send writes one event at once, starting the response if needed. Only
 // the handler's goroutine calls it, after stopWriter.
-func (st *chatStream) send(v any) error {
-	b, err := json.Marshal(v)
+func (st *chatStream) send(ev any) error {
+	b, err := appendEvent(nil, ev)
 	if err != nil {
-		b, _ = json.Marshal(errorBody(internalError(err)))
+		b, _ = appendEvent(nil, st.format.fail(internalError(err)))
 	}
 	if !st.started {
 		st.started = true
 		st.writeHeader()
 	}
-	return st.write(appendEvent(nil, b))
+	return st.write(b)
 }
 
 // errClientGone marks a failed write to the client.
@@ -362,9 +364,70 @@ var errClientGone = errors.New("server: client connection lost")
 const statusClientClosed = 499
 
 func (st *chatStream) done() {
-	if !st.started {
+	if !st.started || !st.format.doneMarker() {
 		return
 	}
 	st.w.Write([]byte("data: [DONE]\n\n"))
 	st.rc.Flush()
 }
+
+// chatFormat shapes a stream as chat completion chunks: one per token
+// (its logprob entry and token id, the content released with it), then
+// each choice's last chunk (the rest of its content, its tool calls and
+// finish reason), the usage chunk if asked, and [DONE].
+type chatFormat struct {
+	req      *openai.ChatCompletionRequest
+	id       string
+	created  int64
+	model    string
+	top      bool
+	roleSent []bool
+}
+
+func newChatFormat(req *openai.ChatCompletionRequest, creq host.ChatRequest) *chatFormat {
+	return &chatFormat{req: req, id: completionID(), created: time.Now().Unix(), model: creq.Model, top: creq.TopLogprobs > 0,
+		roleSent: make([]bool, max(creq.N, 1))}
+}
+
+func (f *chatFormat) chunk(cc openai.ChunkChoice) openai.ChatCompletionChunk {
+	c := openai.ChatCompletionChunk{ID: f.id, Object: openai.ObjectChatCompletionChunk, Created: f.created, Model: f.model}
+	if !f.roleSent[cc.Index] {
+		cc.Delta.Role, f.roleSent[cc.Index] = "assistant", true
+	}
+	c.Choices = []openai.ChunkChoice{cc}
+	return c
+}
+
+func (f *chatFormat) token(ev host.StreamEvent, text string) []any {
+	cc := openai.ChunkChoice{Index: ev.Choice, TokenIDs: []int{ev.Token.ID},
+		Logprobs: &openai.Logprobs{Content: []openai.TokenLogprob{logprob(ev.Token, f.top)}}}
+	if text != "" || !f.roleSent[ev.Choice] {
+		cc.Delta.Content = &text
+	}
+	return []any{f.chunk(cc)}
+}
+
+func (f *chatFormat) finish(resp host.ChatResponse, rest []string) []any {
+	chunks := make([]openai.ChatCompletionChunk, 0, len(resp.Choices)+1)
+	for i, ch := range resp.Choices {
+		cc := openai.ChunkChoice{Index: i, FinishReason: &ch.FinishReason, Delta: openai.Delta{ToolCalls: toolCalls(ch.ToolCalls, true)}}
+		if rest[i] != "" {
+			cc.Delta.Content = &rest[i]
+		}
+		chunks = append(chunks, f.chunk(cc))
+	}
+	if f.req.IncludeUsage() {
+		c := openai.ChatCompletionChunk{ID: f.id, Object: openai.ObjectChatCompletionChunk, Created: f.created, Model: f.model,
+			Choices: []openai.ChunkChoice{}, Usage: usage(resp)}
+		chunks = append(chunks, c)
+	}
+	chunks[len(chunks)-1].PromptTokenIDs = resp.PromptTokenIDs
+	out := make([]any, len(chunks))
+	for i, c := range chunks {
+		out[i] = c
+	}
+	return out
+}
+
+func (f *chatFormat) fail(e *apiError) any { return errorBody(e) }
+func (f *chatFormat) doneMarker() bool     { return true }

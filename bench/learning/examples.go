@@ -136,6 +136,27 @@ var exampleBenches = map[string]exampleBench{
 				100*r.AfterMetrics["correct"], r.BeforeMetrics["tool_calls"], r.AfterMetrics["tool_calls"])
 		},
 	},
+	"mcp": {
+		name:            "mcp",
+		compactTemplate: true,
+		// The agent stores "Remember that Ada is a chemist who likes tea."
+		// in the real MCP memory server (npm, scripts/install-mcp-servers.sh)
+		// with create_entities, then calls complete_task; the reward is
+		// read from the graph the server saved. The base is built by
+		// full-parameter SFT on teacher transcripts (the real server's
+		// answers), a third of which err (the fact left out, or nothing
+		// stored), stopped early so that GRPO has room to improve it.
+		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 3000, holdOut: 100, epochs: 10, maxSteps: 300, batch: 16, lr: 3e-3,
+			stopLoss: 0.1, evalEvery: 50},
+		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
+			"--max-turns", "3", "--max-tokens", "200",
+			"--steps", "100", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
+			"--eval", "100", "--concurrency", "16"},
+		notes: func(r experiment.Report) string {
+			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%", 100*r.BeforeMetrics["stored"],
+				100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["completed"], 100*r.AfterMetrics["completed"])
+		},
+	},
 	"emailsearch": {
 		name:            "emailsearch",
 		compactTemplate: true,

@@ -3,7 +3,7 @@
 // held-out reward before and after training, with the wall time of each
 // phase, for BENCHMARKS.md.
 //
-//	go run ./bench/learning [-seeds 1,2,3] [-steps N] [-examples tictactoe,2048,calculator,emailsearch]
+//	go run ./bench/learning [-seeds 1,2,3] [-steps N] [-examples tictactoe,2048,calculator,emailsearch,mcp]
 //
 // tictactoe runs `art demo` end to end (the base model built by SFT, then
 // GRPO through the SDK). The other examples are built once with `go build`
@@ -41,7 +41,7 @@ func main() {
 	seeds := flag.String("seeds", "1,2,3", "comma-separated seeds, one full demo run each")
 	steps := flag.Int("steps", 0, "GRPO steps (0: the demo's default)")
 	verbose := flag.Bool("v", false, "print each run's progress")
-	examples := flag.String("examples", "tictactoe", "comma-separated examples to run: tictactoe (the demo), 2048, calculator, emailsearch")
+	examples := flag.String("examples", "tictactoe", "comma-separated examples to run: tictactoe (the demo), 2048, calculator, emailsearch, mcp")
 	keep := flag.Bool("keep", false, "keep each example run's directory (base model, teacher transcripts, checkpoints) and print its path")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -64,7 +64,7 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 	for _, n := range strings.Split(exampleList, ",") {
 		n = strings.TrimSpace(n)
 		if _, ok := exampleBenches[n]; !ok && n != "tictactoe" {
-			return fmt.Errorf("-examples: unknown example %q (want tictactoe, 2048, calculator or emailsearch)", n)
+			return fmt.Errorf("-examples: unknown example %q (want tictactoe, 2048, calculator, emailsearch or mcp)", n)
 		}
 		names = append(names, n)
 	}

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/experiment"
 )
 
 // ProductProblems returns n distinct problems "Compute A * B." with A and
@@ -100,15 +98,8 @@ func writeTeacher(cfg config, stdout io.Writer) error {
 	trainSet, _ := splitProblems(cfg)
 	opt := RolloutOptions{System: cfg.system}
 	trajs := TeacherTranscripts(trainSet, cfg.teacher, cfg.sftNoise, cfg.Seed, opt.system(), CalculatorTool(cfg.compactTool))
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for i := range trajs {
-		if err := enc.Encode(&trajs[i]); err != nil {
-			return fmt.Errorf("teacher transcript %d: %w", i, err)
-		}
-	}
-	if err := os.WriteFile(cfg.writeTeacher, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write teacher transcripts: %w", err)
+	if err := experiment.WriteTranscripts(cfg.writeTeacher, trajs); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "wrote %d teacher transcripts to %s\n", len(trajs), cfg.writeTeacher)
 	return nil

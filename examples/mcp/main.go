@@ -1,11 +1,11 @@
 // Command mcp trains an agent on a real MCP server's tools, end to end, as
 // OpenPipe ART's MCP•RL: the knowledge-graph server
 // @modelcontextprotocol/server-memory from npm (installed by
-// scripts/install-mcp-servers.sh), started once per rollout with a fresh
-// graph file, so each episode starts empty and its reward is read from the
-// server's resulting state: 0.5 when the graph holds the person the task
-// names, 0.4 more when the person carries the fact, 0.1 more when the agent
-// called complete_task.
+// scripts/install-mcp-servers.sh), one server per concurrent rollout, its
+// graph file emptied before each, so each episode starts empty and its
+// reward is read from the server's resulting state: 0.5 when the graph
+// holds the person the task names, 0.4 more when the person carries the
+// fact, 0.1 more when the agent called complete_task.
 //
 //	go run ./examples/mcp --base-model DIR [--steps 20] [--eval 20]
 //
@@ -17,26 +17,29 @@
 // they are generated from the server's tools by mcprl.Generate instead,
 // and rewarded by the --judge (RULER) rather than by the graph. --eval N
 // runs N held-out tasks before and after training and prints the mean
-// reward with its paired standard error. Checkpoints and logs go to
-// <path>/<project>/models/<name>/.
+// reward with its paired standard error (--report writes the run's
+// summary). Checkpoints and logs go to <path>/<project>/models/<name>/.
+//
+// A tiny base that can use the tools is built from teacher transcripts:
+// --write-teacher FILE --teacher N writes N episodes (the real server's
+// answers; with --sft-noise P a fraction P of them err) for `art pretrain`,
+// as bench/learning does (-examples mcp).
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
 
@@ -55,6 +58,9 @@ type config struct {
 	generator, judge     string
 	generatorURL, keyEnv string
 	tools                string
+	writeTeacher         string
+	teacher              int
+	sftNoise             float64
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -71,10 +77,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.generatorURL, "generator-base-url", "", "the generator's and judge's OpenAI-compatible base URL")
 	fs.StringVar(&c.keyEnv, "api-key-env", "", "the environment variable holding the generator's and judge's API key (default: the provider's)")
 	fs.StringVar(&c.judge, "judge", "", "the RULER judge for generated tasks (default: the generator)")
+	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher teacher transcripts to this JSONL file (for art pretrain) and exit")
+	fs.IntVar(&c.teacher, "teacher", 2000, "transcripts --write-teacher writes")
+	fs.Float64Var(&c.sftNoise, "sft-noise", 0, "fraction of teacher transcripts that err: half leave the fact out, half store nothing")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	return c, c.Check(true)
+	switch {
+	case c.writeTeacher != "" && c.teacher < 1:
+		return c, errors.New("--teacher must be at least 1")
+	case !(c.sftNoise >= 0 && c.sftNoise <= 1):
+		return c, errors.New("--sft-noise must be in [0, 1]")
+	}
+	return c, c.Check(c.writeTeacher == "")
 }
 
 func main() {
@@ -87,15 +102,20 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := train(ctx, cfg, os.Stdout); err != nil {
+	if cfg.writeTeacher != "" {
+		err = writeTeacher(ctx, cfg, os.Stdout)
+	} else {
+		err = train(ctx, cfg, os.Stdout)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }
 
 // task is one training task and what the graph must hold after it.
 type task struct {
-	Text         string
-	Person, Fact string // empty for generated tasks (judged by RULER)
+	Text              string
+	Person, Job, Fact string // empty for generated tasks (judged by RULER)
 }
 
 var (
@@ -110,72 +130,70 @@ func makeTasks(n int, seed uint64) []task {
 	out := make([]task, n)
 	for i := range out {
 		p, j, f := people[r.IntN(len(people))], jobs[r.IntN(len(jobs))], facts[r.IntN(len(facts))]
-		out[i] = task{Text: fmt.Sprintf("Remember that %s is a %s who %s.", p, j, f), Person: p, Fact: f}
+		out[i] = task{Text: fmt.Sprintf("Remember that %s is a %s who %s.", p, j, f), Person: p, Job: j, Fact: f}
 	}
 	return out
 }
 
-// grade rewards a task by the graph file the server left.
-func grade(file string, t task, completed bool) float64 {
-	var reward float64
-	if completed {
-		reward += 0.1
-	}
-	f, err := os.Open(file)
-	if err != nil {
-		return reward // nothing was stored
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	best := 0.0
-	for sc.Scan() {
-		var e struct {
-			Type, Name   string
-			Observations []string
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Type != "entity" || !strings.EqualFold(strings.TrimSpace(e.Name), t.Person) {
-			continue
-		}
-		score := 0.5
-		for _, o := range e.Observations {
-			if strings.Contains(strings.ToLower(o), t.Fact) {
-				score = 0.9
-			}
-		}
-		best = max(best, score)
-	}
-	return reward + best
-}
-
-func train(ctx context.Context, cfg config, out io.Writer) error {
+// setup finds the installed memory server and lists the tools offered.
+func setup(ctx context.Context, cfg config, dir string) (*memoryPool, []mcprl.Tool, error) {
 	script := filepath.Join(cfg.serverDir, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
 	if _, err := os.Stat(script); err != nil {
-		return fmt.Errorf("the memory server is not installed: run scripts/install-mcp-servers.sh (%w)", err)
+		return nil, nil, fmt.Errorf("the memory server is not installed: run scripts/install-mcp-servers.sh (%w)", err)
 	}
-	opts := mcprl.Options{CallTimeout: cfg.CallTimeout}
-	start := func(ctx context.Context, file string) (*mcprl.Server, error) {
-		o := opts
-		o.Env = []string{"MEMORY_FILE_PATH=" + file}
-		return mcprl.Start(ctx, o, "node", script)
+	pool := &memoryPool{script: script, dir: dir, opts: mcprl.Options{CallTimeout: cfg.CallTimeout}}
+	srv, err := pool.get(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
+	tools, err := srv.Tools(ctx)
+	pool.put(srv, err == nil)
+	if err != nil {
+		pool.close()
+		return nil, nil, err
+	}
+	if tools, err = selectTools(tools, cfg.tools); err != nil {
+		pool.close()
+		return nil, nil, err
+	}
+	return pool, tools, nil
+}
+
+// writeTeacher writes cfg.teacher teacher transcripts of training tasks as
+// JSONL, one art.Trajectory per line, for `art pretrain`.
+func writeTeacher(ctx context.Context, cfg config, out io.Writer) error {
 	tmp, err := os.MkdirTemp("", "art-mcp-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	probe, err := start(ctx, filepath.Join(tmp, "probe.jsonl"))
+	pool, tools, err := setup(ctx, cfg, tmp)
 	if err != nil {
 		return err
 	}
-	tools, err := probe.Tools(ctx)
-	probe.Close()
+	defer pool.close()
+	trajs, err := teacherTranscripts(ctx, pool, tools, makeTasks(cfg.teacher, cfg.Seed), cfg.sftNoise, cfg.Seed, cfg.system)
 	if err != nil {
 		return err
 	}
-	if tools, err = selectTools(tools, cfg.tools); err != nil {
+	if err := experiment.WriteTranscripts(cfg.writeTeacher, trajs); err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "wrote %d teacher transcripts to %s\n", len(trajs), cfg.writeTeacher)
+	return nil
+}
+
+func train(ctx context.Context, cfg config, out io.Writer) error {
+	tmp, err := os.MkdirTemp("", "art-mcp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	pool, tools, err := setup(ctx, cfg, tmp)
+	if err != nil {
+		return err
+	}
+	defer pool.close()
 
 	b := local.New(local.Options{Path: cfg.Path, Quiet: cfg.Quiet, Seed: cfg.Seed})
 	defer b.Close()
@@ -188,6 +206,8 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
+	// The held-out tasks come from another seed than the teacher's and
+	// the training tasks (the teacher's are the first of the same seed).
 	train, held := makeTasks(cfg.Groups*cfg.Steps, cfg.Seed), makeTasks(cfg.Eval, cfg.Seed+1000)
 	var judge ruler.Judge
 	if cfg.generator != "" {
@@ -214,50 +234,50 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		train, held = tasksOf(first), tasksOf(rest)
 	}
 
-	var seq atomic.Int64 // names each rollout's graph file
 	rollout := func(step int, seed *int64) func(context.Context, task) (art.Trajectory, error) {
 		return func(ctx context.Context, t task) (art.Trajectory, error) {
-			file := filepath.Join(tmp, fmt.Sprintf("graph-%d.jsonl", seq.Add(1)))
-			srv, err := start(ctx, file)
+			srv, err := pool.get(ctx)
 			if err != nil {
 				return art.Trajectory{}, err
 			}
-			defer srv.Close()
 			params := openai.ChatCompletionNewParams{MaxTokens: openai.Int(int64(cfg.maxTokens))}
 			if seed != nil {
 				params.Seed = openai.Int(*seed)
 			}
 			agent := mcprl.Agent{Client: client, Model: model.InferenceName(step), SystemPrompt: cfg.system, MaxTurns: cfg.maxTurns, Params: params}
-			traj, err := agent.Run(ctx, srv, tools, t.Text)
-			if err != nil {
-				return traj, err
+			traj, err := agent.Run(ctx, srv.Server, tools, t.Text)
+			if err == nil && t.Person != "" {
+				// Each call returned after the server saved the graph.
+				var stored bool
+				traj.Reward, stored = grade(srv.file, t, traj.Metrics["completed"] == 1)
+				traj.SetMetric("stored", b2f(stored))
 			}
-			srv.Close() // the graph file is complete once the server stopped
-			if t.Person != "" {
-				traj.Reward = grade(file, t, traj.Metrics["completed"] == 1)
-			}
-			return traj, nil
+			pool.put(srv, err == nil)
+			return traj, err
 		}
 	}
 	gopts := cfg.GatherOptions("")
 	if cfg.generator != "" {
 		gopts.AfterEach = ruler.AfterEach(judge, ruler.Options{})
 	}
-	evaluate := func(step int) ([]art.TrajectoryGroup, error) {
-		if len(held) == 0 {
-			return nil, nil
+	var heldOut experiment.HeldOut
+	if len(held) > 0 {
+		heldOut = func(ctx context.Context, step int) ([]art.TrajectoryGroup, error) {
+			seed := int64(cfg.Seed)
+			o := gopts
+			o.Description = fmt.Sprintf("eval @%d", step)
+			return art.GatherGroups(ctx, held, 1, rollout(step, &seed), o)
 		}
-		seed := int64(cfg.Seed)
-		o := gopts
-		o.Description = fmt.Sprintf("eval @%d", step)
-		return art.GatherGroups(ctx, held, 1, rollout(step, &seed), o)
 	}
+	run := experiment.NewRun("mcp", cfg.Flags, model, heldOut, out)
+	run.Unit, run.Metrics = "task", []string{"stored", "completed", "tool_calls", "tool_errors"}
+	maps.Copy(run.Report.Config, map[string]any{"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
+		"tools": cfg.tools, "generator": cfg.generator, "judge": cfg.judge})
 	first, err := model.Step(ctx)
 	if err != nil {
 		return err
 	}
-	before, err := evaluate(first)
-	if err != nil {
+	if err := run.Begin(ctx, first); err != nil {
 		return err
 	}
 	for step := first; step < cfg.Steps; step++ {
@@ -272,23 +292,18 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		mean, _, _ := experiment.Summarize(groups)
-		fmt.Fprintf(out, "step %d: train reward %.3f, loss %.4f\n", res.Step, mean, res.Metrics["loss/train"])
-	}
-	last, err := model.Step(ctx)
-	if err != nil {
-		return err
-	}
-	if len(before) > 0 {
-		after, err := evaluate(last)
-		if err != nil {
+		if err := run.Step(ctx, groups, res); err != nil {
 			return err
 		}
-		mb, _, _ := experiment.Summarize(before)
-		ma, _, _ := experiment.Summarize(after)
-		fmt.Fprintf(out, "held-out reward: step %d %.3f → step %d %.3f (paired SE %.3f, %d tasks)\n", first, mb, last, ma, experiment.PairedStderr(before, after), len(held))
 	}
-	return nil
+	return run.Finish(ctx)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func tasksOf(s mcprl.Scenarios) []task {

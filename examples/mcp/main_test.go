@@ -33,7 +33,7 @@ func TestTrain_Smoke(t *testing.T) {
 		t.Fatalf("train: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
-	if !strings.Contains(out.String(), "step 1: train reward") || !strings.Contains(out.String(), "held-out reward: step 0") {
+	if !strings.Contains(out.String(), "step 1: reward") || !strings.Contains(out.String(), "held-out reward") {
 		t.Errorf("output:\n%s", out.String())
 	}
 	if _, err := os.Stat(filepath.Join(root, "examples", "models", "mcp-example", "checkpoints", "0001")); err != nil {
@@ -44,15 +44,47 @@ func TestTrain_Smoke(t *testing.T) {
 func TestGrade(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "g.jsonl")
 	tk := task{Person: "Ada", Fact: "likes tea"}
-	if r := grade(file, tk, false); r != 0 {
-		t.Errorf("no file: %v", r)
+	if r, stored := grade(file, tk, false); r != 0 || stored != false {
+		t.Errorf("no file: %v %v", r, stored)
 	}
 	os.WriteFile(file, []byte(`{"type":"entity","name":"Ada","entityType":"person","observations":["Likes tea a lot"]}`+"\n"), 0o644)
-	if r := grade(file, tk, true); r != 1 {
-		t.Errorf("stored with the fact, completed: %v", r)
+	if r, stored := grade(file, tk, true); r != 1 || stored != true {
+		t.Errorf("stored with the fact, completed: %v %v", r, stored)
 	}
 	os.WriteFile(file, []byte(`{"type":"entity","name":"ada","entityType":"person","observations":[]}`+"\n"), 0o644)
-	if r := grade(file, tk, false); r != 0.5 {
-		t.Errorf("stored without the fact: %v", r)
+	if r, stored := grade(file, tk, false); r != 0.5 || stored != false {
+		t.Errorf("stored without the fact: %v %v", r, stored)
+	}
+}
+
+// Ensure --write-teacher writes transcripts the way the agent records
+// episodes, with the real server's answers, and that a transcript without
+// noise stores exactly what grade rewards in full.
+func TestWriteTeacher(t *testing.T) {
+	servers := testassets.Dir(t, testassets.MCPServers)
+	file := filepath.Join(t.TempDir(), "teacher.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := parseFlags([]string{"--write-teacher", file, "--teacher", "4", "--server-dir", servers, "--tools", "create_entities",
+		"--system", "Store the fact."}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTeacher(ctx, cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d transcripts, want 4", len(lines))
+	}
+	tk := makeTasks(1, cfg.Seed)[0]
+	for _, want := range []string{tk.Text, `create_entities`, `complete_task`, `\"name\": \"` + tk.Person + `\"`, `Task marked complete.`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("first transcript lacks %s:\n%s", want, lines[0])
+		}
 	}
 }

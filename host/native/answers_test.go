@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -19,8 +20,16 @@ import (
 // would not produce from its text.
 func openTinyQwen3(t *testing.T) *Host {
 	t.Helper()
+	return openTinyWithQwen3Tokenizer(t, "qwen2")
+}
+
+// openTinyWithQwen3Tokenizer serves a tiny random model of arch with the
+// real Qwen3 tokenizer; arch qwen3 keeps the tokenizer's own (thinking)
+// chat template, qwen2 gets Qwen2.5's.
+func openTinyWithQwen3Tokenizer(t *testing.T, arch string) *Host {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")
-	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: testassets.Dir(t, testassets.Qwen3Tokenizer), DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: arch, Shape: "tiny", Tokenizer: testassets.Dir(t, testassets.Qwen3Tokenizer), DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(context.Background(), Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), Seed: 1})
@@ -86,10 +95,11 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq, ok, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
-		if err != nil || !ok {
-			t.Fatalf("trainer tokenize: ok %v, %v", ok, err)
+		seqs, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("trainer tokenize: %d sequences, %v; want 1", len(seqs), err)
 		}
+		seq := seqs[0]
 		prompt := resp.PromptTokenIDs
 		if len(prompt) >= len(seq.Tokens) || !slices.Equal(seq.Tokens[:len(prompt)], prompt) {
 			t.Fatalf("conversation %d: turn 2's prompt is not the trainer's prefix:\nprompt  %v\ntrainer %v", i, prompt, seq.Tokens)
@@ -114,6 +124,61 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 	}
 	d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]
 	if !ok || d != 0 {
+		t.Fatalf("loss/rollout_logprob_abs_diff = %v (reported %v); want exactly 0", d, ok)
+	}
+}
+
+// Ensure Qwen3 with its own chat template trains on policy (issue #22):
+// the template renders the last assistant turn with an empty <think>
+// block that the turn's prompt did not have, yet each turn of a two-turn
+// conversation through Chat is trained right after the exact prompt the
+// server sampled it from, and a training step on such rollouts reads
+// loss/rollout_logprob_abs_diff = 0 exactly.
+func TestChat_Qwen3TemplateTrainsOnPolicy(t *testing.T) {
+	s := openTinyWithQwen3Tokenizer(t, "qwen3")
+	if !strings.Contains(s.prompts.Template.Source(), "<think>") {
+		t.Fatal("the model does not use Qwen3's thinking template; the test would test nothing")
+	}
+	ctx := context.Background()
+	first, second := art.UserMsg("Say something."), art.UserMsg("And then?")
+	var group art.TrajectoryGroup
+	for i := range 2 {
+		seed := int64(i)
+		one, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first), MaxTokens: 6, Seed: &seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := one.Choices[0]
+		two, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first, art.AssistantMsg(a.Content), second), MaxTokens: 6, Seed: &seed}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := art.Trajectory{Reward: float64(i)}
+		tr.AddMessage(first)
+		tr.AddChoice(withModel(a, "agent@0"))
+		tr.AddMessage(second)
+		tr.AddChoice(withModel(two.Choices[0], "agent@0"))
+		group.Trajectories = append(group.Trajectories, tr)
+
+		tgroups, err := convertGroups([]art.TrajectoryGroup{{Trajectories: []art.Trajectory{tr}}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("trainer tokenize: %d sequences, %v; want 1", len(seqs), err)
+		}
+		for turn, prompt := range [][]int{one.PromptTokenIDs, two.PromptTokenIDs} {
+			if n := len(prompt); n >= len(seqs[0].Tokens) || !slices.Equal(seqs[0].Tokens[:n], prompt) || !seqs[0].Sampled[n] {
+				t.Fatalf("conversation %d turn %d: the trainer does not train the answer right after its prompt:\nprompt  %v\ntrainer %v", i, turn+1, prompt, seqs[0].Tokens)
+			}
+		}
+	}
+	res, err := s.Train(ctx, []art.TrajectoryGroup{group}, art.TrainConfig{LearningRate: 1e-3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; !ok || d != 0 {
 		t.Fatalf("loss/rollout_logprob_abs_diff = %v (reported %v); want exactly 0", d, ok)
 	}
 }

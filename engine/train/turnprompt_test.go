@@ -2,6 +2,8 @@ package train
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -10,9 +12,9 @@ import (
 	"github.com/artgo/art/internal/testassets"
 )
 
-// ownTemplateTokenizer loads a real tokenizer with the chat template its
-// tokenizer_config.json ships.
-func ownTemplateTokenizer(t *testing.T, asset string) *Tokenizer {
+// realTokenizer loads a real tokenizer with the chat template src, or the
+// one its tokenizer_config.json ships when src is "".
+func realTokenizer(t *testing.T, asset, src string) *Tokenizer {
 	t.Helper()
 	dir := testassets.Dir(t, asset)
 	tok, err := tokenizer.LoadDir(dir)
@@ -23,9 +25,10 @@ func ownTemplateTokenizer(t *testing.T, asset string) *Tokenizer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := cfg.TemplateSource(false)
-	if err != nil {
-		t.Fatal(err)
+	if src == "" {
+		if src, err = cfg.TemplateSource(false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tmpl, err := chat.NewTemplate(src)
 	if err != nil {
@@ -125,7 +128,7 @@ func decodeMarked(t *testing.T, z *Tokenizer, s Sequence) string {
 // whose prompts end in an empty <think> block that the template drops from
 // earlier turns (those turns are then trained in their own sequence).
 func TestTokenize_Qwen3TrainsEachTurnOnItsPrompt(t *testing.T) {
-	z := ownTemplateTokenizer(t, testassets.Qwen3Tokenizer)
+	z := realTokenizer(t, testassets.Qwen3Tokenizer, "")
 	imEnd, _ := z.Tok.ID("<|im_end|>")
 	sampled := func(text string) *Sampled {
 		ids := append(z.Tok.Encode(text), imEnd)
@@ -173,4 +176,37 @@ func TestTokenize_Qwen3TrainsEachTurnOnItsPrompt(t *testing.T) {
 			t.Fatalf("%d sequences; want 2 (the first turn's prompt is not a prefix of the second's)", len(seqs))
 		}
 	})
+}
+
+// Ensure the [INST] templates of Llama 2 chat and Mistral Instruct (golden
+// in engine/chat) train each turn on its prompt too, with the Llama 2
+// SentencePiece tokenizer. Llama 2's template writes an answer after
+// "[/INST]" with a leading space that the prompt, which ends at "[/INST]",
+// did not have, so each of its turns trains in its own sequence; Mistral's
+// renders an answer right after "[/INST]", as prompted: one sequence.
+func TestTokenize_InstTemplatesTrainEachTurnOnItsPrompt(t *testing.T) {
+	for _, c := range []struct {
+		template string
+		seqs     int
+	}{{"llama2_chat", 2}, {"mistral_instruct", 1}} {
+		t.Run(c.template, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join("..", "chat", "testdata", "templates", c.template+".jinja"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			z := realTokenizer(t, testassets.Llama2Tokenizer, string(src))
+			z.Render = chat.RenderOptions{BOSToken: "<s>", EOSToken: "</s>"}
+			eos, _ := z.Tok.ID("</s>")
+			sampled := func(text string) *Sampled { return &Sampled{TokenIDs: append(z.Tok.Encode(text), eos)} }
+			h := History{Turns: []Turn{
+				{Message: msg("user", "Say hello.")},
+				{Message: msg("assistant", "Hello world"), Sampled: sampled("Hello world")},
+				{Message: msg("user", "How are you?")},
+				{Message: msg("assistant", "Fine."), Sampled: sampled("Fine.")},
+			}}
+			if seqs := checkEachTurnOnItsPrompt(t, z, h); len(seqs) != c.seqs {
+				t.Fatalf("%d sequences; want %d", len(seqs), c.seqs)
+			}
+		})
+	}
 }

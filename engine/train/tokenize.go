@@ -76,10 +76,13 @@ func (z *Tokenizer) template(tools []json.RawMessage) *chat.Template {
 // drops from earlier turns) breaks the chain; a turn whose prompt is not a
 // prefix is then trained in a sequence of its own, so no turn is trained
 // on a context it was not sampled from. The conversation's rendering as a
-// whole is not used: templates render the final assistant turn differently
-// (Qwen3 adds a <think> block, Llama 2 a leading space), which would put
-// tokens between a turn's prompt and its ids that the sampler never saw.
-// A history without sampled turns gives no sequences.
+// whole is not used: templates render an assistant turn unlike its prompt
+// (Qwen3 gives the last one an empty <think> block, Llama 2 chat puts a
+// space before each), which would put tokens between a turn's prompt and
+// its ids that the sampler never saw.
+// Each turn's prompt is rendered, as the server rendered it to sample the
+// turn, so a history costs one render per sampled turn. A history without
+// sampled turns gives no sequences.
 func (z *Tokenizer) Tokenize(h History) ([]Sequence, error) {
 	var turns []int // indexes of the sampled turns
 	for i, t := range h.Turns {
@@ -132,7 +135,7 @@ func (z *Tokenizer) Tokenize(h History) ([]Sequence, error) {
 			to = len(full.Tokens) // keep the template's tail, as before
 		}
 		seq.appendRange(full, from, to)
-		if seq.Sampled[0] {
+		if len(seq.Tokens) == 0 || seq.Sampled[0] {
 			return nil, fmt.Errorf("train: a sampled turn starts the sequence; nothing precedes it to predict from")
 		}
 		out = append(out, seq)

@@ -106,7 +106,11 @@ func (z *Tokenizer) Tokenize(h History) ([]Sequence, error) {
 	prompts := make([]Sequence, len(turns))
 	promptSpans := make([][]span, len(turns))
 	for k, i := range turns {
-		if prompts[k], promptSpans[k], err = z.splice(h.Turns[:i], h.Tools, opts); err != nil {
+		o := opts
+		if kw := h.Turns[i].Sampled.TemplateKwargs; kw != nil {
+			o.Kwargs = kw
+		}
+		if prompts[k], promptSpans[k], err = z.splice(h.Turns[:i], h.Tools, o); err != nil {
 			return nil, err
 		}
 	}

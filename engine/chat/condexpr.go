@@ -31,8 +31,8 @@ import (
 // when C is false is Jinja's undefined.
 const undefinedName = "__chat_undefined__"
 
-// rewriteConditionals returns src with its nested conditional expressions
-// rewritten for gonja (see above). It works on gonja's own tokens, so
+// rewriteConditionals returns src with its nested and chained conditional
+// expressions rewritten for gonja (see above). It works on gonja's own tokens, so
 // strings and template data are never mistaken for expressions; a source
 // whose brackets do not balance is returned as it is, for the parser to
 // report.

@@ -205,7 +205,8 @@ func loadTokenizer(dir string) (*train.Tokenizer, error) {
 }
 
 // tokenize turns each trajectory into its learning sequences (one per
-// history with an assistant turn). A trajectory that teaches nothing, or
+// history with an assistant turn, more when train.Tokenizer.Tokenize
+// splits one). A trajectory that teaches nothing, or
 // a sequence longer than maxSeqLen, is an error naming its line (blank
 // lines aside, trajectory i is on line i+1 of a file ReadTrajectories read).
 func tokenize(z *train.Tokenizer, trajs []art.Trajectory, maxSeqLen int) ([][]train.Sequence, error) {
@@ -216,17 +217,16 @@ func tokenize(z *train.Tokenizer, trajs []art.Trajectory, maxSeqLen int) ([][]tr
 			return nil, fmt.Errorf("transcript %d: %w", i+1, err)
 		}
 		for hi, h := range hs {
-			seq, ok, err := z.SFTSequence(h)
+			seqs, err := z.SFTSequences(h)
 			if err != nil {
 				return nil, fmt.Errorf("transcript %d history %d: %w", i+1, hi, err)
 			}
-			if !ok {
-				continue
+			for _, seq := range seqs {
+				if len(seq.Tokens) > maxSeqLen {
+					return nil, fmt.Errorf("transcript %d history %d: %d tokens exceed the maximum sequence length %d", i+1, hi, len(seq.Tokens), maxSeqLen)
+				}
 			}
-			if len(seq.Tokens) > maxSeqLen {
-				return nil, fmt.Errorf("transcript %d history %d: %d tokens exceed the maximum sequence length %d", i+1, hi, len(seq.Tokens), maxSeqLen)
-			}
-			out[i] = append(out[i], seq)
+			out[i] = append(out[i], seqs...)
 		}
 		if len(out[i]) == 0 {
 			return nil, fmt.Errorf("transcript %d has no assistant turn to learn", i+1)

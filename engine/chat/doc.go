@@ -5,7 +5,8 @@
 // model, and both must match what Python's transformers (apply_chat_template)
 // and vLLM produce for the same model, so rendering is byte-identical to
 // Python jinja2 with transformers' settings. The golden tests in testdata/
-// check that for the Qwen2.5-Instruct, Qwen3 and Llama 3.1 templates.
+// check that for the Qwen2.5-Instruct, Qwen3, Llama 3.1, Gemma 3, Mixtral
+// Instruct and Llama 2 chat templates.
 //
 // A tour:
 //
@@ -32,9 +33,11 @@
 // whose items(), keys(), values() and get() and the items filter keep that
 // order; Python's str.strip/lstrip/rstrip/split/rsplit and the trim filter
 // (whitespace by default); `is true` / `is false` as identity tests; a range
-// that returns a list; {% generation %} blocks; and raise_exception and
-// strftime_now. gonja's global configuration and built-in sets are left
-// untouched. Known remaining differences from Python Jinja: gonja does not
+// that returns a list; {% generation %} blocks; raise_exception and
+// strftime_now; and conditional expressions as operands, such as Gemma 3's
+// `'\n' + (prefix if loop.first else "")`, which gonja parses only as a
+// whole output or set value (condexpr.go rewrites them, lazily exact).
+// gonja's global configuration and built-in sets are left untouched. Known remaining differences from Python Jinja: gonja does not
 // distinguish undefined from none (`x is defined` is false for a key whose
 // value is null, `{{ none }}` prints nothing instead of "None"), indexes
 // strings by byte in s[i], and prints dicts in its own format.

@@ -72,11 +72,12 @@ func NewTemplate(source string) (*Template, error) {
 	if m := loadTag.FindStringSubmatch(source); m != nil {
 		return nil, fmt.Errorf("chat: parse template: %q is not allowed: a chat template cannot load other templates or files", m[1])
 	}
-	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: source})
+	cfg := newConfig()
+	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: rewriteConditionals(source, cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
-	tpl, err := exec.NewTemplate(templateName, newConfig(), loader, sharedEnv)
+	tpl, err := exec.NewTemplate(templateName, cfg, loader, sharedEnv)
 	if err != nil {
 		// gonja's message repeats the whole source; keep only the cause.
 		if cause := errors.Unwrap(err); cause != nil {

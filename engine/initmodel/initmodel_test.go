@@ -3,6 +3,7 @@ package initmodel
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/artgo/art/engine/hfmodel"
@@ -20,6 +21,7 @@ func TestWrite_Families(t *testing.T) {
 		{"gemma3", "small", ByteTokenizer},
 		{"qwen3", "tiny", "qwen3"},    // the real Qwen3 tokenizer and its thinking template
 		{"mistral", "tiny", "llama2"}, // a SentencePiece tokenizer (no template of its own: ChatML)
+		{"gemma3", "tiny", "gemma3"},  // Gemma 3's tokenizer and its own template (an inline if in parentheses)
 	}
 	for _, c := range cases {
 		t.Run(c.arch+"-"+c.shape+"-"+c.tokenizer, func(t *testing.T) {
@@ -38,6 +40,9 @@ func TestWrite_Families(t *testing.T) {
 			}
 			if f.Model.Config.ModelType != m.Config.ModelType || len(f.StopIDs) == 0 {
 				t.Fatalf("opened %s with stop ids %v", f.Model.Config.ModelType, f.StopIDs)
+			}
+			if c.tokenizer == "gemma3" && !strings.Contains(f.Template.Source(), "<start_of_turn>") {
+				t.Fatal("the folder does not keep Gemma 3's own chat template")
 			}
 			ids := f.Tokenizer.Encode("The quick brown fox jumps over the lazy dog, twice: 1, 2.")
 			lp, err := f.Model.LogProbs(ids, nil)

@@ -15,6 +15,10 @@ type Sampled struct {
 	// Policy names the weights that sampled the turn (the host's
 	// "name@step"; empty when unknown); see Config.Policy.
 	Policy string
+	// TemplateKwargs are the chat_template_kwargs the turn's prompt was
+	// rendered with, when they differ from the Tokenizer's own (nil: its
+	// own); Tokenize renders the prompt the turn trains after with them.
+	TemplateKwargs map[string]any
 }
 
 // Turn is one message of a history. Message is the OpenAI-format message

@@ -123,7 +123,7 @@ func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) e
 }
 
 // StepSequences takes one optimizer step on the mean negative
-// log-likelihood of every sampled token of seqs (see Tokenizer.SFTSequence)
+// log-likelihood of every sampled token of seqs (see Tokenizer.SFTSequences)
 // and returns that mean, measured before the update, and the gradient norm.
 func (f *FullSFT) StepSequences(ctx context.Context, seqs []Sequence, lr float64) (loss, gradNorm float64, err error) {
 	total, maxT := countSampled(seqs)
@@ -194,13 +194,14 @@ func countSampled(seqs []Sequence) (total, maxT int) {
 	return total, maxT
 }
 
-// SFTSequence tokenises h for supervised learning: every assistant turn
+// SFTSequences tokenises h for supervised learning: every assistant turn
 // without sampled ids is learned, tool calls and closing token included
-// (SFTHistory, then Tokenize). ok is false when h has no assistant turn.
-func (z *Tokenizer) SFTSequence(h History) (seq Sequence, ok bool, err error) {
+// (SFTHistory, then Tokenize). It returns no sequence when h has no
+// assistant turn.
+func (z *Tokenizer) SFTSequences(h History) ([]Sequence, error) {
 	sh, err := z.SFTHistory(h)
 	if err != nil {
-		return Sequence{}, false, err
+		return nil, err
 	}
 	return z.Tokenize(sh)
 }

@@ -18,11 +18,7 @@ func echoSequences(t *testing.T, z *Tokenizer, n int) []Sequence {
 	var out []Sequence
 	for i := range n {
 		w := colors[i%len(colors)] + fmt.Sprint(i%3)
-		seq, ok, err := z.SFTSequence(History{Turns: []Turn{{Message: msg("user", "say "+w)}, {Message: msg("assistant", w)}}})
-		if err != nil || !ok {
-			t.Fatalf("SFTSequence: ok=%v err=%v", ok, err)
-		}
-		out = append(out, seq)
+		out = append(out, oneSequence(t)(z.SFTSequences(History{Turns: []Turn{{Message: msg("user", "say "+w)}, {Message: msg("assistant", w)}}})))
 	}
 	return out
 }
@@ -136,10 +132,7 @@ func TestSFTStep_TrainBaseMatchesFullSFT(t *testing.T) {
 	var seqs []Sequence
 	for _, w := range colors {
 		h := History{Turns: []Turn{{Message: msg("user", "say "+w)}, {Message: msg("assistant", w)}}}
-		seq, ok, err := z.SFTSequence(h)
-		if err != nil || !ok {
-			t.Fatalf("SFTSequence: ok=%v err=%v", ok, err)
-		}
+		seq := oneSequence(t)(z.SFTSequences(h))
 		batch, seqs = append(batch, h), append(seqs, seq)
 	}
 	tr := &Trainer{Model: tinyF32(t, z.Tok.VocabSize()), Tokenizer: z, TrainBase: true}

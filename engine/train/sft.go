@@ -57,19 +57,18 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 	var seqs []Sequence
 	total := 0
 	for i, h := range batch {
-		seq, ok, err := tr.Tokenizer.SFTSequence(h)
+		hs, err := tr.Tokenizer.SFTSequences(h)
 		if err != nil {
 			return nil, fmt.Errorf("train: sft example %d: %w", i, err)
 		}
-		if !ok {
-			continue
+		for _, seq := range hs {
+			if c.MaxSeqLen > 0 && len(seq.Tokens) > c.MaxSeqLen {
+				tr.logger().Warn("train: sft example dropped", "example", i, "tokens", len(seq.Tokens), "max_seq_len", c.MaxSeqLen)
+				continue
+			}
+			seqs = append(seqs, seq)
+			total += seq.NumSampled()
 		}
-		if c.MaxSeqLen > 0 && len(seq.Tokens) > c.MaxSeqLen {
-			tr.logger().Warn("train: sft example dropped", "example", i, "tokens", len(seq.Tokens), "max_seq_len", c.MaxSeqLen)
-			continue
-		}
-		seqs = append(seqs, seq)
-		total += seq.NumSampled()
 	}
 	if total == 0 {
 		return nil, fmt.Errorf("train: sft batch has no assistant tokens to learn")

@@ -25,6 +25,21 @@ func qwenTokenizer(t testing.TB) *Tokenizer {
 	return &Tokenizer{Tok: tok, Template: tmpl}
 }
 
+// oneSequence returns a check that a history tokenised into exactly one
+// sequence, and that sequence: oneSequence(t)(z.Tokenize(h)).
+func oneSequence(t testing.TB) func([]Sequence, error) Sequence {
+	return func(seqs []Sequence, err error) Sequence {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seqs) != 1 {
+			t.Fatalf("%d sequences; want 1", len(seqs))
+		}
+		return seqs[0]
+	}
+}
+
 func msg(role, content string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"role": role, "content": content})
 	return b
@@ -52,10 +67,7 @@ func TestTokenize_SplicesSampledIDs(t *testing.T) {
 		{Message: msg("assistant", "Fine, thanks."), Sampled: second},
 		{Message: msg("user", "trailing context is cut")},
 	}}
-	seq, ok, err := z.Tokenize(h)
-	if err != nil || !ok {
-		t.Fatalf("Tokenize: ok=%v err=%v", ok, err)
-	}
+	seq := oneSequence(t)(z.Tokenize(h))
 	full, err := z.Template.Render([]json.RawMessage{h.Turns[0].Message, h.Turns[1].Message, h.Turns[2].Message, h.Turns[3].Message, h.Turns[4].Message}, nil, chat.RenderOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -94,10 +106,7 @@ func TestTokenize_KeepsNonCanonicalIDs(t *testing.T) {
 		odd = append(odd, z.Tok.Encode(piece)...)
 	}
 	h := History{Turns: []Turn{{Message: msg("user", "x")}, {Message: msg("assistant", "Hello"), Sampled: &Sampled{TokenIDs: odd}}}}
-	seq, _, err := z.Tokenize(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq := oneSequence(t)(z.Tokenize(h))
 	var got []int
 	for i, s := range seq.Sampled {
 		if s {
@@ -107,8 +116,8 @@ func TestTokenize_KeepsNonCanonicalIDs(t *testing.T) {
 	if !slices.Equal(got, odd) {
 		t.Fatalf("sampled %v; want %v", got, odd)
 	}
-	if _, ok, _ := z.Tokenize(History{Turns: []Turn{{Message: msg("user", "x")}}}); ok {
-		t.Fatal("history without sampled turns should give ok=false")
+	if seqs, err := z.Tokenize(History{Turns: []Turn{{Message: msg("user", "x")}}}); len(seqs) != 0 || err != nil {
+		t.Fatalf("history without sampled turns gave %d sequences, %v; want none", len(seqs), err)
 	}
 }
 
@@ -124,10 +133,7 @@ func TestTokenize_LearnsToolCallTurns(t *testing.T) {
 		{Message: msg("user", "1+1?")},
 		{Message: call, Sampled: &Sampled{}},
 	}}
-	seq, ok, err := z.Tokenize(h)
-	if err != nil || !ok {
-		t.Fatalf("Tokenize: ok=%v err=%v", ok, err)
-	}
+	seq := oneSequence(t)(z.Tokenize(h))
 	var learned []int
 	for i, s := range seq.Sampled {
 		if s {
@@ -148,16 +154,13 @@ func TestTokenize_LearnsToolCallTurns(t *testing.T) {
 	}
 	z.ToolTemplate = marked
 	plain := History{Tools: []json.RawMessage{tool}, Turns: []Turn{{Message: msg("user", "hi")}, {Message: msg("assistant", "yo"), Sampled: &Sampled{}}}}
-	seq, _, err = z.Tokenize(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq = oneSequence(t)(z.Tokenize(plain))
 	if got := decode(t, z, seq.Tokens); got[:5] != "TOOLS" {
 		t.Errorf("a history with tools rendered %q; want the tool template", got)
 	}
 	plain.Tools = nil
-	if seq, _, err = z.Tokenize(plain); err != nil || decode(t, z, seq.Tokens)[:5] == "TOOLS" {
-		t.Errorf("a history without tools used the tool template (err %v)", err)
+	if seq = oneSequence(t)(z.Tokenize(plain)); decode(t, z, seq.Tokens)[:5] == "TOOLS" {
+		t.Error("a history without tools used the tool template")
 	}
 }
 
@@ -213,10 +216,7 @@ func TestEncodePrompt_PrefixOfTrainingSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seq, ok, err := z.Tokenize(History{Turns: append(turns, Turn{Message: msg("assistant", "Fine."), Sampled: second})})
-			if err != nil || !ok {
-				t.Fatalf("tokenize: ok %v, %v", ok, err)
-			}
+			seq := oneSequence(t)(z.Tokenize(History{Turns: append(turns, Turn{Message: msg("assistant", "Fine."), Sampled: second})}))
 			if len(prompt) >= len(seq.Tokens) || !slices.Equal(seq.Tokens[:len(prompt)], prompt) {
 				t.Fatalf("prompt is not a prefix of the training sequence:\nprompt %v\ntrain  %v", prompt, seq.Tokens)
 			}

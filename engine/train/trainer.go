@@ -101,24 +101,23 @@ func (tr *Trainer) Prepare(groups []Group, c Config) (seqs []Sequence, st Prepar
 				name = fmt.Sprintf("group %d trajectory %d", gi, ti)
 			}
 			for hi, h := range t.Histories {
-				seq, ok, err := tr.Tokenizer.Tokenize(h)
+				hseqs, err := tr.Tokenizer.Tokenize(h)
 				if err != nil {
 					return nil, st, fmt.Errorf("train: %s history %d: %w", name, hi, err)
 				}
-				if !ok {
-					continue
+				for _, seq := range hseqs {
+					if len(seq.Tokens) > c.MaxSeqLen {
+						w := fmt.Sprintf("dropped %s history %d: %d tokens exceed max_seq_len %d", name, hi, len(seq.Tokens), c.MaxSeqLen)
+						st.Warnings = append(st.Warnings, w)
+						tr.logger().Warn("train: " + w)
+						continue
+					}
+					seq.Advantage = balance(adv[ti], c.AdvantageBalance)
+					seq.Traj = id
+					seq.Name = fmt.Sprintf("%s history %d", name, hi)
+					tokensPerTraj[id] += seq.NumSampled()
+					seqs = append(seqs, seq)
 				}
-				if len(seq.Tokens) > c.MaxSeqLen {
-					w := fmt.Sprintf("dropped %s history %d: %d tokens exceed max_seq_len %d", name, hi, len(seq.Tokens), c.MaxSeqLen)
-					st.Warnings = append(st.Warnings, w)
-					tr.logger().Warn("train: " + w)
-					continue
-				}
-				seq.Advantage = balance(adv[ti], c.AdvantageBalance)
-				seq.Traj = id
-				seq.Name = fmt.Sprintf("%s history %d", name, hi)
-				tokensPerTraj[id] += seq.NumSampled()
-				seqs = append(seqs, seq)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package native
 import (
 	"container/list"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,7 +20,9 @@ const DefaultAnswerMemory = 1 << 20
 // client sends back for them (its content and tool calls). A later turn of
 // the conversation is then prompted with the ids the model sampled, not
 // with its text re-tokenised, which can give another split (and so other
-// ids than the trainer splices). Memory is bounded by a number of ids; the
+// ids than the trainer splices). It also keeps the chat_template_kwargs the
+// answer's prompt was rendered with, so the trainer renders that prompt
+// alike (see templateKwargs). Memory is bounded by a number of ids; the
 // least recently used answers are forgotten first. A forgotten (or edited)
 // answer is re-tokenised from its text, as before: the prompt may then
 // differ from the trainer's sequence, and loss/rollout_logprob_abs_diff
@@ -33,8 +36,9 @@ type answers struct {
 }
 
 type answer struct {
-	key string
-	ids []int
+	key    string
+	ids    []int
+	kwargs map[string]any // the request's chat_template_kwargs (nil: none)
 }
 
 func newAnswers(limit int) *answers {
@@ -56,9 +60,9 @@ func answerKey(content string, calls []host.ToolCall) string {
 	return b.String()
 }
 
-// remember keeps the sampled ids of an answer; an answer longer than the
-// whole memory is not kept.
-func (a *answers) remember(c host.ChatChoice) {
+// remember keeps the sampled ids of an answer and the template kwargs of
+// its request; an answer longer than the whole memory is not kept.
+func (a *answers) remember(c host.ChatChoice, kwargs map[string]any) {
 	if len(c.Tokens) == 0 || len(c.Tokens) > a.limit {
 		return
 	}
@@ -73,7 +77,7 @@ func (a *answers) remember(c host.ChatChoice) {
 		a.size -= len(e.Value.(*answer).ids)
 		a.order.Remove(e)
 	}
-	a.byKey[key] = a.order.PushFront(&answer{key: key, ids: ids})
+	a.byKey[key] = a.order.PushFront(&answer{key: key, ids: ids, kwargs: kwargs})
 	a.size += len(ids)
 	for a.size > a.limit {
 		old := a.order.Remove(a.order.Back()).(*answer)
@@ -82,8 +86,9 @@ func (a *answers) remember(c host.ChatChoice) {
 	}
 }
 
-// lookup returns the sampled ids of a remembered answer (nil if forgotten).
-func (a *answers) lookup(key string) []int {
+// lookup returns a remembered answer (nil if forgotten); it is not to be
+// modified.
+func (a *answers) lookup(key string) *answer {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e, ok := a.byKey[key]
@@ -91,7 +96,7 @@ func (a *answers) lookup(key string) []int {
 		return nil
 	}
 	a.order.MoveToFront(e)
-	return e.Value.(*answer).ids
+	return e.Value.(*answer)
 }
 
 // turns turns a request's messages into the trainer's turns: each
@@ -100,30 +105,63 @@ func (a *answers) turns(msgs []json.RawMessage) []train.Turn {
 	out := make([]train.Turn, len(msgs))
 	for i, m := range msgs {
 		out[i] = train.Turn{Message: m}
-		var am struct {
-			Role      string  `json:"role"`
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		}
-		if json.Unmarshal(m, &am) != nil || am.Role != "assistant" {
-			continue
-		}
-		var content string
-		if am.Content != nil {
-			content = *am.Content
-		}
-		calls := make([]host.ToolCall, len(am.ToolCalls))
-		for j, c := range am.ToolCalls {
-			calls[j] = host.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments}
-		}
-		if ids := a.lookup(answerKey(content, calls)); ids != nil {
-			out[i].Sampled = &train.Sampled{TokenIDs: ids}
+		if key, ok := assistantKey(m); ok {
+			if ans := a.lookup(key); ans != nil {
+				out[i].Sampled = &train.Sampled{TokenIDs: ans.ids}
+			}
 		}
 	}
 	return out
+}
+
+// templateKwargs gives each sampled turn of groups that the server
+// remembers, with the same ids, the chat_template_kwargs its prompt was
+// rendered with, so the trainer renders the prompt as the server did (a
+// request's kwargs, such as Qwen3's enable_thinking, change the prompt).
+func (a *answers) templateKwargs(groups []train.Group) {
+	for _, g := range groups {
+		for _, t := range g.Trajectories {
+			for _, h := range t.Histories {
+				for _, turn := range h.Turns {
+					if turn.Sampled == nil || len(turn.Sampled.TokenIDs) == 0 {
+						continue
+					}
+					key, ok := assistantKey(turn.Message)
+					if !ok {
+						continue
+					}
+					if ans := a.lookup(key); ans != nil && ans.kwargs != nil && slices.Equal(ans.ids, turn.Sampled.TokenIDs) {
+						turn.Sampled.TemplateKwargs = ans.kwargs
+					}
+				}
+			}
+		}
+	}
+}
+
+// assistantKey is the answerKey of an assistant message; ok is false for
+// other messages.
+func assistantKey(m json.RawMessage) (key string, ok bool) {
+	var am struct {
+		Role      string  `json:"role"`
+		Content   *string `json:"content"`
+		ToolCalls []struct {
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	}
+	if json.Unmarshal(m, &am) != nil || am.Role != "assistant" {
+		return "", false
+	}
+	var content string
+	if am.Content != nil {
+		content = *am.Content
+	}
+	calls := make([]host.ToolCall, len(am.ToolCalls))
+	for j, c := range am.ToolCalls {
+		calls[j] = host.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments}
+	}
+	return answerKey(content, calls), true
 }

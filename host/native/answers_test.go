@@ -4,12 +4,14 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/internal/testassets"
 )
@@ -19,8 +21,16 @@ import (
 // would not produce from its text.
 func openTinyQwen3(t *testing.T) *Host {
 	t.Helper()
+	return openTinyWithQwen3Tokenizer(t, "qwen2")
+}
+
+// openTinyWithQwen3Tokenizer serves a tiny random model of arch with the
+// real Qwen3 tokenizer; arch qwen3 keeps the tokenizer's own (thinking)
+// chat template, qwen2 gets Qwen2.5's.
+func openTinyWithQwen3Tokenizer(t *testing.T, arch string) *Host {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "base")
-	if _, err := initmodel.Write(dir, initmodel.Options{Arch: "qwen2", Shape: "tiny", Tokenizer: testassets.Dir(t, testassets.Qwen3Tokenizer), DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
+	if _, err := initmodel.Write(dir, initmodel.Options{Arch: arch, Shape: "tiny", Tokenizer: testassets.Dir(t, testassets.Qwen3Tokenizer), DType: kernels.F32, Seed: 1, Std: 0.2}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(context.Background(), Options{BaseModel: dir, Name: "agent", Project: "p", Path: filepath.Join(t.TempDir(), ".art"), Seed: 1})
@@ -86,10 +96,11 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq, ok, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
-		if err != nil || !ok {
-			t.Fatalf("trainer tokenize: ok %v, %v", ok, err)
+		seqs, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("trainer tokenize: %d sequences, %v; want 1", len(seqs), err)
 		}
+		seq := seqs[0]
 		prompt := resp.PromptTokenIDs
 		if len(prompt) >= len(seq.Tokens) || !slices.Equal(seq.Tokens[:len(prompt)], prompt) {
 			t.Fatalf("conversation %d: turn 2's prompt is not the trainer's prefix:\nprompt  %v\ntrainer %v", i, prompt, seq.Tokens)
@@ -118,6 +129,84 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 	}
 }
 
+// Ensure Qwen3 with its own chat template trains on policy (issue #22):
+// the template renders the last assistant turn with an empty <think>
+// block that the turn's prompt did not have, yet each turn of a two-turn
+// conversation through Chat is trained right after the exact prompt the
+// server sampled it from, and a training step on such rollouts reads
+// loss/rollout_logprob_abs_diff = 0 exactly. Also with the requests'
+// chat_template_kwargs enable_thinking=false, whose prompts end in an empty
+// <think> block the template drops from earlier turns: the server
+// remembers each answer's kwargs, and the trainer trains each turn after
+// its own prompt (two sequences per conversation).
+func TestChat_Qwen3TemplateTrainsOnPolicy(t *testing.T) {
+	ctx := context.Background()
+	first, second := art.UserMsg("Say something."), art.UserMsg("And then?")
+	for _, c := range []struct {
+		name   string
+		kwargs map[string]any
+		seqs   int
+	}{{"default", nil, 1}, {"enable_thinking_false", map[string]any{"enable_thinking": false}, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openTinyWithQwen3Tokenizer(t, "qwen3") // at step 0, which samples and trains
+			if !strings.Contains(s.prompts.Template.Source(), "<think>") {
+				t.Fatal("the model does not use Qwen3's thinking template; the test would test nothing")
+			}
+			var group art.TrajectoryGroup
+			for seed := int64(0); len(group.Trajectories) < 2; seed++ {
+				if seed == 40 {
+					t.Fatal("40 seeds gave fewer than 2 first answers in valid UTF-8")
+				}
+				i := len(group.Trajectories)
+				one, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first), MaxTokens: 6, Seed: &seed, TemplateKwargs: c.kwargs}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := one.Choices[0]
+				if !utf8.ValidString(a.Content) {
+					continue // a client could not send it back verbatim
+				}
+				msgs := rawMsgs(t, first, art.AssistantMsg(a.Content), second)
+				two, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: msgs, MaxTokens: 6, Seed: &seed, TemplateKwargs: c.kwargs}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := art.Trajectory{Reward: float64(i)}
+				tr.AddMessage(first)
+				tr.AddChoice(withModel(a, "agent@0"))
+				tr.AddMessage(second)
+				tr.AddChoice(withModel(two.Choices[0], "agent@0"))
+				group.Trajectories = append(group.Trajectories, tr)
+
+				tgroups, err := convertGroups([]art.TrajectoryGroup{{Trajectories: []art.Trajectory{tr}}}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.answers.templateKwargs(tgroups)
+				seqs, err := s.prompts.Tokenize(tgroups[0].Trajectories[0].Histories[0])
+				if err != nil || len(seqs) != c.seqs {
+					t.Fatalf("trainer tokenize: %d sequences, %v; want %d", len(seqs), err, c.seqs)
+				}
+				for turn, prompt := range [][]int{one.PromptTokenIDs, two.PromptTokenIDs} {
+					if !slices.ContainsFunc(seqs, func(seq train.Sequence) bool {
+						n := len(prompt)
+						return n < len(seq.Tokens) && slices.Equal(seq.Tokens[:n], prompt) && seq.Sampled[n]
+					}) {
+						t.Fatalf("conversation %d turn %d: the trainer does not train the answer right after its prompt %v", i, turn+1, prompt)
+					}
+				}
+			}
+			res, err := s.Train(ctx, []art.TrajectoryGroup{group}, art.TrainConfig{LearningRate: 1e-3}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; !ok || d != 0 {
+				t.Fatalf("loss/rollout_logprob_abs_diff = %v (reported %v); want exactly 0", d, ok)
+			}
+		})
+	}
+}
+
 func withModel(c host.ChatChoice, model string) art.Choice {
 	out := toArtChoice(c)
 	out.Model = model
@@ -135,21 +224,21 @@ func TestAnswers_BoundedLRU(t *testing.T) {
 		return c
 	}
 	a := newAnswers(10)
-	a.remember(choice("a", 4))
-	a.remember(choice("b", 4))
+	a.remember(choice("a", 4), nil)
+	a.remember(choice("b", 4), nil)
 	if a.lookup(answerKey("a", nil)) == nil { // a is now the most recent
 		t.Fatal("a forgotten too early")
 	}
-	a.remember(choice("c", 4)) // 12 > 10: b, the least recently used, goes
+	a.remember(choice("c", 4), nil) // 12 > 10: b, the least recently used, goes
 	if a.lookup(answerKey("b", nil)) != nil || a.lookup(answerKey("a", nil)) == nil || a.lookup(answerKey("c", nil)) == nil {
 		t.Fatalf("after c: b kept or a/c lost (size %d)", a.size)
 	}
-	a.remember(choice("huge", 11)) // longer than the memory: not kept
+	a.remember(choice("huge", 11), nil) // longer than the memory: not kept
 	if a.lookup(answerKey("huge", nil)) != nil || a.size > 10 {
 		t.Fatalf("size %d; want at most 10 and no huge answer", a.size)
 	}
 	tools := []host.ToolCall{{Name: "f", Arguments: `{"x":1}`}}
-	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}})
+	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}}, nil)
 	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}))
 	if got[0].Sampled != nil || got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{7}) {
 		t.Fatalf("tool-call answer not found by its call: %+v", got)

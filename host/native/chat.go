@@ -111,7 +111,7 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	for i, res := range results {
 		resp.Choices[i] = h.choice(i, res, req)
 		if req.Prompt == nil {
-			h.answers.remember(resp.Choices[i])
+			h.answers.remember(resp.Choices[i], req.TemplateKwargs)
 		}
 	}
 	for _, c := range resp.Choices {

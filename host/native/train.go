@@ -30,6 +30,7 @@ func (h *Host) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.
 	if err != nil {
 		return art.TrainResult{}, err
 	}
+	h.answers.templateKwargs(tgroups)
 	tc.Seed = h.opt.Seed
 	var ref model.Adapter // nil: KL against the base model
 	if step := cfg.KLPenaltyReferenceStep; step != nil && cfg.KLPenaltyCoef > 0 {

@@ -34,9 +34,12 @@ type BaseOptions struct {
 	// StopInvalid ends SFT as soon as the model's games against the random
 	// opponent end in an invalid move with probability below it (computed
 	// exactly over the game tree every EvalEvery steps). The base model
-	// then knows the rules only roughly, which leaves GRPO something to
-	// teach and keeps the policy random enough to explore. 0 means 0.4;
-	// < 0 disables the check (SFTSteps steps are run).
+	// then knows the rules but still plays like the random teacher, so
+	// GRPO has the strategy to teach. 0 means 0.1; < 0 disables the check
+	// (SFTSteps steps are run). A base stopped earlier (at 0.4) left GRPO
+	// to learn the rules first, and its policy turned nearly deterministic
+	// on moves that were often wrong: held-out reward stuck near 0.8
+	// (BENCHMARKS.md, "Why the demo plateaued").
 	StopInvalid float64
 	// EvalEvery is the number of steps between exact evaluations (default
 	// 25; a fifth of that once the invalid rate is within 0.15 of
@@ -57,7 +60,7 @@ func (o *BaseOptions) defaults() {
 		o.SFTSteps = 800
 	}
 	if o.StopInvalid == 0 {
-		o.StopInvalid = 0.4
+		o.StopInvalid = 0.1
 	}
 	if o.EvalEvery == 0 {
 		o.EvalEvery = 25

@@ -34,6 +34,10 @@ func TestRun_Smoke(t *testing.T) {
 	if rep.SFTSteps != 60 || rep.Steps != 2 || math.IsNaN(rep.ExpectedBefore) || math.IsNaN(rep.ExpectedAfter) {
 		t.Errorf("report %+v", rep)
 	}
+	if len(rep.Evals) != 2 || rep.Evals[0].Step != 0 || rep.Evals[1].Step != 2 || rep.Evals[1].Reward != rep.After ||
+		rep.Evals[1].Elapsed <= rep.Evals[0].Elapsed || rep.Evals[1].Evaluating <= 0 || rep.Evals[1].Evaluating >= rep.Evals[1].Elapsed {
+		t.Errorf("evaluations %+v; want steps 0 and 2, in time order, the last one the report's After", rep.Evals)
+	}
 	checkOnPolicy(t, rep.ModelDir)
 	// A second run reuses the cached base model.
 	out.Reset()

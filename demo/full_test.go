@@ -37,7 +37,10 @@ func TestFullDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", rep)
-	if rep.After-rep.Before < 0.3 {
-		t.Errorf("held-out reward %.3f → %.3f; want a rise of at least 0.3", rep.Before, rep.After)
+	// The base already plays like a random legal player (about 0.57);
+	// GRPO takes it to about 0.9 (BENCHMARKS.md). 0.85 leaves room for the
+	// 400 games' sampling noise (±0.02) and seeds that get there later.
+	if rep.After < 0.85 || rep.After-rep.Before < 0.2 {
+		t.Errorf("held-out reward %.3f → %.3f; want at least 0.85 and a rise of at least 0.2", rep.Before, rep.After)
 	}
 }

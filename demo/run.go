@@ -52,6 +52,13 @@ type Options struct {
 	// reward then comes from it alone (set InvalidPenalty < 0). Held-out
 	// evaluation always uses the game's own reward.
 	Score func(context.Context, art.TrajectoryGroup) ([]art.TrajectoryGroup, error)
+
+	// Knobs of the learning diagnosis (diagnose_test.go), not offered to
+	// users: the adapter's config (zero: rank 8, alpha 16), changes to the
+	// training config, and a learning rate per step.
+	lora art.LoRAConfig
+	tune func(*art.TrainConfig)
+	lrAt func(step int) float64
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -113,6 +120,20 @@ type Report struct {
 	// BeforeGames and AfterGames are the held-out games' rewards in the
 	// order of their (fixed) seeds, so before and after pair up.
 	BeforeGames, AfterGames []float64
+	// Evals are the held-out evaluations in step order, the first before
+	// RL and the last after it.
+	Evals []Eval
+}
+
+// Eval is one held-out evaluation of a demo run.
+type Eval struct {
+	Step int
+	// Elapsed is the time from the start of Run (the base model's build
+	// included) to the start of this evaluation; Evaluating is the part of
+	// it spent in earlier evaluations.
+	Elapsed, Evaluating time.Duration
+	Reward              float64 // mean held-out reward
+	Invalid             float64 // share of held-out games lost to an invalid move
 }
 
 // evalSeedBase starts the held-out opponent seeds, far from training seeds.
@@ -171,6 +192,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		BaseModel: rep.BaseModel,
 		LoRA:      art.LoRAConfig{Rank: 8, Alpha: 16},
 	}
+	if opt.lora.Rank != 0 {
+		model.LoRA = opt.lora
+	}
 	dir, err := model.Dir()
 	if err != nil {
 		return rep, err
@@ -189,8 +213,11 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rollOpts := func(seed *uint64) tictactoe.RolloutOptions {
 		return tictactoe.RolloutOptions{SampleSeed: seed, System: system, Outcome: opt.Outcome}
 	}
-	var games []float64 // the last evaluation's rewards, by seed
+	var games []float64          // the last evaluation's rewards, by seed
+	var evaluating time.Duration // spent in evaluations so far
 	evaluate := func(step int) (float64, float64, error) {
+		evalStart := time.Now()
+		defer func() { evaluating += time.Since(evalStart) }()
 		seeds := make([]uint64, opt.EvalGames)
 		for i := range seeds {
 			seeds[i] = evalSeedBase + uint64(i)
@@ -213,6 +240,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			}
 		}
 		n := float64(len(groups))
+		rep.Evals = append(rep.Evals, Eval{Step: step, Elapsed: evalStart.Sub(start), Evaluating: evaluating, Reward: reward / n, Invalid: invalid / n})
 		stepCopy := step
 		if err := model.Log(ctx, groups, art.LogOptions{Split: "val", Step: &stepCopy}); err != nil {
 			return 0, 0, err
@@ -228,6 +256,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	// A few optimizer steps per training step (one per 32 move sequences;
 	// a step's 64 games hold about 220 moves).
 	cfg := art.TrainConfig{LearningRate: opt.LearningRate, GradAccumulationSequences: 32}
+	if opt.tune != nil {
+		opt.tune(&cfg)
+	}
 	var window rlWindow
 	var step int
 	for step = 0; step < opt.RLSteps; step++ {
@@ -248,6 +279,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		groups, err := art.GatherTrajectoryGroups(ctx, specs, art.GatherOptions{Concurrency: 32, Quiet: true, AfterEach: opt.Score})
 		if err != nil {
 			return rep, err
+		}
+		if opt.lrAt != nil {
+			cfg.LearningRate = opt.lrAt(step)
 		}
 		res, err := model.Train(ctx, experiment.PenalizeInvalid(groups, opt.InvalidPenalty), cfg, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {

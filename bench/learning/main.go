@@ -6,7 +6,9 @@
 //	go run ./bench/learning [-seeds 1,2,3] [-steps N] [-examples tictactoe,2048,calculator,emailsearch,mcp]
 //
 // tictactoe runs `art demo` end to end (the base model built by SFT, then
-// GRPO through the SDK). The other examples are built once with `go build`
+// GRPO through the SDK) and also prints, per seed, the wall time to the
+// first held-out evaluation (every 25 steps) at or above 0.7, 0.8 and 0.9,
+// with and without the time the evaluations themselves took. The other examples are built once with `go build`
 // and run as a user runs them, in their benchmark configuration (see
 // exampleBenches): a random tiny model from engine/initmodel, an SFT
 // warm-up on teacher transcripts (a LoRA one through the SDK, or, for the
@@ -68,12 +70,12 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 		}
 		names = append(names, n)
 	}
-	var rows []string
+	var rows, reached []string
 	for _, name := range names {
 		var r []string
 		var err error
 		if name == "tictactoe" {
-			r, err = runDemo(ctx, seeds, steps, verbose)
+			r, reached, err = runDemo(ctx, seeds, steps, verbose)
 		} else {
 			r, err = runExamples(ctx, exampleBenches[name], seeds, steps, verbose, keep)
 		}
@@ -87,6 +89,16 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r)
+	}
+	if len(reached) > 0 {
+		fmt.Println()
+		fmt.Println("Wall time from the start of `art demo` (base model build included) to the checkpoint of the first held-out evaluation at or above each reward:")
+		fmt.Println()
+		fmt.Println("| seed | held-out ≥ 0.7 | held-out ≥ 0.8 | held-out ≥ 0.9 | evaluated every |")
+		fmt.Println("|---|---|---|---|---|")
+		for _, r := range reached {
+			fmt.Println(r)
+		}
 	}
 	return nil
 }
@@ -118,13 +130,16 @@ func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int
 	return rows, nil
 }
 
-// runDemo runs `art demo` for each seed.
-func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) ([]string, error) {
-	var rows []string
+// thresholds are the held-out rewards whose first crossing runDemo times.
+var thresholds = []float64{0.7, 0.8, 0.9}
+
+// runDemo runs `art demo` for each seed. It returns the rows of the main
+// table and, per seed, a row of the wall time to each of thresholds.
+func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) (rows, reached []string, err error) {
 	for _, seed := range seeds {
 		dir, err := os.MkdirTemp("", "art-learning-*")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opt := demo.DefaultOptions()
 		opt.Path, opt.Seed, opt.Quiet = dir, seed, true
@@ -139,7 +154,7 @@ func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) ([]st
 		start := time.Now()
 		rep, err := demo.Run(ctx, opt)
 		if err != nil {
-			return nil, fmt.Errorf("seed %d: %w", seed, err)
+			return nil, nil, fmt.Errorf("seed %d: %w", seed, err)
 		}
 		total := time.Since(start)
 		os.RemoveAll(dir)
@@ -148,6 +163,26 @@ func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) ([]st
 			rep.ExpectedBefore, rep.ExpectedAfter, rep.BuildBase.Seconds(), rep.RL.Seconds(), total.Minutes())
 		fmt.Fprintln(os.Stderr, row)
 		rows = append(rows, row)
+		r := fmt.Sprintf("| %d | %s | %d steps |", seed, timesToReach(rep.Evals, rep.Steps), opt.EvalEvery)
+		fmt.Fprintln(os.Stderr, r)
+		reached = append(reached, r)
 	}
-	return rows, nil
+	return rows, reached, nil
+}
+
+// timesToReach formats, for each of thresholds, the wall time and step of
+// the first evaluation at or above it, as table cells.
+func timesToReach(evals []demo.Eval, steps int) string {
+	cells := make([]string, len(thresholds))
+	for i, thr := range thresholds {
+		cells[i] = fmt.Sprintf("not in %d steps", steps)
+		for _, e := range evals {
+			if e.Reward >= thr {
+				cells[i] = fmt.Sprintf("**%.0f s** (%.0f s without evaluations; step %d: %.3f)", e.Elapsed.Seconds(),
+					(e.Elapsed - e.Evaluating).Seconds(), e.Step, e.Reward)
+				break
+			}
+		}
+	}
+	return strings.Join(cells, " | ")
 }

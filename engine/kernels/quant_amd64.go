@@ -33,8 +33,6 @@ func hasQ8Kernels() bool { return active == varAVX2 }
 func call256q8(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias *float32) {
 	q := &t.q8
 	lda, ps, ss := uintptr(t.lda)*4, uintptr(t.pstride), uintptr(q.sstride)*2
-	kernel := [...]func(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr){
-		k256q8m1, k256q8m2, k256q8m3, k256q8m4, k256q8m5, k256q8m6}[t.mr-1]
 	// The q8 kernels sum one K block per call, so a call spanning several
 	// (a decoding row streams whole panels, tileArgs.kb) runs block by
 	// block: the first with the call's flags, the later ones added to C,
@@ -42,8 +40,24 @@ func call256q8(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias 
 	kb := t.sumBlock()
 	for off := 0; off == 0 || off < t.k; off += kb {
 		k0 := q.k0 + off
-		kernel(pf(t.a, t.aoff+off), lda, &q.q[t.boff+p*t.pstride+off*t.ldb], ps, np, c, ldc, min(kb, t.k-off),
-			k0%q8Block, flags, bias, &q.s[q.soff+p*q.sstride+k0/q8Block*panelW], ss)
+		a, b, s := pf(t.a, t.aoff+off), &q.q[t.boff+p*t.pstride+off*t.ldb], &q.s[q.soff+p*q.sstride+k0/q8Block*panelW]
+		k := min(kb, t.k-off)
+		// Direct calls (not a table of funcs): the compiler then knows the
+		// pointers do not escape, and the callers' scratch stays on the stack.
+		switch t.mr {
+		case 1:
+			k256q8m1(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		case 2:
+			k256q8m2(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		case 3:
+			k256q8m3(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		case 4:
+			k256q8m4(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		case 5:
+			k256q8m5(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		case 6:
+			k256q8m6(a, lda, b, ps, np, c, ldc, k, k0%q8Block, flags, bias, s, ss)
+		}
 		flags = flagAcc
 	}
 }

@@ -39,7 +39,13 @@ const minWatchHistory = 3
 //     of 300, and a fall like the one in issue #22 was still caught about
 //     5 steps in;
 //   - its exception rate (failed rollouts) is more than ExceptionJump above
-//     the median of the earlier steps'.
+//     the median of the earlier steps';
+//   - it and the RewardWindow−1 steps before it had no trainable group
+//     (every group's rewards equal, so nothing trained) at a mean train
+//     reward below the best step's before them: the policy fell into a
+//     state GRPO cannot leave. A small model at a high learning rate does
+//     this within its first ten steps, before the reward check has the
+//     history it needs (BENCHMARKS.md, "Why small models collapse").
 //
 // The first flagged step of a streak logs one warning naming the cause and
 // the step and adds it to TrainResult.Warnings; every step records the
@@ -137,6 +143,8 @@ type watchPoint struct {
 	step                            int
 	gradNorm, reward, exceptionRate float64
 	collapse                        bool
+	// stuck: the step reported no trainable group (nothing trained).
+	stuck bool
 }
 
 // pointOf reads a watch point from a history row's metrics.
@@ -148,7 +156,8 @@ func pointOf(step int, metrics map[string]any) watchPoint {
 		return math.NaN()
 	}
 	return watchPoint{step: step, gradNorm: get("loss/grad_norm"), reward: get("train/reward"),
-		exceptionRate: get("train/exception_rate"), collapse: get("watch/collapse") == 1}
+		exceptionRate: get("train/exception_rate"), collapse: get("watch/collapse") == 1,
+		stuck: get("data/step_num_groups_trainable") == 0}
 }
 
 // check judges cur against the earlier steps of its lineage. It returns the
@@ -206,6 +215,26 @@ func (w Watch) check(past []watchPoint, cur watchPoint) (map[string]float64, []s
 		out["watch/reward_drop_se"] = drop
 		if drop > w.RewardSE {
 			causes = append(causes, fmt.Sprintf("the mean train reward of the last %d steps, %.3g, is %.1f standard errors below the run's best, %.3g", k, now, drop, best))
+		}
+	}
+	if k := w.RewardWindow; cur.stuck && !math.IsNaN(cur.reward) && len(past) > k-1 {
+		window := append(slices.Clone(past[len(past)-(k-1):]), cur)
+		var stuckSum float64
+		for _, p := range window {
+			if !p.stuck {
+				window = nil
+				break
+			}
+			stuckSum += p.reward
+		}
+		best := math.Inf(-1)
+		for _, p := range past[:len(past)-(k-1)] {
+			if !math.IsNaN(p.reward) {
+				best = math.Max(best, p.reward)
+			}
+		}
+		if mean := stuckSum / float64(k); window != nil && mean < best {
+			causes = append(causes, fmt.Sprintf("no group's rewards have differed for %d steps (nothing trains) at a mean train reward of %.3g, below the best step's %.3g", k, mean, best))
 		}
 	}
 	out["watch/collapse"] = 0

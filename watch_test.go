@@ -158,3 +158,29 @@ func TestLineageAndBest(t *testing.T) {
 		t.Errorf("learning rate scale after one rollback = %v; want 0.25", s)
 	}
 }
+
+// Ensure the watch flags a run stuck where nothing trains below its best
+// reward — the train rewards and trainable steps of examples/calculator at
+// lr 5e-3, seed 11 (BENCHMARKS.md), whose reward check never fired — but
+// not a run that converged: every group right, nothing left to train.
+func TestWatch_Stuck(t *testing.T) {
+	rewards := []float64{0.2094, 0.125, 0.1, 0.09375, 0.09688, 0.1, 0.1, 0.1, 0.1, 0.09375, 0.1, 0.1, 0.09688,
+		0.1, 0.1, 0.1, 0.1, 0.09688, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1}
+	trained := "ttsttsssstsstsssstsssssss" // s: no trainable group
+	var collapsed, converged []watchPoint
+	for i, r := range rewards {
+		collapsed = append(collapsed, watchPoint{step: i + 1, gradNorm: math.NaN(), reward: r, exceptionRate: 0, stuck: trained[i] == 's'})
+		c := watchPoint{step: i + 1, gradNorm: 7, reward: min(1, 0.5+0.05*float64(i)), stuck: i >= 10}
+		if c.stuck {
+			c.gradNorm = math.NaN()
+		}
+		converged = append(converged, c)
+	}
+	step, causes := firstFlag(Watch{}, collapsed)
+	if step != 23 || !strings.Contains(strings.Join(causes, ";"), "nothing trains") {
+		t.Errorf("collapsed run flagged at step %d (%v); want step 23, the fifth step in a row without a trainable group, naming it", step, causes)
+	}
+	if step, causes := firstFlag(Watch{}, converged); step != 0 {
+		t.Errorf("converged run flagged at step %d: %v", step, causes)
+	}
+}

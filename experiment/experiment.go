@@ -93,18 +93,29 @@ func Summarize(groups []art.TrajectoryGroup) (mean, stderr float64, metrics map[
 	for k := range metrics {
 		metrics[k] /= n
 	}
-	for _, r := range rs {
-		mean += r
+	mean, stderr = MeanStderr(rs)
+	return mean, stderr, metrics
+}
+
+// MeanStderr returns the mean of v and its standard error (the sample
+// standard deviation over √n; 0 with fewer than two values).
+func MeanStderr(v []float64) (mean, stderr float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	n := float64(len(v))
+	for _, x := range v {
+		mean += x
 	}
 	mean /= n
-	if len(rs) > 1 {
+	if len(v) > 1 {
 		var ss float64
-		for _, r := range rs {
-			ss += (r - mean) * (r - mean)
+		for _, x := range v {
+			ss += (x - mean) * (x - mean)
 		}
 		stderr = math.Sqrt(ss / (n - 1) / n)
 	}
-	return mean, stderr, metrics
+	return mean, stderr
 }
 
 // PairedStderr returns the standard error of the mean change in reward
@@ -137,19 +148,8 @@ func PairedStderr(before, after []art.TrajectoryGroup) float64 {
 			diffs = append(diffs, sa[0]/sa[1]-sb[0]/sb[1])
 		}
 	}
-	if len(diffs) < 2 {
-		return 0
-	}
-	n := float64(len(diffs))
-	var mean, ss float64
-	for _, d := range diffs {
-		mean += d
-	}
-	mean /= n
-	for _, d := range diffs {
-		ss += (d - mean) * (d - mean)
-	}
-	return math.Sqrt(ss / (n - 1) / n)
+	_, se := MeanStderr(diffs)
+	return se
 }
 
 // WriteReport writes rep as JSON to path atomically: a reader sees the old

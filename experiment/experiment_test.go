@@ -77,6 +77,11 @@ func TestFlags(t *testing.T) {
 	if c := f.TrainConfig(); c.LearningRate != f.LR || c.GradAccumulationSequences != f.GradAccum {
 		t.Errorf("TrainConfig %+v", c)
 	}
+	g := f
+	g.TrainJSON = `{"max_grad_norm": 1, "loss_fn": "ppo", "learning_rate": 9}`
+	if c := g.TrainConfig(); g.Check(true) != nil || c.MaxGradNorm != 1 || c.Loss != "ppo" || c.LearningRate != f.LR {
+		t.Errorf("--train-config %s: TrainConfig %+v (check: %v); want max_grad_norm 1, ppo and --lr's rate", g.TrainJSON, c, g.Check(true))
+	}
 	for _, bad := range []func(*Flags){
 		func(f *Flags) { f.BaseModel = "" },
 		func(f *Flags) { f.GroupSize = 0 },
@@ -84,6 +89,9 @@ func TestFlags(t *testing.T) {
 		func(f *Flags) { f.CallTimeout = 0 },
 		func(f *Flags) { f.Eval = -1 },
 		func(f *Flags) { f.SFTBatch = 0 },
+		func(f *Flags) { f.TrainJSON = `{"max_grad_norm": 1` },
+		func(f *Flags) { f.TrainJSON = `{"no_such_option": 1}` },
+		func(f *Flags) { f.TrainJSON = `{"epsilon": 3}` },
 	} {
 		g := f
 		bad(&g)
@@ -91,7 +99,7 @@ func TestFlags(t *testing.T) {
 			t.Errorf("Check accepted %+v", g)
 		}
 	}
-	g := f
+	g = f
 	g.BaseModel = ""
 	if err := g.Check(false); err != nil {
 		t.Errorf("Check(false) without a base model: %v", err)

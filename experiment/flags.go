@@ -1,8 +1,11 @@
 package experiment
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/artgo/art"
@@ -20,6 +23,10 @@ type Flags struct {
 	LR                       float64
 	GradAccum                int
 	Seed                     uint64
+	// TrainJSON is --train-config: more TrainConfig fields as a JSON
+	// object with TrainConfig's keys ({"max_grad_norm": 1}), applied
+	// before --lr and --grad-accum.
+	TrainJSON string
 
 	Concurrency   int
 	CallTimeout   time.Duration
@@ -58,6 +65,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.IntVar(&f.GroupSize, "group-size", f.GroupSize, "rollouts per scenario (GRPO compares the rollouts of a group)")
 	fs.Float64Var(&f.LR, "lr", f.LR, "learning rate")
 	fs.IntVar(&f.GradAccum, "grad-accum", f.GradAccum, "sequences per optimizer step (0: one per sequence, ART's default)")
+	fs.StringVar(&f.TrainJSON, "train-config", f.TrainJSON, `more GRPO options as a JSON object with art.TrainConfig's keys, e.g. '{"max_grad_norm": 1, "loss_fn": "ppo"}'`)
 	fs.Uint64Var(&f.Seed, "seed", f.Seed, "seed of the scenarios and of sampling")
 	fs.IntVar(&f.Concurrency, "concurrency", f.Concurrency, "rollouts run at once")
 	fs.DurationVar(&f.CallTimeout, "call-timeout", f.CallTimeout, "bound on each chat completion")
@@ -94,12 +102,33 @@ func (f Flags) Check(needBase bool) error {
 	case f.SFTWarmup < 0 || f.SFTBatch < 1 || !(f.SFTLR > 0):
 		return errors.New("--sft-warmup must be >= 0, --sft-batch >= 1 and --sft-lr > 0")
 	}
+	if _, err := f.trainConfig(); err != nil {
+		return err
+	}
 	return nil
 }
 
-// TrainConfig is the GRPO configuration of the flags (--lr, --grad-accum).
+// TrainConfig is the GRPO configuration of the flags (--train-config,
+// then --lr and --grad-accum); Check has validated it.
 func (f Flags) TrainConfig() art.TrainConfig {
-	return art.TrainConfig{LearningRate: f.LR, GradAccumulationSequences: f.GradAccum}
+	c, _ := f.trainConfig()
+	return c
+}
+
+func (f Flags) trainConfig() (art.TrainConfig, error) {
+	var c art.TrainConfig
+	if f.TrainJSON != "" {
+		dec := json.NewDecoder(strings.NewReader(f.TrainJSON))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return art.TrainConfig{}, fmt.Errorf("--train-config %s: %w (want a JSON object with art.TrainConfig's keys)", f.TrainJSON, err)
+		}
+	}
+	c.LearningRate, c.GradAccumulationSequences = f.LR, f.GradAccum
+	if err := c.Validate(); err != nil {
+		return art.TrainConfig{}, fmt.Errorf("--train-config, --lr, --grad-accum: %w", err)
+	}
+	return c, nil
 }
 
 // GatherOptions are the options of a gather under the flags

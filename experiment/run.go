@@ -60,7 +60,7 @@ type Run struct {
 func NewRun(example string, f Flags, model *art.TrainableModel, heldOut HeldOut, out io.Writer) *Run {
 	return &Run{
 		Report: Report{Example: example, Seed: f.Seed, EvalScenarios: f.Eval, Config: map[string]any{
-			"groups": f.Groups, "group_size": f.GroupSize, "lr": f.LR, "grad_accum": f.GradAccum}},
+			"groups": f.Groups, "group_size": f.GroupSize, "lr": f.LR, "grad_accum": f.GradAccum, "train_config": f.TrainJSON}},
 		Unit: "scenario", flags: f, model: model, heldOut: heldOut, out: out, start: time.Now(), lastEval: -1,
 	}
 }

@@ -201,10 +201,10 @@ func buildExample(ctx context.Context, name, dir string) (string, error) {
 // runExample builds the tiny base model for one seed, runs the example's
 // benchmark configuration in a fresh directory and returns its table row.
 // With keep the directory stays, so its pretrained base can be reused.
-func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, verbose, keep bool) (string, error) {
+func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, verbose, keep bool) (outcome, error) {
 	dir, err := os.MkdirTemp("", "art-learning-"+eb.name+"-*")
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	if keep {
 		fmt.Fprintf(os.Stderr, "%s seed %d: working in %s (kept)\n", eb.name, seed, dir)
@@ -214,14 +214,14 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	start := time.Now()
 	base := filepath.Join(dir, "base")
 	if err := writeRandomBase(base, eb, seed); err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	sftCol := ""
 	if eb.pretrain != nil {
 		t := time.Now()
 		pre, err := pretrainBase(ctx, eb, bin, dir, base, seed, verbose)
 		if err != nil {
-			return "", fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
+			return outcome{}, fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
 		}
 		base = filepath.Join(dir, "pretrained")
 		sftCol = fmt.Sprintf("pretrain: %d steps on %d transcripts; ", pre.Steps, pre.Train)
@@ -234,16 +234,16 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 		"--report", report, "--quiet"}, eb.flags...)
 	fmt.Fprintf(os.Stderr, "%s seed %d: %s %s\n", eb.name, seed, filepath.Base(bin), strings.Join(args, " "))
 	if err := runBin(ctx, bin, args, verbose); err != nil {
-		return "", fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
+		return outcome{}, fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
 	}
 	total := time.Since(start)
 	b, err := os.ReadFile(report)
 	if err != nil {
-		return "", fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
+		return outcome{}, fmt.Errorf("%s seed %d: %w", eb.name, seed, err)
 	}
 	var r experiment.Report
 	if err := json.Unmarshal(b, &r); err != nil {
-		return "", fmt.Errorf("%s seed %d: %s: %w", eb.name, seed, report, err)
+		return outcome{}, fmt.Errorf("%s seed %d: %s: %w", eb.name, seed, report, err)
 	}
 	if r.SFTTrajectories > 0 || eb.pretrain == nil {
 		sftCol += fmt.Sprintf("%d transcripts", r.SFTTrajectories)
@@ -255,9 +255,11 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	if se == 0 {
 		se, seKind = math.Hypot(r.BeforeStderr, r.AfterStderr), "unpaired"
 	}
-	return fmt.Sprintf("| %s (`examples/%s`) | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
-		eb.name, eb.name, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, r.After-r.Before, se, seKind, r.EvalScenarios,
-		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes()), nil
+	o := outcome{example: fmt.Sprintf("%s (`examples/%s`)", eb.name, eb.name), seed: seed, gain: r.After - r.Before, se: r.DiffStderr}
+	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
+		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, r.EvalScenarios,
+		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes())
+	return o, nil
 }
 
 // writeRandomBase writes the example's random tiny model for seed.

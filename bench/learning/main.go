@@ -1,9 +1,11 @@
 // Command learning measures how much an agent learns: for each example and
 // seed it trains from nothing and prints a markdown table of the mean
 // held-out reward before and after training, with the wall time of each
-// phase, for BENCHMARKS.md.
+// phase, for BENCHMARKS.md, then a summary per example over the seeds: the
+// minimum, median and maximum held-out gain and how many seeds learned (a
+// gain of at least 3 standard errors, paired by held-out scenario).
 //
-//	go run ./bench/learning [-seeds 1,2,3] [-steps N] [-examples tictactoe,2048,calculator,emailsearch,mcp]
+//	go run ./bench/learning [-seeds 1,2,3,4,5] [-steps N] [-examples tictactoe,2048,calculator,emailsearch,mcp]
 //
 // tictactoe runs `art demo` end to end (the base model built by SFT, then
 // GRPO through the SDK) and also prints, per seed, the wall time to the
@@ -70,9 +72,10 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 		}
 		names = append(names, n)
 	}
-	var rows, reached []string
+	var outs []outcome
+	var reached []string
 	for _, name := range names {
-		var r []string
+		var r []outcome
 		var err error
 		if name == "tictactoe" {
 			r, reached, err = runDemo(ctx, seeds, steps, verbose)
@@ -82,13 +85,13 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 		if err != nil {
 			return err
 		}
-		rows = append(rows, r...)
+		outs = append(outs, r...)
 	}
 	fmt.Printf("GOMAXPROCS=%d, %s\n\n", runtime.GOMAXPROCS(0), time.Now().UTC().Format("2006-01-02"))
 	fmt.Println("| example | seed | SFT | GRPO steps | held-out reward before → after | details | base build / SFT | GRPO + evals | total |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		fmt.Println(r)
+	for _, o := range outs {
+		fmt.Println(o.row)
 	}
 	if len(reached) > 0 {
 		fmt.Println()
@@ -100,12 +103,14 @@ func run(ctx context.Context, exampleList, seedList string, steps int, verbose, 
 			fmt.Println(r)
 		}
 	}
+	fmt.Println()
+	writeSummary(os.Stdout, outs)
 	return nil
 }
 
 // runExamples builds the example once and runs its benchmark
 // configuration for each seed; steps > 0 overrides its GRPO steps.
-func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int, verbose, keep bool) ([]string, error) {
+func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int, verbose, keep bool) ([]outcome, error) {
 	dir, err := os.MkdirTemp("", "art-learning-bin-*")
 	if err != nil {
 		return nil, err
@@ -118,24 +123,24 @@ func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int
 	if steps > 0 { // the SFT warm-up is step 1, so GRPO runs to step 1+steps
 		eb.flags = append(eb.flags[:len(eb.flags):len(eb.flags)], "--steps", strconv.Itoa(1+steps))
 	}
-	var rows []string
+	var outs []outcome
 	for _, seed := range seeds {
-		row, err := runExample(ctx, eb, bin, seed, verbose, keep)
+		o, err := runExample(ctx, eb, bin, seed, verbose, keep)
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintln(os.Stderr, row)
-		rows = append(rows, row)
+		fmt.Fprintln(os.Stderr, o.row)
+		outs = append(outs, o)
 	}
-	return rows, nil
+	return outs, nil
 }
 
 // thresholds are the held-out rewards whose first crossing runDemo times.
 var thresholds = []float64{0.7, 0.8, 0.9}
 
-// runDemo runs `art demo` for each seed. It returns the rows of the main
-// table and, per seed, a row of the wall time to each of thresholds.
-func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) (rows, reached []string, err error) {
+// runDemo runs `art demo` for each seed. It returns the outcomes and, per
+// seed, a row of the wall time to each of thresholds.
+func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) (outs []outcome, reached []string, err error) {
 	for _, seed := range seeds {
 		dir, err := os.MkdirTemp("", "art-learning-*")
 		if err != nil {
@@ -158,16 +163,17 @@ func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) (rows
 		}
 		total := time.Since(start)
 		os.RemoveAll(dir)
-		row := fmt.Sprintf("| tic-tac-toe (`art demo`) | %d | %d steps | %d | %.3f → **%.3f** (%+.3f) | invalid moves %.0f%% → %.0f%%; exact expected reward %.3f → %.3f | %.0f s | %.0f s | **%.1f min** |",
-			seed, rep.SFTSteps, rep.Steps, rep.Before, rep.After, rep.After-rep.Before, 100*rep.InvalidBefore, 100*rep.InvalidAfter,
+		o := outcome{example: "tic-tac-toe (`art demo`)", seed: seed, gain: rep.After - rep.Before, se: pairedStderr(rep.BeforeGames, rep.AfterGames)}
+		o.row = fmt.Sprintf("| %s | %d | %d steps | %d | %.3f → **%.3f** (%+.3f ± %.3f paired, %d held out) | invalid moves %.0f%% → %.0f%%; exact expected reward %.3f → %.3f | %.0f s | %.0f s | **%.1f min** |",
+			o.example, seed, rep.SFTSteps, rep.Steps, rep.Before, rep.After, o.gain, o.se, len(rep.AfterGames), 100*rep.InvalidBefore, 100*rep.InvalidAfter,
 			rep.ExpectedBefore, rep.ExpectedAfter, rep.BuildBase.Seconds(), rep.RL.Seconds(), total.Minutes())
-		fmt.Fprintln(os.Stderr, row)
-		rows = append(rows, row)
+		fmt.Fprintln(os.Stderr, o.row)
+		outs = append(outs, o)
 		r := fmt.Sprintf("| %d | %s | %d steps |", seed, timesToReach(rep.Evals, rep.Steps), opt.EvalEvery)
 		fmt.Fprintln(os.Stderr, r)
 		reached = append(reached, r)
 	}
-	return rows, reached, nil
+	return outs, reached, nil
 }
 
 // timesToReach formats, for each of thresholds, the wall time and step of

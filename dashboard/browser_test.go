@@ -102,6 +102,7 @@ type browserResult struct {
 	ToolCalls      int       `json:"toolCalls"`
 	Ruler          int       `json:"ruler"`
 	DetailText     string    `json:"detailText"`
+	DetailRetries  int       `json:"detailRetries"`
 	UnknownModel   string    `json:"unknownModel"`
 	CorruptHistory string    `json:"corruptHistory"`
 	CorruptCharts  int       `json:"corruptCharts"`
@@ -142,6 +143,9 @@ func TestBrowser(t *testing.T) {
 		}
 	}, &got)
 	t.Logf("charts of 12 steps drawn %d ms after navigation", got.ChartsMs)
+	if got.DetailRetries > 0 {
+		t.Logf("the first click on a trajectory showed nothing; %d more click(s) opened it", got.DetailRetries)
+	}
 
 	if got.Points != 12 || got.PolylinePoints != 12 {
 		t.Errorf("train/reward curve: data-n %d, %d polyline points; want 12", got.Points, got.PolylinePoints)

@@ -330,20 +330,28 @@ function renderTrajectoryControls(load) {
   if (load) loadTrajectories();
 }
 
+// Answers can arrive out of order (a filter typed quickly, a live update
+// during a click): only the latest request of each kind may draw, or a stale
+// list or trajectory would replace the one asked for last.
+const latest = { list: 0, detail: 0 };
+
 async function loadTrajectories() {
   const t = state.t;
   const params = { run: state.focus, split: t.split, step: t.step, sort: t.sort, offset: t.offset, limit: t.limit };
   if (t.min !== "") params.min = t.min;
   if (t.max !== "") params.max = t.max;
   if (t.q) params.q = t.q;
+  const seq = ++latest.list;
   let r;
   try {
     r = await api("trajectories", params);
   } catch (e) {
+    if (seq !== latest.list) return;
     $("#t-list tbody").innerHTML = `<tr><td colspan="5">${esc(e.message)}</td></tr>`;
     banner(e.message);
     return;
   }
+  if (seq !== latest.list) return;
   const rw = r.reward || {};
   $("#t-stats").textContent = `${r.total} trajectories at ${t.split} step ${t.step} (reward mean ${fmt(rw.mean)}, min ${fmt(rw.min)}, max ${fmt(rw.max)}); ${r.matched} match.`;
   $("#t-list tbody").innerHTML = r.items.length ? r.items.map((it) => `<tr data-index="${it.index}"${it.index === t.index ? ` class="active"` : ""}>
@@ -354,7 +362,10 @@ async function loadTrajectories() {
   $("#t-next").disabled = r.offset + r.items.length >= r.matched;
   writeHash();
   if (t.index !== null && t.index < r.total) loadTrajectory(t.index);
-  else $("#t-detail").innerHTML = `<p class="muted">Pick a trajectory.</p>`;
+  else {
+    latest.detail++; // a detail still loading belongs to another list
+    $("#t-detail").innerHTML = `<p class="muted">Pick a trajectory.</p>`;
+  }
 }
 
 function trajectoryFilterChanged() {
@@ -424,13 +435,15 @@ function messageHTML(m) {
 
 async function loadTrajectory(index) {
   const t = state.t;
+  const seq = ++latest.detail;
   let tr;
   try {
     tr = await api("trajectory", { run: state.focus, split: t.split, step: t.step, index });
   } catch (e) {
-    $("#t-detail").innerHTML = `<p>${esc(e.message)}</p>`;
+    if (seq === latest.detail) $("#t-detail").innerHTML = `<p>${esc(e.message)}</p>`;
     return;
   }
+  if (seq !== latest.detail) return;
   const logs = (tr.logs || []).map((l) => l.startsWith("RULER explanation:") ? `<div class="ruler">${esc(l)}</div>` : `<pre>${esc(l)}</pre>`).join("");
   const hasTokens = tr.messages.some((m) => m.tokens && m.tokens.length);
   $("#t-detail").innerHTML = `<h3>trajectory ${tr.index} · group ${tr.group} · reward <span class="reward">${fmt(tr.reward)}</span></h3>

@@ -31,11 +31,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/artgo/art/bench/internal/membw"
 	"github.com/artgo/art/engine/kernels"
 )
 
@@ -140,28 +140,7 @@ func bandwidth(args []string) {
 	threads := fs.Int("t", 1, "goroutines")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	const n = 64 << 20 // floats per array
-	a, b := make([]float32, n), make([]float32, n)
-	for i := range a {
-		a[i], b[i] = 1, 1
-	}
-	var times []float64
-	for range 5 {
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		for w := range *threads {
-			lo, hi := w*n / *threads, (w+1)*n / *threads
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				kernels.Dot(a[lo:hi], b[lo:hi])
-			}()
-		}
-		wg.Wait()
-		times = append(times, time.Since(t0).Seconds())
-	}
-	slices.Sort(times)
-	fmt.Printf("bw %d %.2f\n", *threads, 8*n/times[2]/1e9)
+	fmt.Printf("bw %d %.2f\n", *threads, membw.NewProbe().Read(*threads, 5))
 }
 
 func randSlice(r *rand.Rand, n int) []float32 {

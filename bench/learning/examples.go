@@ -255,7 +255,8 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	if se == 0 {
 		se, seKind = math.Hypot(r.BeforeStderr, r.AfterStderr), "unpaired"
 	}
-	o := outcome{example: fmt.Sprintf("%s (`examples/%s`)", eb.name, eb.name), seed: seed, gain: r.After - r.Before, se: r.DiffStderr}
+	o := outcome{example: fmt.Sprintf("%s (`examples/%s`)", eb.name, eb.name), seed: seed, gain: r.After - r.Before, se: r.DiffStderr,
+		trained: r.TrainedSteps, compared: r.OnPolicySteps, maxDiff: r.MaxRolloutLogprobDiff}
 	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
 		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, r.EvalScenarios,
 		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes())

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/artgo/art/demo"
+	"github.com/artgo/art/store"
 )
 
 func main() {
@@ -135,6 +136,31 @@ func runExamples(ctx context.Context, eb exampleBench, seeds []uint64, steps int
 	return outs, nil
 }
 
+// historyOnPolicy reads a model's history.jsonl: how many steps trained,
+// how many of them logged loss/rollout_logprob_abs_diff, and its largest
+// value.
+func historyOnPolicy(modelDir string) (trained, compared int, maxDiff float64, err error) {
+	d, err := store.Open(modelDir)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rows, err := d.ReadHistory()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("read the demo's history: %w", err)
+	}
+	for _, row := range rows {
+		if _, ok := row["loss/train"]; !ok {
+			continue // an evaluation, or a step with nothing to train
+		}
+		trained++
+		if v, ok := row["loss/rollout_logprob_abs_diff"].(float64); ok {
+			compared++
+			maxDiff = max(maxDiff, v)
+		}
+	}
+	return trained, compared, maxDiff, nil
+}
+
 // thresholds are the held-out rewards whose first crossing runDemo times.
 var thresholds = []float64{0.7, 0.8, 0.9}
 
@@ -162,8 +188,12 @@ func runDemo(ctx context.Context, seeds []uint64, steps int, verbose bool) (outs
 			return nil, nil, fmt.Errorf("seed %d: %w", seed, err)
 		}
 		total := time.Since(start)
-		os.RemoveAll(dir)
 		o := outcome{example: "tic-tac-toe (`art demo`)", seed: seed, gain: rep.After - rep.Before, se: pairedStderr(rep.BeforeGames, rep.AfterGames)}
+		o.trained, o.compared, o.maxDiff, err = historyOnPolicy(rep.ModelDir)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("seed %d: %w", seed, err)
+		}
 		o.row = fmt.Sprintf("| %s | %d | %d steps | %d | %.3f → **%.3f** (%+.3f ± %.3f paired, %d held out) | invalid moves %.0f%% → %.0f%%; exact expected reward %.3f → %.3f | %.0f s | %.0f s | **%.1f min** |",
 			o.example, seed, rep.SFTSteps, rep.Steps, rep.Before, rep.After, o.gain, o.se, len(rep.AfterGames), 100*rep.InvalidBefore, 100*rep.InvalidAfter,
 			rep.ExpectedBefore, rep.ExpectedAfter, rep.BuildBase.Seconds(), rep.RL.Seconds(), total.Minutes())

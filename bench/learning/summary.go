@@ -22,6 +22,11 @@ type outcome struct {
 	gain    float64
 	se      float64 // paired by scenario; 0 when unknown
 	row     string
+	// trained counts the GRPO steps that trained; compared those that
+	// logged loss/rollout_logprob_abs_diff, whose largest value is maxDiff
+	// (0: the trainer's logprobs equal the sampler's bit for bit).
+	trained, compared int
+	maxDiff           float64
 }
 
 // learned reports whether the gain is at least learnedSE paired standard
@@ -32,8 +37,8 @@ func (o outcome) learned() bool { return o.se > 0 && o.gain >= learnedSE*o.se }
 // in outs: the seeds run, the minimum, median and maximum held-out gain,
 // and how many seeds learned.
 func writeSummary(w io.Writer, outs []outcome) {
-	fmt.Fprintf(w, "| example | seeds | held-out gain min / median / max | learned (gain ≥ %d paired SE) |\n", learnedSE)
-	fmt.Fprintln(w, "|---|---|---|---|")
+	fmt.Fprintf(w, "| example | seeds | held-out gain min / median / max | learned (gain ≥ %d paired SE) | trainer vs sampler logprobs (loss/rollout_logprob_abs_diff) |\n", learnedSE)
+	fmt.Fprintln(w, "|---|---|---|---|---|")
 	var order []string
 	byExample := map[string][]outcome{}
 	for _, o := range outs {
@@ -46,15 +51,29 @@ func writeSummary(w io.Writer, outs []outcome) {
 		os := byExample[ex]
 		gains := make([]float64, len(os))
 		seeds := make([]string, len(os))
-		learned := 0
+		learned, trained, compared, maxDiff := 0, 0, 0, 0.0
 		for i, o := range os {
 			gains[i], seeds[i] = o.gain, fmt.Sprint(o.seed)
 			if o.learned() {
 				learned++
 			}
+			trained, compared, maxDiff = trained+o.trained, compared+o.compared, max(maxDiff, o.maxDiff)
 		}
-		fmt.Fprintf(w, "| %s | %s | %+.3f / %+.3f / %+.3f | **%d of %d** |\n", ex, strings.Join(seeds, ", "),
-			slices.Min(gains), median(gains), slices.Max(gains), learned, len(os))
+		fmt.Fprintf(w, "| %s | %s | %+.3f / %+.3f / %+.3f | **%d of %d** | %s |\n", ex, strings.Join(seeds, ", "),
+			slices.Min(gains), median(gains), slices.Max(gains), learned, len(os), onPolicyCell(trained, compared, maxDiff))
+	}
+}
+
+// onPolicyCell says how the trained steps' logprobs compared with the
+// sampler's.
+func onPolicyCell(trained, compared int, maxDiff float64) string {
+	switch {
+	case trained == 0:
+		return "no step trained"
+	case compared == trained && maxDiff == 0:
+		return fmt.Sprintf("exactly 0 on all %d trained steps", trained)
+	default:
+		return fmt.Sprintf("logged on %d of %d trained steps, largest %.3g", compared, trained, maxDiff)
 	}
 }
 

@@ -5,10 +5,10 @@ package kernels
 import "math"
 
 // The exponential row operations implemented (by hand) in expvec_amd64.s,
-// AVX-512 only. Each processes 16-element blocks of n (a multiple of 16)
-// from the start and returns how many elements it did: all of them, or up
-// to the first block holding an exponent argument above 88 or NaN, which
-// the caller does in Go.
+// for AVX-512 and AVX2. Each processes n elements (a multiple of 16) from
+// the start and returns how many it did: all of them, or up to the first
+// block (16, or 8 for the AVX2 SwiGLU) holding an exponent argument above
+// 88 or NaN, which the caller does in Go.
 
 //go:noescape
 func expShift512(x *float32, n int, shift float32, acc *[2]float64) int
@@ -22,37 +22,71 @@ func swiglu512(h, gate, up *float32, n int) int
 //go:noescape
 func swigluBack512(dgate, dup, dh, gate, up *float32, n int) int
 
+//go:noescape
+func expShift256(x *float32, n int, shift float32, acc *[2]float64) int
+
+//go:noescape
+func max256(x *float32, n int) float32
+
+//go:noescape
+func swiglu256(h, gate, up *float32, n int) int
+
+//go:noescape
+func swigluBack256(dgate, dup, dh, gate, up *float32, n int) int
+
 func expShiftAsm(x []float32, shift float32, acc *[2]float64) int {
-	if active != varAVX512 || len(x) == 0 {
+	if len(x) == 0 {
 		return 0
 	}
-	return expShift512(&x[0], len(x), shift, acc)
+	switch active {
+	case varAVX512:
+		return expShift512(&x[0], len(x), shift, acc)
+	case varAVX2:
+		return expShift256(&x[0], len(x), shift, acc)
+	}
+	return 0
 }
 
 // maxAsm returns the largest of the first done elements of x (-Inf if
 // none).
 func maxAsm(x []float32) (m float32, done int) {
 	m = float32(math.Inf(-1))
-	if active != varAVX512 {
+	if active != varAVX512 && active != varAVX2 {
 		return m, 0
 	}
 	done = len(x) / expBlock * expBlock
 	for i := 0; i < done; i += expChunk {
-		m = max(m, max512(&x[i], min(expChunk, done-i)))
+		if active == varAVX512 {
+			m = max(m, max512(&x[i], min(expChunk, done-i)))
+		} else {
+			m = max(m, max256(&x[i], min(expChunk, done-i)))
+		}
 	}
 	return m, done
 }
 
 func swigluAsm(h, gate, up []float32) int {
-	if active != varAVX512 || len(h) == 0 {
+	if len(h) == 0 {
 		return 0
 	}
-	return swiglu512(&h[0], &gate[0], &up[0], len(h))
+	switch active {
+	case varAVX512:
+		return swiglu512(&h[0], &gate[0], &up[0], len(h))
+	case varAVX2:
+		return swiglu256(&h[0], &gate[0], &up[0], len(h))
+	}
+	return 0
 }
 
 func swigluBackAsm(dgate, dup, dh, gate, up []float32) int {
-	if active != varAVX512 || len(dh) == 0 {
+	if len(dh) == 0 {
 		return 0
 	}
-	return swigluBack512(&dgate[0], &dup[0], &dh[0], &gate[0], &up[0], len(dh))
+	switch active {
+	case varAVX512:
+		return swigluBack512(&dgate[0], &dup[0], &dh[0], &gate[0], &up[0], len(dh))
+	case varAVX2:
+		return swigluBack256(&dgate[0], &dup[0], &dh[0], &gate[0], &up[0], len(dh))
+	}
+	return 0
 }

@@ -34,7 +34,9 @@ func newExportGGUFCmd() *cobra.Command {
 		Use:   "gguf --model DIR --out FILE [--dtype f32|f16|q8_0]",
 		Short: "Write a Hugging Face model folder as a GGUF file llama.cpp can run",
 		Long: `Write a Hugging Face model folder (config.json, *.safetensors, tokenizer.json,
-tokenizer_config.json) as a GGUF v3 file for llama.cpp: Llama and Qwen2 models,
+tokenizer_config.json) as a GGUF v3 file for llama.cpp: Llama, Mistral, Qwen2,
+Qwen3 and Gemma 3 models (what llama.cpp cannot represent is refused: e.g. a
+Gemma 3 whose global layers are not every sixth),
 matrices in f32, f16 or q8_0, norms and biases in f32, with the tokenizer,
 special tokens and chat template embedded. q8_0 holds the very blocks that
 --quantize q8 (art serve, art logprobs) runs, so both engines compute with the

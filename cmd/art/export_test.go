@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/artgo/art/engine/gguf"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/testassets"
 )
 
 // Ensure `art export gguf-lora` writes a checkpoint folder as a GGUF LoRA
@@ -54,4 +56,87 @@ func TestExportGGUFLoRA(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want a one-line error", name, code, errOut)
 		}
 	}
+}
+
+// Ensure `art export gguf` writes each family init-model makes with its
+// real tokenizer under llama.cpp's architecture name (llama.cpp itself runs
+// such files in engine/gguf's TestExport_MatchesLlamaCpp), and refuses
+// what llama.cpp cannot represent, saying what: the tiny Gemma 3 test shape
+// alternates global and local layers, where llama.cpp's gemma3 makes every
+// sixth layer global. A Gemma 3 in that layout exports.
+func TestExportGGUF_Families(t *testing.T) {
+	cases := []struct{ arch, tokenizer, wantArch, wantErr string }{
+		{"qwen3", testassets.Qwen3Tokenizer, "qwen3", ""},
+		{"mistral", testassets.Llama2Tokenizer, "llama", ""},
+		{"gemma3", testassets.Gemma3Tokenizer, "", "every 6th layer global"},
+	}
+	for _, c := range cases {
+		t.Run(c.arch, func(t *testing.T) {
+			tokDir := testassets.Dir(t, c.tokenizer)
+			dir := filepath.Join(t.TempDir(), "m")
+			if code, _, errOut := runArgs(t, "init-model", "--arch", c.arch, "--shape", "tiny", "--tokenizer", tokDir, "--out", dir); code != 0 {
+				t.Fatalf("init-model: %d %s", code, errOut)
+			}
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			code, _, errOut := runArgs(t, "export", "gguf", "--model", dir, "--out", out, "--dtype", "f16")
+			if c.wantErr != "" {
+				if code == 0 || !strings.Contains(errOut, c.wantErr) {
+					t.Fatalf("exit %d, stderr %q; want an error containing %q", code, errOut, c.wantErr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("export gguf: %d %s", code, errOut)
+			}
+			checkGGUFArch(t, out, c.wantArch)
+		})
+	}
+	t.Run("gemma3_llamacpp_layout", func(t *testing.T) {
+		tokDir := testassets.Dir(t, testassets.Gemma3Tokenizer)
+		cfg, err := model.Preset("gemma3", "tiny", 262144)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.NumLayers, cfg.QueryPreAttnScalar = 6, float64(cfg.HeadDim)
+		cfg.LayerTypes = []string{"sliding_attention", "sliding_attention", "sliding_attention",
+			"sliding_attention", "sliding_attention", "full_attention"}
+		m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := m.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{gguf.TokenizerJSON, gguf.TokenizerConfigJSON} {
+			if err := os.Symlink(filepath.Join(tokDir, name), filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := filepath.Join(t.TempDir(), "gemma.gguf")
+		if code, _, errOut := runArgs(t, "export", "gguf", "--model", dir, "--out", out); code != 0 {
+			t.Fatalf("export gguf: %d %s", code, errOut)
+		}
+		f := checkGGUFArch(t, out, "gemma3")
+		if v, _ := f.Value("gemma3.attention.sliding_window"); v != uint32(11) {
+			t.Errorf("gemma3.attention.sliding_window = %v; want 11", v)
+		}
+		if v, _ := f.Value("tokenizer.ggml.model"); v != "llama" {
+			t.Errorf("tokenizer.ggml.model = %v; want llama (SentencePiece)", v)
+		}
+	})
+}
+
+// checkGGUFArch opens the GGUF file at path and checks its architecture.
+func checkGGUFArch(t *testing.T, path, arch string) *gguf.File {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if v, _ := f.Value("general.architecture"); v != arch {
+		t.Errorf("general.architecture = %v; want %s", v, arch)
+	}
+	return f
 }

@@ -135,3 +135,43 @@ func TestBatcher_StreamCancelClose(t *testing.T) {
 		t.Fatalf("after Close: got %v; want ErrClosed", err)
 	}
 }
+
+// Ensure models whose sliding layers keep only their window in the cache
+// (model.KVCache) generate the same tokens batched, with n > 1 samples
+// forked off one shared prefill, as one at a time, over runs many windows
+// and attention blocks long (the tiny shapes slide 11 keys).
+func TestBatcher_SlidingWindowMatchesSingle(t *testing.T) {
+	for _, arch := range []string{"mistral", "gemma3"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg, err := model.Preset(arch, "tiny", 300)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 5, Std: 0.3}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := NewBatcher(m, BatcherOptions{MaxTokens: 32, MaxSequences: 8})
+			defer b.Close()
+			ctx := context.Background()
+			for i, temp := range []float64{0, 1} {
+				req := Request{Prompt: prompt(40, i), MaxTokens: 180, Sampling: SamplingParams{Temperature: temp}, Seed: uint64(7 + i)}
+				got, err := b.Generate(ctx, req, 3, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, g := range got {
+					r := req
+					r.Seed += uint64(k)
+					want, err := Generate(ctx, m, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(g.IDs(), want.IDs()) || len(want.Tokens) != 180 {
+						t.Fatalf("temperature %v sample %d: batched %v; single %v", temp, k, g.IDs(), want.IDs())
+					}
+				}
+			}
+		})
+	}
+}

@@ -3,9 +3,11 @@
 //
 // Export turns a model.Model plus its Hugging Face tokenizer files
 // (tokenizer.json, tokenizer_config.json) into a GGUF that llama.cpp loads and
-// runs with the same numerics as the engine: the Llama and Qwen2 families,
-// matrices in F32 or F16, norms and biases in F32, the byte-level BPE
-// vocabulary with its merges, special tokens and chat template. The file is
+// runs with the same numerics as the engine: the Llama, Mistral, Qwen2, Qwen3
+// and Gemma 3 families (arch.go says how each is laid out and what llama.cpp
+// cannot represent), matrices in F32, F16 or Q8_0, norms and biases in F32,
+// the vocabulary (byte-level BPE with its merges, or SentencePiece with
+// scores), special tokens and chat template. The file is
 // streamed tensor by tensor, so exporting never holds a second copy of the
 // weights.
 //
@@ -30,6 +32,10 @@
 //     q·k is unchanged when q and k are permuted alike. Llama 3 rope scaling
 //     is written as the rope_freqs tensor, the per-frequency divisors
 //     llama.cpp applies to its base frequencies.
-//   - Qwen2: llama.cpp's "qwen2" architecture already uses the NeoX
-//     (rotate_half) rotation, so its weights are written as they are.
+//   - Qwen2, Qwen3, Gemma 3: llama.cpp's "qwen2", "qwen3" and "gemma3"
+//     architectures already use the NeoX (rotate_half) rotation, so their
+//     weights are written as they are. Mistral is written as "llama", as
+//     llama.cpp's converter does.
+//   - Gemma 3: llama.cpp wants its norm weights with the +1 already added,
+//     which is how the engine holds them (model.Family.NormPlusOne).
 package gguf

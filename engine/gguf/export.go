@@ -47,7 +47,8 @@ func ExportFile(path string, m *model.Model, tokenizerDir string, opts Options) 
 // Export writes m as a GGUF v3 file to w, with the tokenizer read from
 // tokenizerDir (tokenizer.json, and tokenizer_config.json for special tokens
 // and the chat template; a Hugging Face model folder holds both). The model
-// must be a "qwen2" or "llama" model in a shape llama.cpp runs. Shapes,
+// must be a llama, mistral, qwen2, qwen3 or gemma3_text model in a shape
+// llama.cpp runs (see arch.go). Shapes,
 // dtype and tokenizer are checked before the first byte is written; only a
 // weight too large for F16 is found while converting. Tensor data is
 // converted and streamed row by row, so Export allocates little beyond the
@@ -115,7 +116,11 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 		return nil, err
 	}
 
-	arch := cfg.ModelType
+	layout, err := layoutOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	arch := layout.arch
 	name := opts.Name
 	if name == "" {
 		name = arch
@@ -134,7 +139,7 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 		{KeyAlignment, uint32(DefaultAlignment)},
 		{"general.file_type", fileType},
 		{a("vocab_size"), uint32(cfg.VocabSize)},
-		{a("context_length"), uint32(cfg.MaxPositions)},
+		{a("context_length"), uint32(contextLength(cfg))},
 		{a("embedding_length"), uint32(cfg.HiddenSize)},
 		{a("block_count"), uint32(cfg.NumLayers)},
 		{a("feed_forward_length"), uint32(cfg.IntermediateSize)},
@@ -146,9 +151,12 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 		{a("rope.dimension_count"), uint32(cfg.HeadDim)},
 		{a("rope.freq_base"), float32(cfg.RopeTheta)},
 	}
+	if layout.kvs != nil {
+		kvs = append(kvs, layout.kvs(cfg, a)...)
+	}
 	kvs = append(kvs, vocab.metadata()...)
 
-	return &exportPlan{kvs: kvs, tensors: modelTensors(m, opts.DType), progress: opts.Progress}, nil
+	return &exportPlan{kvs: kvs, tensors: modelTensors(m, layout, opts.DType), progress: opts.Progress}, nil
 }
 
 // ropeScalingType returns config.json's rope scaling type, "" for none.
@@ -176,24 +184,11 @@ func checkModel(m *model.Model) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("gguf: invalid model config: %w", err)
 	}
-	switch cfg.ModelType {
-	case "llama":
-		if t := ropeScalingType(cfg); t != "" && t != "llama3" {
-			bad("rope_scaling %q cannot be exported (only llama3)", t)
-		}
-	case "qwen2":
-		if t := ropeScalingType(cfg); t != "" {
-			bad("llama.cpp's qwen2 has no rope scaling %q", t)
-		}
-		if cfg.QDim() != cfg.HiddenSize {
-			bad("llama.cpp's qwen2 needs num_attention_heads*head_dim (%d) = hidden_size (%d)", cfg.QDim(), cfg.HiddenSize)
-		}
-		if cfg.MLPBias {
-			bad("llama.cpp's qwen2 has no MLP biases")
-		}
-	default:
-		return fmt.Errorf("gguf: model_type %q cannot be exported (supported: llama, qwen2)", cfg.ModelType)
+	layout, err := layoutOf(cfg)
+	if err != nil {
+		return err
 	}
+	checkLayout(layout, cfg, m.W.Layers, bad)
 	if cfg.MaxPositions <= 0 {
 		bad("max_position_embeddings must be > 0 (it is GGUF's context_length), got %d", cfg.MaxPositions)
 	}
@@ -255,9 +250,6 @@ func checkModel(m *model.Model) error {
 		vec(p+"gate bias", l.GateBias, F, true)
 		vec(p+"up bias", l.UpBias, F, true)
 		vec(p+"down bias", l.DownBias, C, true)
-		if cfg.ModelType == "qwen2" && (l.OBias != nil || l.GateBias != nil || l.UpBias != nil || l.DownBias != nil) {
-			bad("%shas o_proj or MLP biases, which llama.cpp's qwen2 does not load", p)
-		}
 	}
 	if len(errs) > 0 {
 		const show = 8
@@ -271,7 +263,7 @@ func checkModel(m *model.Model) error {
 
 // modelTensors lays out every tensor of m with GGUF names and dims, each
 // with a writer that converts it on the fly.
-func modelTensors(m *model.Model, dt Type) []Tensor {
+func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 	cfg := m.Config
 	w := &m.W
 	var ts []Tensor
@@ -292,15 +284,15 @@ func modelTensors(m *model.Model, dt Type) []Tensor {
 	}
 
 	// Llama's interleaved rope needs each head's rows reordered (see the
-	// package doc); Qwen2's NeoX rope takes the Hugging Face order as is.
+	// package doc); the NeoX ropes take the Hugging Face order as is.
 	var qOrder, kOrder []int
-	if cfg.ModelType == "llama" {
+	if layout.interleave {
 		qOrder = interleaveHeads(cfg.NumHeads, cfg.HeadDim)
 		kOrder = interleaveHeads(cfg.NumKVHeads, cfg.HeadDim)
 	}
 
 	matrix("token_embd.weight", w.Embed, nil)
-	if cfg.ModelType == "llama" && ropeScalingType(cfg) == "llama3" {
+	if layout.interleave && ropeScalingType(cfg) == "llama3" {
 		vector("rope_freqs.weight", llama3RopeFactors(cfg), nil)
 	}
 	for i := range w.Layers {
@@ -315,6 +307,7 @@ func modelTensors(m *model.Model, dt Type) []Tensor {
 		vector(p+"attn_v.bias", l.VBias, nil)
 		matrix(p+"attn_output.weight", l.O, nil)
 		vector(p+"attn_output.bias", l.OBias, nil)
+		familyTensors(vector, p, l)
 		vector(p+"ffn_norm.weight", l.MLPNorm, nil)
 		matrix(p+"ffn_gate.weight", l.Gate, nil)
 		vector(p+"ffn_gate.bias", l.GateBias, nil)

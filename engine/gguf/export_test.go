@@ -97,7 +97,8 @@ func writeJSONFile(tb testing.TB, path string, v any) {
 	}
 }
 
-// testModel builds a random tiny model of arch sized for the test tokenizer.
+// testModel builds a random tiny model of arch sized for the test
+// tokenizer (Gemma 3 in the shape llama.cpp runs).
 func testModel(tb testing.TB, arch string, dt kernels.DType, biases bool) *model.Model {
 	tb.Helper()
 	cfg, err := model.Preset(arch, "tiny", testVocab+len(testAdded))
@@ -106,6 +107,9 @@ func testModel(tb testing.TB, arch string, dt kernels.DType, biases bool) *model
 	}
 	if biases {
 		cfg.AttentionBias, cfg.MLPBias = true, true
+	}
+	if arch == "gemma3" {
+		gemma3LlamaCppShape(&cfg)
 	}
 	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1, DType: dt, NormJitter: 0.1}))
 	if err != nil {
@@ -136,7 +140,7 @@ func expectedTensors(m *model.Model, dt Type) map[string]wantTensor {
 		}
 	}
 	var qo, ko []int
-	if cfg.ModelType == "llama" {
+	if archLayouts[cfg.ModelType].interleave {
 		qo, ko = interleaveHeads(cfg.NumHeads, cfg.HeadDim), interleaveHeads(cfg.NumKVHeads, cfg.HeadDim)
 	}
 	mat("token_embd.weight", m.W.Embed, nil)
@@ -144,7 +148,7 @@ func expectedTensors(m *model.Model, dt Type) map[string]wantTensor {
 	if !cfg.TieWordEmbeddings {
 		mat("output.weight", m.W.LMHead, nil)
 	}
-	if cfg.RopeScaling != nil {
+	if ropeScalingType(cfg) == "llama3" {
 		vec("rope_freqs.weight", llama3RopeFactors(cfg), nil)
 	}
 	for i, l := range m.W.Layers {
@@ -158,7 +162,11 @@ func expectedTensors(m *model.Model, dt Type) map[string]wantTensor {
 		vec(p+"attn_v.bias", l.VBias, nil)
 		mat(p+"attn_output.weight", l.O, nil)
 		vec(p+"attn_output.bias", l.OBias, nil)
+		vec(p+"attn_q_norm.weight", l.QNorm, nil)
+		vec(p+"attn_k_norm.weight", l.KNorm, nil)
+		vec(p+"post_attention_norm.weight", l.AttnOutNorm, nil)
 		vec(p+"ffn_norm.weight", l.MLPNorm, nil)
+		vec(p+"post_ffw_norm.weight", l.MLPOutNorm, nil)
 		mat(p+"ffn_gate.weight", l.Gate, nil)
 		vec(p+"ffn_gate.bias", l.GateBias, nil)
 		mat(p+"ffn_up.weight", l.Up, nil)
@@ -193,6 +201,10 @@ func TestExport_RoundTrip(t *testing.T) {
 		{"qwen2_q8_from_q8", "qwen2", kernels.F32, Q8_0, false, false, true},
 		{"llama_q8_from_q8", "llama", kernels.BF16, Q8_0, true, false, true},
 		{"llama_q8_from_bf16", "llama", kernels.BF16, Q8_0, true, false, false},
+		{"qwen3_f32", "qwen3", kernels.BF16, F32, false, false, false},
+		{"mistral_f16", "mistral", kernels.BF16, F16, true, false, false},
+		{"gemma3_f32", "gemma3", kernels.F32, F32, false, true, false},
+		{"gemma3_q8_from_q8", "gemma3", kernels.BF16, Q8_0, false, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,13 +286,18 @@ func TestExport_RoundTrip(t *testing.T) {
 				}
 			}
 
-			a := func(k string) string { return cfg.ModelType + "." + k }
+			arch := archLayouts[cfg.ModelType].arch
+			a := func(k string) string { return arch + "." + k }
 			fileType := map[Type]uint32{F32: 0, F16: 1, Q8_0: 7}[tt.out]
+			ctxLen := cfg.MaxPositions
+			if cfg.ModelType == "mistral" { // the tiny shape's window (11) is its context
+				ctxLen = *cfg.SlidingWindow
+			}
 			wantKV := map[string]any{
-				"general.architecture":                cfg.ModelType,
+				"general.architecture":                arch,
 				"general.alignment":                   uint32(32),
 				"general.file_type":                   fileType,
-				a("context_length"):                   uint32(cfg.MaxPositions),
+				a("context_length"):                   uint32(ctxLen),
 				a("embedding_length"):                 uint32(cfg.HiddenSize),
 				a("block_count"):                      uint32(cfg.NumLayers),
 				a("feed_forward_length"):              uint32(cfg.IntermediateSize),
@@ -296,6 +313,12 @@ func TestExport_RoundTrip(t *testing.T) {
 				"tokenizer.ggml.add_bos_token":        false,
 				"tokenizer.chat_template":             testTemplate,
 				"tokenizer.ggml.merges":               []string{"w 1", "w 2", "w 3", "w 4", "w 5", "w 6", "w 7", "w 8", "w 9", "w 10", "w 11", "w 12", "w 13", "w 14", "w 15", "w 16", "w 17", "w 18", "w 19"},
+			}
+			if arch == "gemma3" {
+				wantKV[a("attention.sliding_window")] = uint32(*cfg.SlidingWindow)
+				wantKV[a("rope.freq_base_swa")] = float32(10000)
+				wantKV[a("rope.scaling.type")] = "linear"
+				wantKV[a("rope.scaling.factor")] = float32(cfg.RopeScaling.Factor)
 			}
 			for k, v := range wantKV {
 				if got, ok := f.Value(k); !ok || !reflect.DeepEqual(got, v) {
@@ -418,16 +441,30 @@ func TestReadVocabulary_RealTokenizers(t *testing.T) {
 		types           map[int]int32 // spot checks
 		tokens          map[int]string
 		templateContain string
+		// SentencePiece-style tokenizers: a space prefix, and scores
+		// (spot checks) in place of merges.
+		addSpacePrefix bool
+		scores         map[int]float32
 	}{
 		{testassets.Qwen3Tokenizer, "qwen2", 151680, -1, 151645, 151643, false,
 			map[int]int32{0: tokenNormal, 151643: tokenControl, 151644: tokenControl, 151657: tokenUserDefined,
 				151659: tokenControl, 151667: tokenUserDefined, 151669: tokenUnused, 151679: tokenUnused},
 			map[int]string{151645: "<|im_end|>", 151657: "<tool_call>", 151667: "<think>", 151679: "[PAD151679]", 220: "Ġ"},
-			"<|im_start|>"},
+			"<|im_start|>", false, nil},
 		{testassets.Llama31Tokenizer, "llama-bpe", 128256, 128000, 128009, -1, true,
 			map[int]int32{0: tokenNormal, 128000: tokenControl, 128009: tokenControl, 128255: tokenControl},
 			map[int]string{128000: "<|begin_of_text|>", 128009: "<|eot_id|>", 220: "Ġ"},
-			"<|start_header_id|>"},
+			"<|start_header_id|>", false, nil},
+		// Llama 2 / Mistral: the first merges are "▁ t" (making 261) and
+		// "i n" (262); characters and bytes score below every merge.
+		{testassets.Llama2Tokenizer, "", 32000, 1, 2, -1, true,
+			map[int]int32{0: tokenUnknown, 1: tokenControl, 2: tokenControl, 3: tokenByte, 13: tokenByte, 258: tokenByte, 261: tokenNormal},
+			map[int]string{13: "<0x0A>", 261: "▁t", 28705: "▁"},
+			"", true, map[int]float32{261: 0, 262: -1, 13: -58981}},
+		{testassets.Gemma3Tokenizer, "", 262144, 2, 106, 0, true,
+			map[int]int32{0: tokenControl, 2: tokenControl, 3: tokenUnknown, 106: tokenControl, 248: tokenByte, 9259: tokenNormal},
+			map[int]string{106: "<end_of_turn>", 248: "<0x0A>", 236743: "▁"},
+			"<start_of_turn>", false, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.asset, func(t *testing.T) {
@@ -453,7 +490,20 @@ func TestReadVocabulary_RealTokenizers(t *testing.T) {
 					t.Errorf("token %d = %q; want %q", id, v.tokens[id], want)
 				}
 			}
-			if len(v.merges) < 100000 || !strings.Contains(v.merges[0], " ") {
+			switch {
+			case v.sentencePiece != (tt.pre == ""):
+				t.Errorf("SentencePiece vocabulary %v; want %v", v.sentencePiece, tt.pre == "")
+			case v.sentencePiece:
+				if v.addSpacePrefix != tt.addSpacePrefix || len(v.scores) != tt.size || len(v.merges) != 0 {
+					t.Errorf("add_space_prefix %v, %d scores, %d merges; want %v, %d, 0", v.addSpacePrefix, len(v.scores), len(v.merges), tt.addSpacePrefix, tt.size)
+					break
+				}
+				for id, want := range tt.scores {
+					if v.scores[id] != want {
+						t.Errorf("score of %d (%q) = %v; want %v", id, v.tokens[id], v.scores[id], want)
+					}
+				}
+			case len(v.merges) < 100000 || !strings.Contains(v.merges[0], " "):
 				t.Errorf("%d merges, first %q; want > 100000 \"a b\" merges", len(v.merges), v.merges[0])
 			}
 			if !strings.Contains(v.chatTemplates[""], tt.templateContain) {
@@ -474,6 +524,8 @@ func TestExport_BadInput(t *testing.T) {
 		edit(&m.Config)
 		return &m
 	}
+	gemma := testModel(t, "gemma3", kernels.F32, false)
+	alternating := []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention"}
 	huge := testModel(t, "qwen2", kernels.F32, false)
 	huge.W.Layers[1].Up.F32[3*huge.Config.HiddenSize+5] = 1e6
 	bigVocabDir := t.TempDir()
@@ -481,7 +533,7 @@ func TestExport_BadInput(t *testing.T) {
 	var tok map[string]any
 	b, _ := os.ReadFile(filepath.Join(bigVocabDir, TokenizerJSON))
 	json.Unmarshal(b, &tok)
-	tok["added_tokens"] = append(tok["added_tokens"].([]any), map[string]any{"id": 5000, "content": "<|far|>", "special": true})
+	tok["model"].(map[string]any)["vocab"].(map[string]any)["far"] = 5000
 	writeJSONFile(t, filepath.Join(bigVocabDir, TokenizerJSON), tok)
 	oddPreDir := t.TempDir()
 	writeTestTokenizer(t, oddPreDir, false)
@@ -507,6 +559,17 @@ func TestExport_BadInput(t *testing.T) {
 		{"QwenRopeScaling", withConfig(qwen, func(c *model.Config) {
 			c.RopeScaling = &model.RopeScaling{RopeType: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
 		}), tokDir, Options{}, "qwen2 has no rope scaling"},
+		{"Gemma3LayerPattern", withConfig(gemma, func(c *model.Config) { c.LayerTypes = alternating }), tokDir, Options{},
+			"llama.cpp's gemma3 makes every 6th layer global and the others sliding; layer 1 is not so"},
+		{"Gemma3QueryScale", withConfig(gemma, func(c *model.Config) { c.QueryPreAttnScalar = 24 }), tokDir, Options{},
+			"llama.cpp's gemma3 scales attention by 16^-½, not query_pre_attn_scalar 24"},
+		{"Gemma3LocalBase", withConfig(gemma, func(c *model.Config) { c.RopeLocalBaseFreq = 20000 }), tokDir, Options{},
+			"rotates sliding layers with base 10000, not rope_local_base_freq 20000"},
+		{"Gemma3RopeScaling", withConfig(gemma, func(c *model.Config) {
+			c.RopeScaling = &model.RopeScaling{RopeType: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}
+		}), tokDir, Options{}, `rope_scaling "llama3" cannot be exported for gemma3 (only linear)`},
+		{"Qwen3Biases", testModel(t, "qwen3", kernels.F32, true), tokDir, Options{},
+			"layer 0 has projection biases, which llama.cpp's qwen3 does not load"},
 		{"NoContextLength", withConfig(qwen, func(c *model.Config) { c.MaxPositions = 0 }), tokDir, Options{}, "max_position_embeddings must be > 0"},
 		{"WrongShape", withConfig(qwen, func(c *model.Config) { c.IntermediateSize = 96 }), tokDir, Options{}, "gate_proj is 128x64, want 96x64"},
 		{"F16Overflow", huge, tokDir, Options{DType: F16}, "blk.1.ffn_up.weight[3][5] = 1e+06 overflows F16 (max 65504); export as F32"},

@@ -189,7 +189,11 @@ func top2(row []float32) (best, second float32, arg int) {
 // f16 export is checked too, with f16 tolerances and no token equality
 // (llama.cpp's f16 activations may break a close call differently), and a
 // Q8_0 export of the model quantized in the engine (model.Q8), with the
-// same greedy tokens.
+// same greedy tokens. Each family is checked: Qwen2, Llama 3, Qwen3 (q/k
+// norms), Mistral (Llama's layout with the SentencePiece vocabulary) and
+// Gemma 3 (norms with the +1 folded in, sandwich norms, GeGLU, embedding
+// scale, local and global layers with their own rope bases, a sliding
+// window shorter than the run, linear rope scaling).
 func TestExport_MatchesLlamaCpp(t *testing.T) {
 	node, module := llamaCppModule(t)
 	// Reference tokenizations (Hugging Face tokenizers semantics, from
@@ -209,6 +213,23 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 		contractions: {40, 2846, 2771, 814, 2351, 1618, 26, 433, 596, 1148, 584, 3077, 1071, 13, 1283, 3358, 733, 11, 1364, 4265, 4822, 11, 499, 4265, 3077, 3967, 13},
 		"<|begin_of_text|>" + hello + "<|eot_id|>": {128000, 9906, 11, 1917, 0, 220, 4513, 1774, 128009},
 	}
+	// The SentencePiece tokenizers' references (the same generator, in
+	// engine/tokenizer's sp_golden.json).
+	const llamaChat = "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi there [/INST] Hello!</s><s>[INST] And? [/INST]"
+	const gemmaChat = "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+	const newlines = "line one\n\nline two\n\n\n\tindented\r\n"
+	mistralTexts := map[string][]int{
+		hello:        {22557, 28725, 1526, 28808, 28705, 28740, 28750, 28770, 28781, 28782},
+		contractions: {315, 28742, 28719, 1864, 590, 28742, 267, 1236, 28745, 378, 28742, 28713, 767, 478, 28742, 333, 773, 28723, 650, 28742, 584, 576, 28725, 630, 28742, 28715, 3079, 28725, 368, 28742, 28715, 28742, 333, 2651, 28723},
+		llamaChat:    {1, 733, 16289, 28793, 2087, 18741, 4060, 13, 3574, 6817, 28723, 13, 28789, 700, 18741, 4060, 13, 13, 23809, 736, 733, 28748, 16289, 28793, 22557, 28808, 2, 1, 733, 16289, 28793, 1015, 28804, 733, 28748, 16289, 28793},
+		newlines:     {1407, 624, 13, 13, 1081, 989, 13, 13, 13, 12, 10388, 286, 28801, 13},
+	}
+	gemmaTexts := map[string][]int{
+		hello:        {9259, 236764, 1902, 236888, 236743, 236770, 236778, 236800, 236812, 236810},
+		contractions: {236777, 236789, 236757, 2889, 901, 236789, 500, 1590, 236793, 625, 236789, 236751, 1144, 692, 236789, 560, 1176, 236761, 1293, 236789, 859, 817, 236764, 1304, 236789, 236753, 4196, 236764, 611, 236789, 236753, 236789, 560, 3224, 236761},
+		gemmaChat:    {2, 105, 2364, 107, 10979, 993, 106, 107, 105, 4368, 107, 9259, 236888, 106, 107},
+		newlines:     {1257, 886, 108, 1257, 1156, 109, 255968, 724, 16764, 251, 107},
+	}
 	tests := []struct {
 		name, arch, asset string
 		// biases turns on attention and MLP biases (llama) so the permuted
@@ -216,11 +237,30 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 		biases bool
 		dtype  Type
 		texts  map[string][]int
+		// configure adjusts the tiny test shape to what llama.cpp's
+		// architecture can represent (nil: nothing to adjust).
+		configure func(*model.Config)
+		// atol and rtol, if set, replace the dtype's logit tolerances.
+		atol, rtol float64
 	}{
-		{"qwen2", "qwen2", testassets.Qwen3Tokenizer, false, F32, qwenTexts},
-		{"llama", "llama", testassets.Llama31Tokenizer, true, F32, llamaTexts},
-		{"qwen2_f16", "qwen2", testassets.Qwen3Tokenizer, false, F16, nil},
-		{"qwen2_q8", "qwen2", testassets.Qwen3Tokenizer, false, Q8_0, nil},
+		{name: "qwen2", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: F32, texts: qwenTexts},
+		{name: "llama", arch: "llama", asset: testassets.Llama31Tokenizer, biases: true, dtype: F32, texts: llamaTexts},
+		{name: "qwen2_f16", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: F16},
+		{name: "qwen2_q8", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: Q8_0},
+		{name: "qwen3", arch: "qwen3", asset: testassets.Qwen3Tokenizer, dtype: F32, texts: qwenTexts},
+		// Mistral v0.2 and later: no sliding window (llama.cpp's llama
+		// architecture has none; a window shorter than the context is
+		// exported as the context, see contextLength).
+		{name: "mistral", arch: "mistral", asset: testassets.Llama2Tokenizer, dtype: F32, texts: mistralTexts,
+			configure: func(c *model.Config) { c.SlidingWindow = nil }},
+		// Gemma 3 as llama.cpp hard-codes it: six layers, the sixth global;
+		// the sliding window (11) is shorter than the 48 tokens run, and the
+		// global layer's linear rope scaling stays on. llama.cpp's CPU GELU
+		// rounds its input and output through f16 (a lookup table), a
+		// relative error of 2^-11 per activation the engine does not make
+		// (it computes GELU in fp64): F16-like tolerances.
+		{name: "gemma3", arch: "gemma3", asset: testassets.Gemma3Tokenizer, dtype: F32, texts: gemmaTexts,
+			configure: gemma3LlamaCppShape, atol: logitAtolF16, rtol: logitRtolF16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,6 +271,12 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 			}
 			if tt.biases {
 				cfg.AttentionBias, cfg.MLPBias = true, true
+			}
+			if tt.configure != nil {
+				tt.configure(&cfg)
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// A large init std gives peaked, well-separated logits, so greedy
 			// decoding wanders through the vocabulary instead of repeating
@@ -252,6 +298,9 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 					t.Fatal(err)
 				}
 				atol, rtol = logitAtolQ8, logitRtolQ8
+			}
+			if tt.atol != 0 {
+				atol, rtol = tt.atol, tt.rtol
 			}
 			path := filepath.Join(t.TempDir(), tt.name+".gguf")
 			if err := ExportFile(path, m, tokDir, Options{DType: tt.dtype}); err != nil {
@@ -283,6 +332,21 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 			checkParity(t, tt.name, m, nil, prompt, ours, theirs, atol, rtol, tt.dtype != F16)
 		})
 	}
+}
+
+// gemma3LlamaCppShape turns the tiny Gemma 3 test shape (global and local
+// layers alternating, query_pre_attn_scalar ≠ head_dim) into the one
+// llama.cpp's gemma3 runs: every sixth layer global, queries scaled by
+// head_dim^-½.
+func gemma3LlamaCppShape(c *model.Config) {
+	c.NumLayers = 6
+	c.LayerTypes = []string{"sliding_attention", "sliding_attention", "sliding_attention",
+		"sliding_attention", "sliding_attention", "full_attention"}
+	c.QueryPreAttnScalar = float64(c.HeadDim)
+	// An LM head of its own: with the tied one, random weights make the
+	// scaled embedding dominate the residual stream and greedy decoding
+	// repeats a few tokens.
+	c.TieWordEmbeddings = false
 }
 
 // checkParity compares llama.cpp's greedy run (theirs) with the engine's

@@ -50,19 +50,20 @@ func planLoRA(a *lora.Adapter, cfg model.Config) ([]KV, []Tensor, error) {
 	if a == nil {
 		return nil, nil, errors.New("gguf: nil adapter")
 	}
-	if cfg.ModelType != "qwen2" && cfg.ModelType != "llama" {
-		return nil, nil, fmt.Errorf("gguf: LoRA export supports qwen2 and llama models, not %q", cfg.ModelType)
+	layout, ok := archLayouts[cfg.ModelType]
+	if !ok {
+		return nil, nil, fmt.Errorf("gguf: LoRA export supports %s models, not %q", exportableTypes, cfg.ModelType)
 	}
 	r := a.Config.Rank
 	kvs := []KV{
-		{"general.architecture", cfg.ModelType},
+		{"general.architecture", layout.arch},
 		{"general.type", "adapter"},
 		{KeyAlignment, uint32(DefaultAlignment)},
 		{"adapter.type", "lora"},
 		{"adapter.lora.alpha", a.Config.Scale() * float32(r)},
 	}
 	var qOrder, kOrder []int
-	if cfg.ModelType == "llama" {
+	if layout.interleave {
 		qOrder = interleaveHeads(cfg.NumHeads, cfg.HeadDim)
 		kOrder = interleaveHeads(cfg.NumKVHeads, cfg.HeadDim)
 	}

@@ -133,6 +133,7 @@ func TestExportLoRA_MatchesLlamaCpp(t *testing.T) {
 	}{
 		{"qwen2", testassets.Qwen3Tokenizer, lora.Config{Rank: 4, Alpha: 8}},
 		{"llama", testassets.Llama31Tokenizer, lora.Config{Rank: 4, Alpha: 8, UseRSLoRA: true}},
+		{"qwen3", testassets.Qwen3Tokenizer, lora.Config{Rank: 4, Alpha: 8}},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			tokDir := testassets.Dir(t, tc.asset)

@@ -14,9 +14,11 @@ import (
 // Token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type).
 const (
 	tokenNormal      int32 = 1
+	tokenUnknown     int32 = 2
 	tokenControl     int32 = 3
 	tokenUserDefined int32 = 4
 	tokenUnused      int32 = 5
+	tokenByte        int32 = 6
 )
 
 // preTokenizers maps the Split regex of a Hugging Face byte-level BPE
@@ -36,12 +38,17 @@ type hfTokenizer struct {
 		Content string `json:"content"`
 		Special bool   `json:"special"`
 	} `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
 	Model         struct {
 		Type   string            `json:"type"`
 		Vocab  map[string]int    `json:"vocab"`
 		Merges []json.RawMessage `json:"merges"` // "a b" or ["a", "b"]
+		// ByteFallback marks a SentencePiece-style BPE (Llama 2,
+		// Mistral, Gemma): metaspace "▁" instead of byte-level symbols,
+		// and <0xNN> tokens for bytes no piece covers.
+		ByteFallback bool `json:"byte_fallback"`
 	} `json:"model"`
 }
 
@@ -63,12 +70,17 @@ type vocabulary struct {
 	types  []int32
 	merges []string
 	pre    string
-	bos    int // -1 when unknown
-	eos    int
-	pad    int
-	unk    int
-	addBOS bool
-	addEOS bool
+	// sentencePiece: the vocabulary is written as llama.cpp's "llama"
+	// (SentencePiece) tokenizer, with scores instead of merges.
+	sentencePiece  bool
+	scores         []float32
+	addSpacePrefix bool
+	bos            int // -1 when unknown
+	eos            int
+	pad            int
+	unk            int
+	addBOS         bool
+	addEOS         bool
 	// chatTemplates maps a template name to its text; "" is the default.
 	chatTemplates map[string]string
 }
@@ -120,9 +132,9 @@ func readVocabulary(dir string, size int, pre string, fallbackBOS, fallbackEOS i
 
 func buildVocabulary(tok *hfTokenizer, cfg *hfTokenizerConfig, size int, pre string, fallbackBOS, fallbackEOS int) (*vocabulary, error) {
 	if tok.Model.Type != "BPE" {
-		return nil, fmt.Errorf("tokenizer model %q is not supported (only byte-level BPE)", tok.Model.Type)
+		return nil, fmt.Errorf("tokenizer model %q is not supported (only BPE, byte-level or SentencePiece-style)", tok.Model.Type)
 	}
-	if pre == "" {
+	if pre == "" && !tok.Model.ByteFallback {
 		var err error
 		if pre, err = detectPre(tok.PreTokenizer); err != nil {
 			return nil, err
@@ -135,8 +147,14 @@ func buildVocabulary(tok *hfTokenizer, cfg *hfTokenizerConfig, size int, pre str
 	for _, id := range tok.Model.Vocab {
 		n = max(n, id+1)
 	}
+	// Added tokens beyond the model's rows are left out: the model has no
+	// embedding for them, so it can neither read nor write them (Gemma 3's
+	// tokenizer carries the multimodal <image_soft_token> one past the
+	// text model's 262144 rows).
 	for _, a := range tok.AddedTokens {
-		n = max(n, a.ID+1)
+		if a.ID < size {
+			n = max(n, a.ID+1)
+		}
 	}
 	if n > size {
 		return nil, fmt.Errorf("the tokenizer has ids up to %d but the model's vocabulary has only %d rows", n-1, size)
@@ -156,6 +174,9 @@ func buildVocabulary(tok *hfTokenizer, cfg *hfTokenizerConfig, size int, pre str
 	for _, a := range tok.AddedTokens {
 		if a.ID < 0 {
 			return nil, fmt.Errorf("added token %q has negative id %d", a.Content, a.ID)
+		}
+		if a.ID >= size {
+			continue
 		}
 		typ := tokenUserDefined
 		if a.Special || looksSpecial(a.Content) {
@@ -238,6 +259,9 @@ func buildVocabulary(tok *hfTokenizer, cfg *hfTokenizerConfig, size int, pre str
 	if err := parseChatTemplates(cfg.ChatTemplate, v.chatTemplates); err != nil {
 		return nil, err
 	}
+	if tok.Model.ByteFallback {
+		v.toSentencePiece(tok)
+	}
 	return v, nil
 }
 
@@ -289,21 +313,31 @@ func detectPre(raw json.RawMessage) (string, error) {
 
 // parseMerge returns a merge as llama.cpp wants it: "left right".
 func parseMerge(raw json.RawMessage) (string, error) {
+	left, right, err := mergePair(raw)
+	if err != nil {
+		return "", err
+	}
+	return left + " " + right, nil
+}
+
+// mergePair reads a merge written "a b" or ["a", "b"].
+func mergePair(raw json.RawMessage) (left, right string, err error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		if !strings.Contains(s, " ") {
-			return "", fmt.Errorf("%q is not a space-separated pair", s)
+		left, right, ok := strings.Cut(s, " ")
+		if !ok {
+			return "", "", fmt.Errorf("%q is not a space-separated pair", s)
 		}
-		return s, nil
+		return left, right, nil
 	}
 	var pair []string
 	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
-		return "", fmt.Errorf("%s is neither \"a b\" nor [\"a\", \"b\"]", raw)
+		return "", "", fmt.Errorf("%s is neither \"a b\" nor [\"a\", \"b\"]", raw)
 	}
 	if strings.Contains(pair[0], " ") {
-		return "", fmt.Errorf("left part %q contains a space, which GGUF's \"a b\" form cannot carry", pair[0])
+		return "", "", fmt.Errorf("left part %q contains a space, which GGUF's \"a b\" form cannot carry", pair[0])
 	}
-	return pair[0] + " " + pair[1], nil
+	return pair[0], pair[1], nil
 }
 
 // specialTokenText reads a special-token field: a string, null, or an
@@ -398,6 +432,15 @@ func (v *vocabulary) metadata() []KV {
 		{"tokenizer.ggml.tokens", v.tokens},
 		{"tokenizer.ggml.token_type", v.types},
 		{"tokenizer.ggml.merges", v.merges},
+	}
+	if v.sentencePiece {
+		kvs = []KV{
+			{"tokenizer.ggml.model", "llama"},
+			{"tokenizer.ggml.tokens", v.tokens},
+			{"tokenizer.ggml.scores", v.scores},
+			{"tokenizer.ggml.token_type", v.types},
+			{"tokenizer.ggml.add_space_prefix", v.addSpacePrefix},
+		}
 	}
 	for _, s := range []struct {
 		key string

@@ -19,9 +19,10 @@ func TestWrite_Families(t *testing.T) {
 		{"qwen3", "tiny", ByteTokenizer},
 		{"mistral", "tiny", ByteTokenizer},
 		{"gemma3", "small", ByteTokenizer},
-		{"qwen3", "tiny", "qwen3"},    // the real Qwen3 tokenizer and its thinking template
-		{"mistral", "tiny", "llama2"}, // a SentencePiece tokenizer (no template of its own: ChatML)
-		{"gemma3", "tiny", "gemma3"},  // Gemma 3's tokenizer and its own template (an inline if in parentheses)
+		{"qwen3", "tiny", "qwen3"},     // the real Qwen3 tokenizer and its thinking template
+		{"mistral", "tiny", "llama2"},  // a SentencePiece tokenizer (no template of its own: ChatML)
+		{"mistral", "small", "llama2"}, // the small shape with a real tokenizer too
+		{"gemma3", "tiny", "gemma3"},   // Gemma 3's tokenizer and its own template (an inline if in parentheses)
 	}
 	for _, c := range cases {
 		t.Run(c.arch+"-"+c.shape+"-"+c.tokenizer, func(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 
 // attentionHead computes, for query head h, causal attention for n new
 // tokens of one sequence whose keys and values (post-RoPE) are already in
-// the cache at positions [0, start+n). q is (n, NH*HD) for the new tokens,
+// the cache at rows [0, start+n) (rows count from the cache's first kept
+// position, see KVCache). q is (n, NH*HD) for the new tokens,
 // kc and vc are the cache rows (≥ start+n, KVH*HD), out is (n, NH*HD).
 // Token i (absolute position start+i) attends to cache positions
 // 0..start+i. p (≥ n·(start+n) values) is scratch for the scores.
@@ -92,7 +93,11 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 		var sp *[]float32
 		for _, u := range units[lo:hi] {
 			s, t0 := segs[u.seg], offs[u.seg]
-			tk := s.Cache.Len + s.N
+			// The cache's row 0 is position base (see KVCache): positions
+			// here count from it, and base is a whole number of attnBlock,
+			// so attendRows sums in the same blocks as over every position.
+			start := s.Cache.Len - s.Cache.base[l]
+			tk := start + s.N
 			need := s.N * tk
 			if s.N == 1 {
 				need = G * tk
@@ -105,9 +110,9 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			}
 			o, qs := out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q]
 			if s.N == 1 {
-				attentionGroup(o, qs, s.Cache.K[l], s.Cache.V[l], s.Cache.Len, u.head, NH, KVH, HD, (*sp)[:need], window)
+				attentionGroup(o, qs, s.Cache.K[l], s.Cache.V[l], start, u.head, NH, KVH, HD, (*sp)[:need], window)
 			} else {
-				attentionHead(o, qs, s.Cache.K[l], s.Cache.V[l], s.Cache.Len, s.N, u.head, NH, KVH, HD, (*sp)[:need], window)
+				attentionHead(o, qs, s.Cache.K[l], s.Cache.V[l], start, s.N, u.head, NH, KVH, HD, (*sp)[:need], window)
 			}
 		}
 		if sp != nil {

@@ -3,43 +3,152 @@ package model
 import "fmt"
 
 // KVCache holds one sequence's keys and values (after RoPE) for every layer.
-// Rows [0, Len) are filled; the capacity is fixed at creation.
+// Positions [0, Len) are filled; Cap is the most positions it takes.
+//
+// A full-attention layer keeps every position: row i of K[l] and V[l] is
+// position i. A sliding-window layer keeps only what its next queries can
+// see: row i is position base[l]+i, where base[l] is a multiple of
+// attnBlock that advances, a block at a time, as the window slides past
+// it. Such a layer decodes in window+attnBlock rows; a prefill chunk
+// widens it, and after a pass it keeps at most twice that (so chunked
+// prefills do not reallocate it chunk after chunk). A sliding layer's
+// memory is thus bounded by its window, not by the context. Attention
+// over the kept rows sums exactly the products it summed over all rows,
+// in the same blocks (the dropped keys had probability zero), so logits do
+// not change by a bit.
 type KVCache struct {
-	K, V [][]float32 // per layer, (Cap, KV)
+	K, V [][]float32 // per layer, rows of Config.KVDim() values
 	Len  int
 	Cap  int
+
+	base   []int // per layer: the position of row 0
+	window []int // per layer: Config.Window (0: full attention)
+	kv     int   // values per row
 }
 
 // NewKVCache allocates a cache for up to capacity tokens of m.
 func (m *Model) NewKVCache(capacity int) *KVCache {
-	L, KV := m.Config.NumLayers, m.Config.KVDim()
-	c := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: capacity}
-	for l := 0; l < L; l++ {
-		c.K[l] = make([]float32, capacity*KV)
-		c.V[l] = make([]float32, capacity*KV)
+	L := m.Config.NumLayers
+	c := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: capacity,
+		base: make([]int, L), window: make([]int, L), kv: m.Config.KVDim()}
+	for l := range L {
+		c.window[l] = m.Config.Window(l)
+		n := c.boundRows(l)
+		c.K[l] = make([]float32, n*c.kv)
+		c.V[l] = make([]float32, n*c.kv)
 	}
 	return c
 }
 
-// Truncate drops cached tokens beyond n (to reuse a shared prefix).
+// boundRows is the number of rows layer l keeps between forward passes:
+// every position for a full layer; for a sliding one, the window plus the
+// block a decoding step may straddle.
+func (c *KVCache) boundRows(l int) int {
+	if w := c.window[l]; w > 0 {
+		return min(c.Cap, w+attnBlock)
+	}
+	return c.Cap
+}
+
+// rows is the number of positions layer l has room for.
+func (c *KVCache) rows(l int) int { return len(c.K[l]) / c.kv }
+
+// prepare makes room in layer l for the positions [start, end) about to
+// be appended, filled the positions before start: a sliding layer first
+// drops the blocks of positions no query from start on sees. It returns
+// the row of position start.
+func (c *KVCache) prepare(l, start, end int) int {
+	if w := c.window[l]; w > 0 {
+		c.slide(l, start, start)
+	}
+	if need := end - c.base[l]; need > c.rows(l) {
+		c.resize(l, need, start)
+	}
+	return start - c.base[l]
+}
+
+// release shrinks sliding layer l back to its bound after a pass that
+// widened it past twice that, filled up to position end.
+func (c *KVCache) release(l, end int) {
+	if c.window[l] == 0 || c.rows(l) <= 2*c.boundRows(l) {
+		return
+	}
+	c.slide(l, end, end)
+	c.resize(l, c.boundRows(l), end)
+}
+
+// slide drops layer l's positions before the block holding the first key
+// a query at position pos sees; positions up to filled are held.
+func (c *KVCache) slide(l, pos, filled int) {
+	nb := firstKey(pos, c.window[l]) / attnBlock * attnBlock
+	drop := nb - c.base[l]
+	if drop <= 0 {
+		return
+	}
+	held := (filled - c.base[l]) * c.kv
+	copy(c.K[l], c.K[l][drop*c.kv:held])
+	copy(c.V[l], c.V[l][drop*c.kv:held])
+	c.base[l] = nb
+}
+
+// resize gives layer l room for n rows, keeping its positions up to
+// filled.
+func (c *KVCache) resize(l, n, filled int) {
+	held := (filled - c.base[l]) * c.kv
+	k, v := make([]float32, n*c.kv), make([]float32, n*c.kv)
+	copy(k, c.K[l][:held])
+	copy(v, c.V[l][:held])
+	c.K[l], c.V[l] = k, v
+}
+
+// holds reports whether layer l still has every key a query at position
+// n sees, so the sequence can go on from n.
+func (c *KVCache) holds(l, n int) bool {
+	return n == 0 || firstKey(n, c.window[l]) >= c.base[l]
+}
+
+// Truncate drops cached tokens beyond n (to reuse a shared prefix). It
+// fails when a sliding layer has already dropped keys position n sees.
 func (c *KVCache) Truncate(n int) error {
 	if n < 0 || n > c.Len {
 		return fmt.Errorf("model: truncate cache of %d tokens to %d", c.Len, n)
+	}
+	for l := range c.K {
+		if !c.holds(l, n) {
+			return fmt.Errorf("model: cannot truncate cache to %d tokens: layer %d's sliding window has moved past them", n, l)
+		}
+	}
+	if n == 0 {
+		clear(c.base)
 	}
 	c.Len = n
 	return nil
 }
 
 // CopyPrefix copies the first n cached tokens of src into c (replacing its
-// content), so several samples of one prompt prefill it only once.
+// content), so several samples of one prompt prefill it only once. Sliding
+// layers copy the positions src still holds.
 func (c *KVCache) CopyPrefix(src *KVCache, n int) error {
-	if n > src.Len || n > c.Cap || len(c.K) != len(src.K) {
+	if n > src.Len || n > c.Cap || len(c.K) != len(src.K) || c.kv != src.kv {
 		return fmt.Errorf("model: copy %d cached tokens from a cache of %d into one of capacity %d", n, src.Len, c.Cap)
 	}
-	kv := len(src.K[0]) / src.Cap
 	for l := range c.K {
-		copy(c.K[l][:n*kv], src.K[l][:n*kv])
-		copy(c.V[l][:n*kv], src.V[l][:n*kv])
+		if !src.holds(l, n) {
+			return fmt.Errorf("model: cannot copy %d cached tokens: layer %d's sliding window has moved past them", n, l)
+		}
+	}
+	for l := range c.K {
+		b := src.base[l]
+		if n == 0 {
+			b = 0
+		}
+		rows := max(0, n-b)
+		if rows > c.rows(l) {
+			c.K[l], c.V[l] = make([]float32, rows*c.kv), make([]float32, rows*c.kv)
+		}
+		copy(c.K[l][:rows*c.kv], src.K[l][:rows*c.kv])
+		copy(c.V[l][:rows*c.kv], src.V[l][:rows*c.kv])
+		c.base[l] = b
 	}
 	c.Len = n
 	return nil

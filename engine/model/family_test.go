@@ -1,9 +1,11 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -159,23 +161,64 @@ func baseGrads(t *testing.T, m *Model, tokens []int, gw []float64) map[string][]
 	return out
 }
 
-// Ensure real config.json files of each family parse with the family's
-// layer layout, and the features the engine lacks are refused clearly.
-func TestFamilies_ParseConfig(t *testing.T) {
-	qwen3 := `{"architectures":["Qwen3ForCausalLM"],"attention_bias":false,"head_dim":128,"hidden_act":"silu",
+// Real config.json files: Qwen3-0.6B, Mistral-7B-v0.1, gemma-3-270m.
+const (
+	realQwen3 = `{"architectures":["Qwen3ForCausalLM"],"attention_bias":false,"head_dim":128,"hidden_act":"silu",
 		"hidden_size":1024,"intermediate_size":3072,"max_position_embeddings":40960,"max_window_layers":28,
 		"model_type":"qwen3","num_attention_heads":16,"num_hidden_layers":28,"num_key_value_heads":8,
 		"rms_norm_eps":1e-06,"rope_scaling":null,"rope_theta":1000000,"sliding_window":null,
 		"tie_word_embeddings":true,"use_sliding_window":false,"vocab_size":151936}`
-	mistral := `{"architectures":["MistralForCausalLM"],"hidden_act":"silu","hidden_size":4096,
+	realMistral = `{"architectures":["MistralForCausalLM"],"hidden_act":"silu","hidden_size":4096,
 		"intermediate_size":14336,"max_position_embeddings":32768,"model_type":"mistral","num_attention_heads":32,
 		"num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,"rope_theta":10000.0,
 		"sliding_window":4096,"tie_word_embeddings":false,"vocab_size":32000}`
-	gemma := `{"architectures":["Gemma3ForCausalLM"],"attn_logit_softcapping":null,"final_logit_softcapping":null,
+	realGemma3 = `{"architectures":["Gemma3ForCausalLM"],"attn_logit_softcapping":null,"final_logit_softcapping":null,
 		"head_dim":256,"hidden_activation":"gelu_pytorch_tanh","hidden_size":640,"intermediate_size":2048,
 		"max_position_embeddings":32768,"model_type":"gemma3_text","num_attention_heads":4,"num_hidden_layers":18,
 		"num_key_value_heads":1,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_local_base_freq":10000.0,
 		"rope_scaling":null,"rope_theta":1000000.0,"sliding_window":512,"vocab_size":262144}`
+)
+
+// Ensure `art init-model`'s real shapes (model.Preset, sized for the real
+// tokenizers) are the real models: the same config as their config.json
+// where the engine reads it, and their published parameter counts.
+func TestPreset_RealShapes(t *testing.T) {
+	cases := []struct {
+		arch, shape, config string
+		tokenizerVocab      int
+		params              int64
+	}{
+		{"qwen3", "qwen3-0.6b", realQwen3, 151669, 596049920},     // 0.44B without the embeddings
+		{"mistral", "mistral-7b", realMistral, 32000, 7241732096}, // Mistral 7B v0.1
+		{"gemma3", "gemma-3-270m", realGemma3, 262144, 268098176}, // gemma-3-270m
+	}
+	for _, c := range cases {
+		got, err := Preset(c.arch, c.shape, c.tokenizerVocab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ParseConfig([]byte(c.config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := got.NumParams(); int64(n) != c.params || int64(want.NumParams()) != c.params {
+			t.Errorf("%s: %d parameters (config.json %d); want %d", c.shape, n, want.NumParams(), c.params)
+		}
+		// What the preset leaves out is metadata the engine does not read.
+		got.TorchDType, want.TorchDType = "", ""
+		want.UseSlidingWindow, want.HiddenActivation = nil, ""
+		if !reflect.DeepEqual(got, want) {
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			t.Errorf("%s preset differs from its config.json:\n got  %s\n want %s", c.shape, g, w)
+		}
+	}
+}
+
+// Ensure real config.json files of each family parse with the family's
+// layer layout, and the features the engine lacks are refused clearly.
+func TestFamilies_ParseConfig(t *testing.T) {
+	qwen3, mistral, gemma := realQwen3, realMistral, realGemma3
 	c, err := ParseConfig([]byte(qwen3))
 	if err != nil || c.Window(0) != 0 || c.AttentionBias {
 		t.Fatalf("qwen3: %v, window %d, bias %v", err, c.Window(0), c.AttentionBias)

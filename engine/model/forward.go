@@ -128,15 +128,20 @@ func (p *batchPass) addDelta(out, inp []float32, l int, mod Module) {
 }
 
 // attend appends each segment's keys and values to its cache, then
-// attends over the whole cache.
+// attends over the cache (a sliding layer's window of it), and lets a
+// sliding layer's cache shrink back to its bound.
 func (p *batchPass) attend(att, q, k, v []float32, l int) {
 	KV := p.cfg.KVDim()
 	for i, s := range p.segs {
-		start, t0 := s.Cache.Len, p.offs[i]
-		copy(s.Cache.K[l][start*KV:(start+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
-		copy(s.Cache.V[l][start*KV:(start+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
+		c, t0 := s.Cache, p.offs[i]
+		r := c.prepare(l, c.Len, c.Len+s.N)
+		copy(c.K[l][r*KV:(r+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
+		copy(c.V[l][r*KV:(r+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
 	}
 	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim, p.cfg.Window(l))
+	for _, s := range p.segs {
+		s.Cache.release(l, s.Cache.Len+s.N)
+	}
 }
 
 func (m *Model) checkBatch(tokens []int, segs []Segment) error {

@@ -147,17 +147,19 @@ var exampleBenches = map[string]exampleBench{
 		// The 96 held-out tasks are person–fact pairs never trained on.
 		// The base is built by full-parameter SFT on teacher transcripts
 		// (the real server's answers), half of which err (the fact left
-		// out, or nothing stored); it stops once the held-out loss shows
-		// that it copies the name and the fact most of the time, so it
-		// stores the fact in some episodes and GRPO has groups whose
-		// rewards differ. (A base stopped at loss 0.068 on three-turn
-		// episodes never copied the name, and a 0.1 bonus for
-		// complete_task was then learned as a shortcut: BENCHMARKS.md.)
-		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 2000, batch: 32, lr: 3e-3,
-			stopLoss: 0.012, evalEvery: 50},
+		// out, or nothing stored), for a fixed 500 steps: a stop-loss rule
+		// fired at step 300 on a base that had memorised the training
+		// pairs and scored 0 on held-out ones; by step 500 it copies, and
+		// stores the fact in about half of the held-out episodes. (A base
+		// stopped at loss 0.068 on three-turn episodes never copied the
+		// name, and a 0.1 bonus for complete_task was then learned as a
+		// shortcut.) GRPO raises the training reward 0.4 → 0.75 but the
+		// held-out one only 0.578 → 0.651 (1.7 paired SE): BENCHMARKS.md.
+		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 500, batch: 32, lr: 3e-3,
+			evalEvery: 50},
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
 			"--max-turns", "2", "--max-tokens", "256",
-			"--steps", "60", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
+			"--steps", "40", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
 			"--eval", "96", "--eval-every", "20", "--concurrency", "8"},
 		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; person stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%",

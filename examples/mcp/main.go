@@ -299,6 +299,9 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 			}
 			agent := mcprl.Agent{Client: client, Model: model.InferenceName(step), SystemPrompt: cfg.system, MaxTurns: cfg.maxTurns, Params: params}
 			traj, err := agent.Run(ctx, srv.Server, tools, t.Text)
+			// The held-out tasks are distinct, so the text pairs each
+			// task's reward before and after (experiment.PairedStderr).
+			traj.Metadata["scenario_id"] = t.Text
 			if err == nil && t.Person != "" {
 				// Each call returned after the server saved the graph.
 				g := grade(srv.file, t)

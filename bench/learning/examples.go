@@ -153,14 +153,16 @@ var exampleBenches = map[string]exampleBench{
 		// stores the fact in about half of the held-out episodes. (A base
 		// stopped at loss 0.068 on three-turn episodes never copied the
 		// name, and a 0.1 bonus for complete_task was then learned as a
-		// shortcut.) GRPO raises the training reward 0.4 → 0.75 but the
-		// held-out one only 0.578 → 0.651 (1.7 paired SE): BENCHMARKS.md.
+		// shortcut.) GRPO with groups of 8 takes the held-out reward
+		// 0.578 → 0.781 (4.6 paired SE); with groups of 4 it rose only to
+		// 0.651 (1.7 SE), few groups then having differing rewards
+		// (BENCHMARKS.md).
 		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 500, batch: 32, lr: 3e-3,
 			evalEvery: 50},
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
 			"--max-turns", "2", "--max-tokens", "256",
-			"--steps", "40", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
-			"--eval", "96", "--eval-every", "20", "--concurrency", "8"},
+			"--steps", "40", "--groups", "8", "--group-size", "8", "--lr", "5e-4", "--grad-accum", "16",
+			"--eval", "96", "--concurrency", "8"},
 		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; person stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%",
 				100*r.BeforeMetrics["stored"], 100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["person"], 100*r.AfterMetrics["person"],

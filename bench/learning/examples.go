@@ -139,22 +139,34 @@ var exampleBenches = map[string]exampleBench{
 	"mcp": {
 		name:            "mcp",
 		compactTemplate: true,
-		// The agent stores "Remember that Ada is a chemist who likes tea."
-		// in the real MCP memory server (npm, scripts/install-mcp-servers.sh)
-		// with create_entities, then calls complete_task; the reward is
-		// read from the graph the server saved. The base is built by
-		// full-parameter SFT on teacher transcripts (the real server's
-		// answers), a third of which err (the fact left out, or nothing
-		// stored), stopped early so that GRPO has room to improve it.
-		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 3000, holdOut: 100, epochs: 10, maxSteps: 300, batch: 16, lr: 3e-3,
-			stopLoss: 0.1, evalEvery: 50},
+		// The agent stores "Remember that Ada likes tea." in the real MCP
+		// memory server (npm, scripts/install-mcp-servers.sh) with
+		// create_entities and calls complete_task, both in one turn; the
+		// reward is read from the graph the server saved (1 the person
+		// with the fact, 0.5 the person alone, nothing for complete_task).
+		// The 96 held-out tasks are person–fact pairs never trained on.
+		// The base is built by full-parameter SFT on teacher transcripts
+		// (the real server's answers), half of which err (the fact left
+		// out, or nothing stored), for a fixed 500 steps: a stop-loss rule
+		// fired at step 300 on a base that had memorised the training
+		// pairs and scored 0 on held-out ones; by step 500 it copies, and
+		// stores the fact in about half of the held-out episodes. (A base
+		// stopped at loss 0.068 on three-turn episodes never copied the
+		// name, and a 0.1 bonus for complete_task was then learned as a
+		// shortcut.) GRPO with groups of 8 takes the held-out reward
+		// 0.578 → 0.781 (4.6 paired SE); with groups of 4 it rose only to
+		// 0.651 (1.7 SE), few groups then having differing rewards
+		// (BENCHMARKS.md).
+		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 500, batch: 32, lr: 3e-3,
+			evalEvery: 50},
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
-			"--max-turns", "3", "--max-tokens", "200",
-			"--steps", "100", "--groups", "8", "--group-size", "4", "--lr", "5e-4", "--grad-accum", "16",
-			"--eval", "100", "--concurrency", "16"},
+			"--max-turns", "2", "--max-tokens", "256",
+			"--steps", "40", "--groups", "8", "--group-size", "8", "--lr", "5e-4", "--grad-accum", "16",
+			"--eval", "96", "--concurrency", "8"},
 		notes: func(r experiment.Report) string {
-			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%", 100*r.BeforeMetrics["stored"],
-				100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["completed"], 100*r.AfterMetrics["completed"])
+			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; person stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%",
+				100*r.BeforeMetrics["stored"], 100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["person"], 100*r.AfterMetrics["person"],
+				100*r.BeforeMetrics["completed"], 100*r.AfterMetrics["completed"])
 		},
 	},
 	"emailsearch": {
@@ -300,6 +312,9 @@ func pretrainBase(ctx context.Context, eb exampleBench, bin, dir, base string, s
 		opt.Progress = func(pr pretrain.Progress) {
 			if pr.Step%25 == 0 || pr.Step == pr.Steps {
 				fmt.Fprintf(os.Stderr, "pretrain step %d/%d: loss %.4f [%.0fs]\n", pr.Step, pr.Steps, pr.Loss, pr.Elapsed.Seconds())
+			}
+			if !math.IsNaN(pr.HeldOut) {
+				fmt.Fprintf(os.Stderr, "pretrain step %d: held-out loss %.4f\n", pr.Step, pr.HeldOut)
 			}
 		}
 	}

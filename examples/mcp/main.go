@@ -3,27 +3,32 @@
 // @modelcontextprotocol/server-memory from npm (installed by
 // scripts/install-mcp-servers.sh), one server per concurrent rollout, its
 // graph file emptied before each, so each episode starts empty and its
-// reward is read from the server's resulting state: 0.5 when the graph
-// holds the person the task names, 0.4 more when the person carries the
-// fact, 0.1 more when the agent called complete_task.
+// reward is read from the server's resulting state (see grade): 1 when the
+// graph holds the person the task names with the fact as an observation,
+// 0.5 when it holds the person without the fact, 0 otherwise. Calling
+// complete_task earns nothing by itself: only what was stored counts.
 //
 //	go run ./examples/mcp --base-model DIR [--steps 20] [--eval 20]
 //
 // The rollout is mcprl.Agent: the server's tools as OpenAI function tools
 // plus complete_task, up to --max-turns turns, tool errors fed back to the
 // model, every turn recorded as a trainable Choice. The tasks are built
-// from --seed ("Remember that Ada is a chemist who likes tea."); with
-// --generator (a provider/model or an endpoint, as RULER judges are given)
-// they are generated from the server's tools by mcprl.Generate instead,
-// and rewarded by the --judge (RULER) rather than by the graph. --eval N
-// runs N held-out tasks before and after training and prints the mean
+// from --seed ("Remember that Ada likes tea.", 24 people × 12 facts); the
+// held-out tasks are the third of the person–fact pairs that no training
+// task or teacher transcript uses. With --generator (a provider/model or
+// an endpoint, as RULER judges are given) the tasks are generated from the
+// server's tools by mcprl.Generate instead, and rewarded by the --judge
+// (RULER) rather than by the graph. --eval N runs N held-out tasks before
+// and after training (and every --eval-every steps) and prints the mean
 // reward with its paired standard error (--report writes the run's
 // summary). Checkpoints and logs go to <path>/<project>/models/<name>/.
 //
 // A tiny base that can use the tools is built from teacher transcripts:
 // --write-teacher FILE --teacher N writes N episodes (the real server's
 // answers; with --sft-noise P a fraction P of them err) for `art pretrain`,
-// as bench/learning does (-examples mcp).
+// as bench/learning does (-examples mcp). The teacher makes both calls in
+// one turn (create_entities, then complete_task), the shortest episode
+// that does the task, so that a byte-level model learns it in minutes.
 package main
 
 import (
@@ -61,6 +66,7 @@ type config struct {
 	writeTeacher         string
 	teacher              int
 	sftNoise             float64
+	evalEvery            int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -80,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.writeTeacher, "write-teacher", "", "write --teacher teacher transcripts to this JSONL file (for art pretrain) and exit")
 	fs.IntVar(&c.teacher, "teacher", 2000, "transcripts --write-teacher writes")
 	fs.Float64Var(&c.sftNoise, "sft-noise", 0, "fraction of teacher transcripts that err: half leave the fact out, half store nothing")
+	fs.IntVar(&c.evalEvery, "eval-every", 0, "also evaluate the held-out tasks every this many steps (0: only before and after)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -88,6 +95,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--teacher must be at least 1")
 	case !(c.sftNoise >= 0 && c.sftNoise <= 1):
 		return c, errors.New("--sft-noise must be in [0, 1]")
+	case c.evalEvery < 0:
+		return c, errors.New("--eval-every must be >= 0")
+	case c.generator == "" && c.Eval > len(heldOutPairs()):
+		return c, fmt.Errorf("--eval %d: there are only %d held-out tasks (person–fact pairs never trained on)", c.Eval, len(heldOutPairs()))
 	}
 	return c, c.Check(c.writeTeacher == "")
 }
@@ -114,23 +125,64 @@ func main() {
 
 // task is one training task and what the graph must hold after it.
 type task struct {
-	Text              string
-	Person, Job, Fact string // empty for generated tasks (judged by RULER)
+	Text         string
+	Person, Fact string // empty for generated tasks (judged by RULER)
 }
 
 var (
-	people = []string{"Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Margaret", "Ken", "Frances", "John", "Radia", "Niklaus"}
-	jobs   = []string{"chemist", "pilot", "baker", "teacher", "painter", "doctor", "farmer", "poet"}
-	facts  = []string{"likes tea", "owns a red bike", "lives in Paris", "plays chess", "speaks Welsh", "keeps bees", "runs marathons", "collects stamps"}
+	people = []string{"Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Margaret", "Ken", "Frances", "John", "Radia", "Niklaus",
+		"Tony", "Leslie", "Alonzo", "Kurt", "Emmy", "Sophie", "Hedy", "Claude", "Linus", "Dennis", "Bjarne", "Guido"}
+	facts = []string{"likes tea", "owns a red bike", "lives in Paris", "plays chess", "speaks Welsh", "keeps bees", "runs marathons",
+		"collects stamps", "sings opera", "grows roses", "knits socks", "rides horses"}
 )
 
-// makeTasks builds n state-checkable tasks from seed.
+// pair is a person and a fact, as indexes into people and facts.
+type pair struct{ person, fact int }
+
+// isHeldOut says whether a pair is kept for evaluation: a third of them,
+// spread so that every person and every fact also appears in training
+// pairs. The agent must copy names and facts it has seen, but never this
+// combination.
+func (p pair) isHeldOut() bool { return (p.person+p.fact)%3 == 0 }
+
+func (p pair) task() task {
+	return task{Text: fmt.Sprintf("Remember that %s %s.", people[p.person], facts[p.fact]), Person: people[p.person], Fact: facts[p.fact]}
+}
+
+// pairs returns the pairs that are (held) or are not held out.
+func pairs(held bool) []pair {
+	var out []pair
+	for i := range people {
+		for j := range facts {
+			if p := (pair{i, j}); p.isHeldOut() == held {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func heldOutPairs() []pair { return pairs(true) }
+
+// makeTasks draws n training tasks (never a held-out pair) from seed.
 func makeTasks(n int, seed uint64) []task {
 	r := rand.New(rand.NewPCG(seed, 1))
+	train := pairs(false)
 	out := make([]task, n)
 	for i := range out {
-		p, j, f := people[r.IntN(len(people))], jobs[r.IntN(len(jobs))], facts[r.IntN(len(facts))]
-		out[i] = task{Text: fmt.Sprintf("Remember that %s is a %s who %s.", p, j, f), Person: p, Job: j, Fact: f}
+		out[i] = train[r.IntN(len(train))].task()
+	}
+	return out
+}
+
+// heldOutTasks returns n distinct held-out tasks in an order drawn from
+// seed (n is at most len(heldOutPairs())).
+func heldOutTasks(n int, seed uint64) []task {
+	held := heldOutPairs()
+	rand.New(rand.NewPCG(seed, 2)).Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+	out := make([]task, min(n, len(held)))
+	for i := range out {
+		out[i] = held[i].task()
 	}
 	return out
 }
@@ -206,9 +258,10 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		return err
 	}
 
-	// The held-out tasks come from another seed than the teacher's and
-	// the training tasks (the teacher's are the first of the same seed).
-	train, held := makeTasks(cfg.Groups*cfg.Steps, cfg.Seed), makeTasks(cfg.Eval, cfg.Seed+1000)
+	// The held-out tasks are person–fact pairs that neither the training
+	// tasks nor the teacher's transcripts (the first of the same seed's
+	// training tasks) ever use.
+	train, held := makeTasks(cfg.Groups*cfg.Steps, cfg.Seed), heldOutTasks(cfg.Eval, cfg.Seed)
 	var judge ruler.Judge
 	if cfg.generator != "" {
 		key := ""
@@ -246,11 +299,16 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 			}
 			agent := mcprl.Agent{Client: client, Model: model.InferenceName(step), SystemPrompt: cfg.system, MaxTurns: cfg.maxTurns, Params: params}
 			traj, err := agent.Run(ctx, srv.Server, tools, t.Text)
+			// The held-out tasks are distinct, so the text pairs each
+			// task's reward before and after (experiment.PairedStderr).
+			traj.Metadata["scenario_id"] = t.Text
 			if err == nil && t.Person != "" {
 				// Each call returned after the server saved the graph.
-				var stored bool
-				traj.Reward, stored = grade(srv.file, t, traj.Metrics["completed"] == 1)
-				traj.SetMetric("stored", b2f(stored))
+				g := grade(srv.file, t)
+				traj.Reward = g.reward()
+				traj.SetMetric("stored", b2f(g.fact))
+				traj.SetMetric("person", b2f(g.person))
+				traj.SetMetric("other_entities", float64(g.others))
 			}
 			pool.put(srv, err == nil)
 			return traj, err
@@ -270,9 +328,9 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	run := experiment.NewRun("mcp", cfg.Flags, model, heldOut, out)
-	run.Unit, run.Metrics = "task", []string{"stored", "completed", "tool_calls", "tool_errors"}
+	run.Unit, run.Metrics, run.EvalEvery = "task", []string{"stored", "person", "other_entities", "completed", "tool_calls", "tool_errors"}, cfg.evalEvery
 	maps.Copy(run.Report.Config, map[string]any{"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
-		"tools": cfg.tools, "generator": cfg.generator, "judge": cfg.judge})
+		"tools": cfg.tools, "generator": cfg.generator, "judge": cfg.judge, "sft_noise": cfg.sftNoise})
 	first, err := model.Step(ctx)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/internal/testassets"
 )
@@ -41,19 +43,60 @@ func TestTrain_Smoke(t *testing.T) {
 	}
 }
 
+// Ensure the reward is what the graph holds for the task and nothing else.
 func TestGrade(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "g.jsonl")
 	tk := task{Person: "Ada", Fact: "likes tea"}
-	if r, stored := grade(file, tk, false); r != 0 || stored != false {
-		t.Errorf("no file: %v %v", r, stored)
+	if g := grade(file, tk); g.reward() != 0 || g != (grading{}) {
+		t.Errorf("no file: %+v", g)
 	}
-	os.WriteFile(file, []byte(`{"type":"entity","name":"Ada","entityType":"person","observations":["Likes tea a lot"]}`+"\n"), 0o644)
-	if r, stored := grade(file, tk, true); r != 1 || stored != true {
-		t.Errorf("stored with the fact, completed: %v %v", r, stored)
+	for _, c := range []struct {
+		graph  string
+		want   grading
+		reward float64
+	}{
+		{`{"type":"entity","name":"Ada","entityType":"person","observations":["Likes tea a lot"]}`, grading{person: true, fact: true}, 1},
+		{`{"type":"entity","name":" ada","entityType":"person","observations":[]}`, grading{person: true}, 0.5},
+		{`{"type":"entity","name":"Ad","entityType":"person","observations":["likes tea"]}`, grading{others: 1}, 0},
+		{`{"type":"entity","name":"Ada","entityType":"person","observations":["likes coffee"]}` + "\n" +
+			`{"type":"entity","name":"Bob","entityType":"person","observations":["likes tea"]}`, grading{person: true, others: 1}, 0.5},
+		{`{"type":"relation","from":"Ada","to":"tea","relationType":"likes"}`, grading{}, 0},
+	} {
+		if err := os.WriteFile(file, []byte(c.graph+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if g := grade(file, tk); g != c.want || g.reward() != c.reward {
+			t.Errorf("graph %s: got %+v (reward %v), want %+v (reward %v)", c.graph, g, g.reward(), c.want, c.reward)
+		}
 	}
-	os.WriteFile(file, []byte(`{"type":"entity","name":"ada","entityType":"person","observations":[]}`+"\n"), 0o644)
-	if r, stored := grade(file, tk, false); r != 0.5 || stored != false {
-		t.Errorf("stored without the fact: %v %v", r, stored)
+}
+
+// Ensure no training task is a held-out pair, that every person and fact
+// still appears in training, and that the held-out tasks are distinct.
+func TestTasks_HeldOutNeverTrained(t *testing.T) {
+	held := heldOutTasks(1000, 7)
+	if len(held) != len(heldOutPairs()) || len(held) < 90 {
+		t.Fatalf("%d held-out tasks, want all %d (at least 90)", len(held), len(heldOutPairs()))
+	}
+	seen := map[string]bool{}
+	for _, h := range held {
+		if seen[h.Text] {
+			t.Errorf("held-out task %q twice", h.Text)
+		}
+		seen[h.Text] = true
+	}
+	persons, factsSeen := map[string]bool{}, map[string]bool{}
+	for _, tk := range makeTasks(5000, 7) {
+		if seen[tk.Text] {
+			t.Fatalf("training task %q is held out", tk.Text)
+		}
+		persons[tk.Person], factsSeen[tk.Fact] = true, true
+	}
+	if len(persons) != len(people) || len(factsSeen) != len(facts) {
+		t.Errorf("training covers %d of %d people and %d of %d facts", len(persons), len(people), len(factsSeen), len(facts))
+	}
+	if _, err := parseFlags([]string{"--base-model", "x", "--eval", "1000"}, io.Discard); err == nil || !strings.Contains(err.Error(), "held-out") {
+		t.Errorf("--eval beyond the held-out tasks: %v", err)
 	}
 }
 
@@ -82,9 +125,18 @@ func TestWriteTeacher(t *testing.T) {
 		t.Fatalf("%d transcripts, want 4", len(lines))
 	}
 	tk := makeTasks(1, cfg.Seed)[0]
-	for _, want := range []string{tk.Text, `create_entities`, `complete_task`, `\"name\": \"` + tk.Person + `\"`, `Task marked complete.`} {
+	for _, want := range []string{tk.Text, `create_entities`, `complete_task`, `\"name\":\"` + tk.Person + `\"`, tk.Fact, `Task marked complete.`} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("first transcript lacks %s:\n%s", want, lines[0])
 		}
+	}
+	// One assistant turn makes both calls; the server's answers follow.
+	var first art.Trajectory
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	ms := first.Messages()
+	if len(ms) != 5 || ms[2].Role != art.RoleAssistant || len(ms[2].ToolCalls) != 2 || ms[3].Role != art.RoleTool || ms[4].Role != art.RoleTool {
+		t.Errorf("want system, user, one assistant turn with two calls, two tool results; got %+v", ms)
 	}
 }

@@ -86,13 +86,13 @@ func (p *memoryPool) close() {
 
 // teacherTranscripts returns one supervised transcript per task, as
 // mcprl.Agent records an episode with tools (which must include
-// create_entities): the teacher stores the person with their job as the
-// entity type and the fact as an observation, then calls complete_task.
-// Every tool result is the real server's answer. With probability noise
-// the teacher errs, half the time storing the person without the fact,
-// half the time calling complete_task without storing anything, so the
-// model it teaches succeeds only some of the time and GRPO has something
-// to improve.
+// create_entities): in one turn the teacher stores the person as an
+// entity of type "person" with the fact as its observation, and calls
+// complete_task. Every tool result is the real server's answer. With
+// probability noise the teacher errs, half the time storing the person
+// without the fact, half the time calling complete_task without storing
+// anything, so the model it teaches succeeds only some of the time and
+// GRPO has something to improve.
 func teacherTranscripts(ctx context.Context, pool *memoryPool, tools []mcprl.Tool, tasks []task, noise float64, seed uint64, system string) ([]art.Trajectory, error) {
 	if !slices.ContainsFunc(tools, func(t mcprl.Tool) bool { return t.Name == "create_entities" }) {
 		return nil, errors.New("the teacher stores facts with create_entities: offer it (--tools)")
@@ -119,12 +119,14 @@ func teacherTranscripts(ctx context.Context, pool *memoryPool, tools []mcprl.Too
 				store = false
 			}
 		}
+		turn := art.Message{Role: art.RoleAssistant}
+		var results []art.Message
 		summary := "Nothing to store."
 		if store {
 			if err := os.Remove(srv.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, err
 			}
-			args, err := json.Marshal(map[string]any{"entities": []entity{{Name: tk.Person, EntityType: tk.Job, Observations: observations}}})
+			args, err := json.Marshal(map[string]any{"entities": []entity{{Name: tk.Person, EntityType: "person", Observations: observations}}})
 			if err != nil {
 				return nil, err
 			}
@@ -133,12 +135,16 @@ func teacherTranscripts(ctx context.Context, pool *memoryPool, tools []mcprl.Too
 				return nil, fmt.Errorf("teacher transcript %d: %w", i, err)
 			}
 			id := fmt.Sprintf("call_%d_1", i)
-			t.AddMessage(toolCall(id, "create_entities", string(args)), art.ToolMsg(id, res.Text))
-			summary = "Stored " + tk.Person + "."
+			turn.ToolCalls = append(turn.ToolCalls, toolCall(id, "create_entities", string(args)))
+			results = append(results, art.ToolMsg(id, res.Text))
+			summary = "Stored."
 		}
 		args, _ := json.Marshal(map[string]string{"summary": summary})
 		id := fmt.Sprintf("call_%d_2", i)
-		t.AddMessage(toolCall(id, mcprl.CompleteTaskTool, string(args)), art.ToolMsg(id, "Task marked complete."))
+		turn.ToolCalls = append(turn.ToolCalls, toolCall(id, mcprl.CompleteTaskTool, string(args)))
+		results = append(results, art.ToolMsg(id, "Task marked complete."))
+		t.AddMessage(turn)
+		t.AddMessage(results...)
 		out = append(out, t)
 	}
 	ok = true
@@ -153,38 +159,58 @@ type entity struct {
 	Observations []string `json:"observations"`
 }
 
-func toolCall(id, name, args string) art.Message {
-	return art.Message{Role: art.RoleAssistant, ToolCalls: []art.ToolCall{{ID: id, Type: "function",
-		Function: art.FunctionCall{Name: name, Arguments: args}}}}
+func toolCall(id, name, args string) art.ToolCall {
+	return art.ToolCall{ID: id, Type: "function", Function: art.FunctionCall{Name: name, Arguments: args}}
 }
 
-// grade rewards a task by the graph file the server left: 0.5 when it
-// holds the person, 0.4 more when the person carries the fact, 0.1 more
-// when the agent called complete_task. stored says whether the fact was.
-func grade(file string, t task, completed bool) (reward float64, stored bool) {
-	if completed {
-		reward += 0.1
+// grading is what the graph the server saved holds for a task.
+type grading struct {
+	person bool // an entity named as the task's person (case and surrounding space aside)
+	fact   bool // that entity has an observation containing the fact (case aside)
+	others int  // entities with other names
+}
+
+// reward is what the task asked for and nothing else: 1 when the person
+// is stored with the fact, 0.5 when the person is stored without it, 0
+// otherwise. Calling complete_task earns nothing by itself (a bonus for it
+// was learned as a shortcut: complete at once, store nothing), and other
+// entities are not penalised (they are counted, in the other_entities
+// metric).
+func (g grading) reward() float64 {
+	switch {
+	case g.fact:
+		return 1
+	case g.person:
+		return 0.5
 	}
+	return 0
+}
+
+// grade reads the graph file the server left after a task.
+func grade(file string, t task) grading {
+	var g grading
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return reward, false // nothing was stored
+		return g // nothing was stored
 	}
-	best := 0.0
 	for _, line := range strings.Split(string(b), "\n") {
 		var e struct {
 			Type string `json:"type"`
 			entity
 		}
-		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "entity" || !strings.EqualFold(strings.TrimSpace(e.Name), t.Person) {
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != "entity" {
 			continue
 		}
-		score := 0.5
+		if !strings.EqualFold(strings.TrimSpace(e.Name), t.Person) {
+			g.others++
+			continue
+		}
+		g.person = true
 		for _, o := range e.Observations {
-			if strings.Contains(strings.ToLower(o), t.Fact) {
-				score = 0.9
+			if strings.Contains(strings.ToLower(o), strings.ToLower(t.Fact)) {
+				g.fact = true
 			}
 		}
-		best = max(best, score)
 	}
-	return reward + best, best == 0.9
+	return g
 }

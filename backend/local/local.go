@@ -60,8 +60,10 @@ type Options struct {
 	// far less activation memory (long sequences, big models).
 	RecomputeActivations bool
 	// Quantize stores the base models' weights quantized: "q8" (blockwise
-	// 8-bit), or "" to keep their dtype. Sampling and training use the same
-	// quantized weights, so training stays exactly on-policy.
+	// 8-bit), "q4" (blockwise 4-bit), or "" to keep their dtype. Sampling
+	// and training use the same quantized weights, so training stays
+	// exactly on-policy; a checkpoint trained with another setting resumes
+	// with a warning (it is slightly off-policy).
 	Quantize string
 	// RequestTimeout bounds each inference request (0: the server's
 	// default of 10 minutes).

@@ -4,10 +4,11 @@
 // and its f16 GGUF export for llama.cpp. run.sh installs the peer and calls
 // it; it can also be run directly once the assets are present:
 //
-//	go run ./bench/engine [-rounds 3] [-threads 2] [-dtype f16] [-quantize q8] [-out FILE]
+//	go run ./bench/engine [-rounds 3] [-threads 2] [-dtype f16] [-quantize q8|q4] [-out FILE]
 //
-// With -quantize q8 our engine loads the folder quantized (blockwise
-// 8-bit) and llama.cpp runs its Q8_0 GGUF export: the same bytes.
+// With -quantize q8 (q4) our engine loads the folder quantized (blockwise
+// 8-bit, 4-bit) and llama.cpp runs its Q8_0 (Q4_0) GGUF export: the same
+// bytes.
 //
 // It measures, interleaving our engine and llama.cpp in rounds (the order
 // alternates between rounds) on GOMAXPROCS = llama.cpp threads:
@@ -39,8 +40,8 @@
 // Other modes (used by run.sh and for profiling):
 //
 //	engine setup [-dtype f16]                           create the model folder and GGUF only
-//	engine rss -model DIR [-quantize q8] [-ctx 1024] [-n 8] [-new 64]  the RSS child
-//	engine profile -model DIR [-quantize q8] -kind single|group|prefill [-n 8] [-prompt 512] [-tokens 64] -o cpu.pprof
+//	engine rss -model DIR [-quantize q8|q4] [-ctx 1024] [-n 8] [-new 64]  the RSS child
+//	engine profile -model DIR [-quantize q8|q4] -kind single|group|prefill [-n 8] [-prompt 512] [-tokens 64] -o cpu.pprof
 //	engine schema [-dtype bf16] [-rounds 5] [-tokens 128]      decode with vs without a JSON schema (structured outputs)
 package main
 
@@ -159,8 +160,8 @@ func benchAssets(dtype, quantize, dir string) (dt kernels.DType, q model.Quantiz
 		return
 	}
 	modelDir, ggufPath = assetPaths(root, dir, dtype)
-	if q == model.Q8 {
-		ggufPath = strings.TrimSuffix(ggufPath, "-f16.gguf") + "-q8_0.gguf"
+	if gt := ggufType(q); gt != gguf.F16 {
+		ggufPath = strings.TrimSuffix(ggufPath, "-f16.gguf") + "-" + strings.ToLower(gt.String()) + ".gguf"
 	}
 	return
 }
@@ -175,8 +176,21 @@ func assetPaths(root, dir, dtype string) (modelDir, ggufPath string) {
 	return filepath.Join(dir, name), filepath.Join(dir, name+"-f16.gguf")
 }
 
+// ggufType is the GGUF export llama.cpp runs against our model loaded as
+// q: f16, or the quantized type holding our very blocks.
+func ggufType(q model.Quantization) gguf.Type {
+	switch q {
+	case model.Q8:
+		return gguf.Q8_0
+	case model.Q4:
+		return gguf.Q4_0
+	}
+	return gguf.F16
+}
+
 // ensureAssets creates the model folder (once) and its f16 GGUF export
-// (once; Q8_0 when q is Q8), and returns the model loaded as q says.
+// (once; Q8_0 or Q4_0 when q is Q8 or Q4), and returns the model loaded as
+// q says.
 func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Quantization, log func(string, ...any)) (*model.Model, error) {
 	if _, err := os.Stat(filepath.Join(modelDir, "model.safetensors")); err != nil {
 		tokDir := filepath.Join(root, ".assets", "qwen3")
@@ -212,10 +226,7 @@ func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Qua
 	}
 	log("model loaded in %.1fs (%s, %d params, %v)", time.Since(t0).Seconds(), shape, m.Config.NumParams(), m.W.Layers[0].Q.DType)
 	if st, err := os.Stat(ggufPath); err != nil || st.Size() == 0 {
-		gt := gguf.F16
-		if q == model.Q8 {
-			gt = gguf.Q8_0 // the engine's own blocks
-		}
+		gt := ggufType(q) // quantized: the engine's own blocks
 		log("exporting %v GGUF to %s ...", gt, ggufPath)
 		t0 := time.Now()
 		if err := gguf.ExportFile(ggufPath, m, modelDir, gguf.Options{DType: gt}); err != nil {
@@ -229,7 +240,7 @@ func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Qua
 func runSetup(args []string, log func(string, ...any)) error {
 	fs := flag.NewFlagSet("setup", flag.ExitOnError)
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 or bf16")
-	quantize := fs.String("quantize", "", "load our weights quantized (q8) and export Q8_0 for llama.cpp")
+	quantize := fs.String("quantize", "", "load our weights quantized (q8 or q4) and export Q8_0 or Q4_0 for llama.cpp")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	dt, q, root, md, gp, err := benchAssets(*dtype, *quantize, *dir)
@@ -574,7 +585,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	rounds := fs.Int("rounds", 3, "interleaved rounds (medians are reported)")
 	threads := fs.Int("threads", 2, "GOMAXPROCS for our engine and llama.cpp threads")
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 (same bits as the GGUF) or bf16")
-	quantize := fs.String("quantize", "", "load our weights quantized (q8) and give llama.cpp their Q8_0 export (the same bytes)")
+	quantize := fs.String("quantize", "", "load our weights quantized (q8 or q4) and give llama.cpp their Q8_0 or Q4_0 export (the same bytes)")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	promptLen := fs.Int("prompt", 512, "prefill prompt tokens")
 	decode := fs.Int("decode", 128, "single-sequence decode steps")
@@ -828,8 +839,8 @@ func runBench(args []string, log func(string, ...any)) error {
 	med := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.v }) }
 	oth := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.others }) }
 	oursLabel, ggufLabel := strings.ToUpper(*dtype), "f16"
-	if quant == model.Q8 {
-		oursLabel, ggufLabel = "Q8 (quantized at load from "+oursLabel+")", "its Q8_0"
+	if quant != model.NoQuantization {
+		oursLabel, ggufLabel = strings.ToUpper(string(quant))+" (quantized at load from "+oursLabel+")", "its "+ggufType(quant).String()
 	}
 	cpuName := cpuModel()
 	fmt.Fprintf(&b, "Engine vs llama.cpp (node-llama-cpp@3.22.1, llama.cpp %s), %s, %s, %d CPUs, %d threads both, "+
@@ -1061,7 +1072,7 @@ func loadModel(dir, quantize string) (*model.Model, error) {
 func runRSS(args []string) error {
 	fs := flag.NewFlagSet("rss", flag.ExitOnError)
 	dir := fs.String("model", "", "model folder")
-	quantize := fs.String("quantize", "", "load the weights quantized (q8)")
+	quantize := fs.String("quantize", "", "load the weights quantized (q8 or q4)")
 	ctx := fs.Int("ctx", 1024, "context length reached by every sequence")
 	newTok := fs.Int("new", 64, "tokens to decode")
 	n := fs.Int("n", 8, "sequences")
@@ -1140,7 +1151,7 @@ func runProfile(args []string, log func(string, ...any)) error {
 	promptLen := fs.Int("prompt", 512, "prompt tokens")
 	n := fs.Int("n", 8, "group size")
 	outPath := fs.String("o", "cpu.pprof", "CPU profile output")
-	quantize := fs.String("quantize", "", "load the weights quantized (q8)")
+	quantize := fs.String("quantize", "", "load the weights quantized (q8 or q4)")
 	fs.Parse(args)
 	m, err := loadModel(*dir, *quantize)
 	if err != nil {

@@ -3,7 +3,7 @@
 // cgo here). run.sh drives it: it interleaves rounds of the Go runner and
 // the OpenBLAS runner and then asks this program for the report.
 //
-//	kernels run [-t threads] [-dtype f32,bf16,f16,q8] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
+//	kernels run [-t threads] [-dtype f32,bf16,f16,q8,q4] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
 //	kernels bw [-t threads]
 //	kernels report [file...]
 //
@@ -103,6 +103,8 @@ func run(args []string) {
 				dt = kernels.F16
 			case "q8":
 				dt = kernels.Q8
+			case "q4":
+				dt = kernels.Q4
 			}
 			copies := 1
 			if *cold > 0 && sh.M <= 16 {
@@ -156,8 +158,8 @@ func randMat(r *rand.Rand, N, K int, dt kernels.DType) *kernels.Mat {
 	if dt == kernels.F32 {
 		return kernels.NewMatF32(N, K, v)
 	}
-	if dt == kernels.Q8 {
-		q, err := kernels.Quantize(kernels.NewMatF32(N, K, v), kernels.Q8)
+	if dt == kernels.Q8 || dt == kernels.Q4 {
+		q, err := kernels.Quantize(kernels.NewMatF32(N, K, v), dt)
 		if err != nil {
 			panic(err)
 		}

@@ -31,19 +31,20 @@ func newExportCmd() *cobra.Command {
 func newExportGGUFCmd() *cobra.Command {
 	var dir, out, dtype, pre, name string
 	cmd := &cobra.Command{
-		Use:   "gguf --model DIR --out FILE [--dtype f32|f16|q8_0]",
+		Use:   "gguf --model DIR --out FILE [--dtype f32|f16|q8_0|q4_0]",
 		Short: "Write a Hugging Face model folder as a GGUF file llama.cpp can run",
 		Long: `Write a Hugging Face model folder (config.json, *.safetensors, tokenizer.json,
 tokenizer_config.json) as a GGUF v3 file for llama.cpp: Llama, Mistral, Qwen2,
 Qwen3 and Gemma 3 models (what llama.cpp cannot represent is refused: e.g. a
-Gemma 3 whose global layers are not every sixth),
-matrices in f32, f16 or q8_0, norms and biases in f32, with the tokenizer,
-special tokens and chat template embedded. q8_0 holds the very blocks that
---quantize q8 (art serve, art logprobs) runs, so both engines compute with the
-same weights. The file is written atomically.`,
+Gemma 3 whose global layers are not every sixth), matrices in f32, f16, q8_0
+or q4_0, norms and biases in f32, with the tokenizer, special tokens and chat
+template embedded. q8_0 and q4_0 hold the very blocks that --quantize q8 and
+q4 (art serve, art logprobs) run, so both engines compute with the same
+weights. The file is written atomically.`,
 		Example: `  art export gguf --model .art/models/tiny --out tiny.gguf
   art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen.gguf --dtype f16
-  art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen-q8_0.gguf --dtype q8_0`,
+  art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen-q8_0.gguf --dtype q8_0
+  art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen-q4_0.gguf --dtype q4_0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var dt gguf.Type
@@ -55,8 +56,10 @@ same weights. The file is written atomically.`,
 				dt = gguf.F16
 			case "q8_0":
 				dt, load.Quantize = gguf.Q8_0, model.Q8
+			case "q4_0":
+				dt, load.Quantize = gguf.Q4_0, model.Q4
 			default:
-				return fmt.Errorf("--dtype %q: want f32, f16 or q8_0", dtype)
+				return fmt.Errorf("--dtype %q: want f32, f16, q8_0 or q4_0", dtype)
 			}
 			stderr := cmd.ErrOrStderr()
 			start := time.Now()
@@ -101,7 +104,7 @@ same weights. The file is written atomically.`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "model", "", "model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json)")
 	f.StringVar(&out, "out", "", "GGUF file to write")
-	f.StringVar(&dtype, "dtype", "f32", "storage of the weight matrices: f32, f16 or q8_0 (8-bit blocks, as --quantize q8)")
+	f.StringVar(&dtype, "dtype", "f32", "storage of the weight matrices: f32, f16, q8_0 or q4_0 (8- or 4-bit blocks, as --quantize q8 or q4)")
 	f.StringVar(&pre, "pre", "", "llama.cpp pre-tokenizer name, when not recognised from tokenizer.json")
 	f.StringVar(&name, "name", "", "general.name stored in the file (default: the architecture)")
 	cmd.MarkFlagRequired("model")

@@ -33,7 +33,7 @@ over it and prints every token with its id and the log probability the model
 gives it after the tokens before it.`,
 		Example: `  art logprobs --model ./tiny --text "Hello, world"
   art logprobs --model ./tiny --messages chat.json --json
-  art logprobs --model ./tiny --text "Hello, world" --quantize q8`,
+  art logprobs --model ./tiny --text "Hello, world" --quantize q4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelDir == "" {

@@ -69,6 +69,7 @@ and each new checkpoint is hot-loaded there as NAME@STEP; training stays in
 this process. See docs/SCALING.md.`,
 		Example: `  art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --project demo
   art serve --base-model ./Qwen2.5-0.5B-Instruct --name agent --quantize q8
+  art serve --base-model ./Qwen2.5-7B-Instruct --name agent --quantize q4
   ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999
   art serve --base-model ./Qwen2.5-7B-Instruct --name agent --inference vllm --inference-url http://gpu:8000`,
 		Args: cobra.NoArgs,
@@ -111,7 +112,7 @@ this process. See docs/SCALING.md.`,
 // addQuantizeFlag registers --quantize, shared by the commands that load a
 // base model.
 func addQuantizeFlag(f *pflag.FlagSet, p *string) {
-	f.StringVar(p, "quantize", "", "store the base weights quantized: q8 (8-bit blocks of 32, as GGML's Q8_0); sampling and training share them")
+	f.StringVar(p, "quantize", "", "store the base weights quantized: q8 or q4 (8- or 4-bit blocks of 32, as GGML's Q8_0 or Q4_0); sampling and training share them")
 }
 
 // runServe serves until ctx is cancelled, then shuts down gracefully.

@@ -15,12 +15,12 @@ import (
 // Options control Export.
 type Options struct {
 	// DType stores the weight matrices (embeddings, projections, LM head):
-	// F32 (the zero value), F16 or Q8_0. Norm weights, biases and rope
-	// factors are always F32, as llama.cpp wants them. Q8_0 writes the
-	// blocks of a model quantized at load (model.Q8) byte for byte, so
-	// llama.cpp runs the very values the engine does, and quantizes other
-	// matrices as the engine would; a matrix whose rows are not whole
-	// blocks of 32 is written F16.
+	// F32 (the zero value), F16, Q8_0 or Q4_0. Norm weights, biases and
+	// rope factors are always F32, as llama.cpp wants them. Q8_0 (Q4_0)
+	// writes the blocks of a model quantized at load (model.Q8, model.Q4)
+	// byte for byte, so llama.cpp runs the very values the engine does,
+	// and quantizes other matrices as the engine would; a matrix whose
+	// rows are not whole blocks of 32 is written F16.
 	DType Type
 	// Name is general.name; empty means the architecture's name.
 	Name string
@@ -97,8 +97,8 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 	if m == nil {
 		return nil, errors.New("gguf: nil model")
 	}
-	if opts.DType != F32 && opts.DType != F16 && opts.DType != Q8_0 {
-		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32, F16 or Q8_0)", opts.DType)
+	if opts.DType != F32 && opts.DType != F16 && opts.DType != Q8_0 && opts.DType != Q4_0 {
+		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32, F16, Q8_0 or Q4_0)", opts.DType)
 	}
 	cfg := m.Config
 	if err := checkModel(m); err != nil {
@@ -131,6 +131,8 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 		fileType = 1 // MOSTLY_F16
 	case Q8_0:
 		fileType = 7 // MOSTLY_Q8_0
+	case Q4_0:
+		fileType = 2 // MOSTLY_Q4_0
 	}
 	a := func(k string) string { return arch + "." + k }
 	kvs := []KV{
@@ -207,9 +209,9 @@ func checkModel(m *model.Model) error {
 			bad("%s is missing", name)
 		case x.Rows != rows || x.Cols != cols:
 			bad("%s is %dx%d, want %dx%d", name, x.Rows, x.Cols, rows, cols)
-		case x.DType != kernels.F32 && x.DType != kernels.BF16 && x.DType != kernels.F16 && x.DType != kernels.Q8:
+		case x.DType != kernels.F32 && x.DType != kernels.BF16 && x.DType != kernels.F16 && x.DType != kernels.Q8 && x.DType != kernels.Q4:
 			bad("%s has dtype %v", name, x.DType)
-		// (bf16/f16/q8 weights are read through Row or Q8Row: their stored
+		// (bf16/f16/q8/q4 weights are read through Row, Q8Row or Q4Row: their stored
 		// copy is released once packed, and the packing checked its length.)
 		case x.DType == kernels.F32 && len(x.F32) != rows*cols:
 			bad("%s holds the wrong number of values", name)
@@ -269,7 +271,7 @@ func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 	var ts []Tensor
 	matrix := func(name string, x *kernels.Mat, rowOrder []int) {
 		dt := dt
-		if dt == Q8_0 && x.Cols%q8Block != 0 {
+		if (dt == Q8_0 || dt == Q4_0) && x.Cols%q8Block != 0 {
 			dt = F16
 		}
 		ts = append(ts, Tensor{Name: name, Dims: []uint64{uint64(x.Cols), uint64(x.Rows)}, Type: dt,
@@ -374,9 +376,13 @@ func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Ty
 	row := make([]float32, cols)
 	buf := make([]byte, TensorInfo{Dims: []uint64{uint64(cols)}, Type: dt}.Bytes())
 	var quants []int8
+	var nibbles []byte
 	var scales []uint16
-	if dt == Q8_0 {
+	switch dt {
+	case Q8_0:
 		quants, scales = make([]int8, cols), make([]uint16, cols/q8Block)
+	case Q4_0:
+		nibbles, scales = make([]byte, cols/2), make([]uint16, cols/q8Block)
 	}
 	for r := 0; r < x.Rows; r++ {
 		src := r
@@ -394,6 +400,16 @@ func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Ty
 				}
 			}
 			putQ8Blocks(buf, quants, scales)
+		case dt == Q4_0:
+			if x.DType == kernels.Q4 { // the engine's own blocks
+				x.Q4Row(nibbles, scales, src)
+			} else {
+				x.Row(row, src)
+				if err := kernels.QuantizeRowQ4(nibbles, scales, row); err != nil {
+					return fmt.Errorf("%s row %d: %w", name, src, err)
+				}
+			}
+			putQ4Blocks(buf, nibbles, scales)
 		case dt == F16: // exact for F16 weights: f16 → f32 → f16 keeps the bits
 			x.Row(row, src)
 			for c, f := range row {
@@ -426,6 +442,17 @@ func putQ8Blocks(buf []byte, quants []int8, scales []uint16) {
 		for i, q := range quants[b*q8Block : (b+1)*q8Block] {
 			blk[2+i] = byte(q)
 		}
+	}
+}
+
+// putQ4Blocks lays out a row's nibbles (GGML's order already) and fp16
+// scales as GGML's block_q4_0: for each block of 32, the scale
+// (little-endian), then the 16 bytes.
+func putQ4Blocks(buf []byte, nibbles []byte, scales []uint16) {
+	for b, d := range scales {
+		blk := buf[b*q4BlockBytes : (b+1)*q4BlockBytes]
+		binary.LittleEndian.PutUint16(blk, d)
+		copy(blk[2:], nibbles[b*q8Block/2:(b+1)*q8Block/2])
 	}
 }
 

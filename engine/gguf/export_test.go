@@ -190,8 +190,9 @@ func TestExport_RoundTrip(t *testing.T) {
 		out    Type
 		biases bool
 		pairs  bool
-		// q8 quantizes the model (model.Q8) before exporting it.
-		q8 bool
+		// quantized quantizes the model (model.Q8 for Q8_0, model.Q4
+		// for Q4_0) before exporting it.
+		quantized bool
 	}{
 		{"qwen2_f32", "qwen2", kernels.F32, F32, false, true, false},
 		{"qwen2_f16", "qwen2", kernels.F32, F16, false, false, false},
@@ -205,21 +206,25 @@ func TestExport_RoundTrip(t *testing.T) {
 		{"mistral_f16", "mistral", kernels.BF16, F16, true, false, false},
 		{"gemma3_f32", "gemma3", kernels.F32, F32, false, true, false},
 		{"gemma3_q8_from_q8", "gemma3", kernels.BF16, Q8_0, false, false, true},
+		{"qwen2_q4_from_q4", "qwen2", kernels.F32, Q4_0, false, false, true},
+		{"llama_q4_from_q4", "llama", kernels.BF16, Q4_0, true, false, true},
+		{"llama_q4_from_bf16", "llama", kernels.BF16, Q4_0, true, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTestTokenizer(t, dir, tt.pairs)
 			m := testModel(t, tt.arch, tt.src, tt.biases)
-			// A Q8_0 export holds the values of the engine's Q8 model:
-			// its own blocks, or the same blocks quantized on the way.
+			// A Q8_0 (Q4_0) export holds the values of the engine's Q8
+			// (Q4) model: its own blocks, or the same blocks quantized on
+			// the way.
 			wantModel := m
-			if tt.out == Q8_0 {
+			if q, ok := map[Type]model.Quantization{Q8_0: model.Q8, Q4_0: model.Q4}[tt.out]; ok {
 				wantModel = testModel(t, tt.arch, tt.src, tt.biases)
-				if err := wantModel.W.Quantize(model.Q8); err != nil {
+				if err := wantModel.W.Quantize(q); err != nil {
 					t.Fatal(err)
 				}
-				if tt.q8 {
+				if tt.quantized {
 					m = wantModel
 				}
 			}
@@ -288,7 +293,7 @@ func TestExport_RoundTrip(t *testing.T) {
 
 			arch := archLayouts[cfg.ModelType].arch
 			a := func(k string) string { return arch + "." + k }
-			fileType := map[Type]uint32{F32: 0, F16: 1, Q8_0: 7}[tt.out]
+			fileType := map[Type]uint32{F32: 0, F16: 1, Q4_0: 2, Q8_0: 7}[tt.out]
 			ctxLen := cfg.MaxPositions
 			if cfg.ModelType == "mistral" { // the tiny shape's window (11) is its context
 				ctxLen = *cfg.SlidingWindow
@@ -549,7 +554,7 @@ func TestExport_BadInput(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"BF16Option", qwen, tokDir, Options{DType: BF16}, "export dtype BF16 is not supported (want F32, F16 or Q8_0)"},
+		{"BF16Option", qwen, tokDir, Options{DType: BF16}, "export dtype BF16 is not supported (want F32, F16, Q8_0 or Q4_0)"},
 		{"UnknownDType", qwen, tokDir, Options{DType: Type(99)}, "export dtype Type(99) is not supported"},
 		{"NoTokenizerDir", qwen, "", Options{}, "tokenizer.json and tokenizer_config.json are needed"},
 		{"NoTokenizerFiles", qwen, t.TempDir(), Options{}, "tokenizer.json not found"},

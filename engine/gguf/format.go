@@ -28,10 +28,11 @@ const (
 type Type uint32
 
 // The tensor types this package writes and reads. Of the block-quantized
-// types only Q8_0 is supported.
+// types only Q8_0 and Q4_0 are supported.
 const (
 	F32  Type = 0
 	F16  Type = 1
+	Q4_0 Type = 2 // blocks of 32: an fp16 scale d, then 16 bytes, byte j holding 4-bit n of weight j (low) and j+16 (high); the values (n−8)·d
 	Q8_0 Type = 8 // blocks of 32: an fp16 scale d, then 32 int8 q; the values d·q
 	I8   Type = 24
 	I16  Type = 25
@@ -42,7 +43,7 @@ const (
 )
 
 var typeNames = map[Type]string{
-	F32: "F32", F16: "F16", Q8_0: "Q8_0", I8: "I8", I16: "I16", I32: "I32", I64: "I64", F64: "F64", BF16: "BF16",
+	F32: "F32", F16: "F16", Q4_0: "Q4_0", Q8_0: "Q8_0", I8: "I8", I16: "I16", I32: "I32", I64: "I64", F64: "F64", BF16: "BF16",
 }
 
 func (t Type) String() string {
@@ -129,20 +130,24 @@ func (ti TensorInfo) Bytes() uint64 {
 	return ti.Elements() / elems * bytes
 }
 
-// q8Block is the number of weights of a Q8_0 block, which takes
-// q8BlockBytes bytes.
+// q8Block is the number of weights of a Q8_0 or Q4_0 block, which takes
+// q8BlockBytes or q4BlockBytes bytes.
 const (
 	q8Block      = 32
 	q8BlockBytes = 2 + q8Block
+	q4BlockBytes = 2 + q8Block/2
 )
 
 // block returns how many elements of t are stored together and their
 // bytes: 1 and Size() for element types, a block of 32 in 34 bytes for
-// Q8_0, and 0, 0 for types this package does not handle. A tensor's rows
-// (Dims[0]) are whole blocks.
+// Q8_0 and 18 for Q4_0, and 0, 0 for types this package does not handle.
+// A tensor's rows (Dims[0]) are whole blocks.
 func (t Type) block() (elems, bytes uint64) {
-	if t == Q8_0 {
+	switch t {
+	case Q8_0:
 		return q8Block, q8BlockBytes
+	case Q4_0:
+		return q8Block, q4BlockBytes
 	}
 	if s := t.Size(); s > 0 {
 		return 1, uint64(s)

@@ -169,7 +169,7 @@ func (f *File) TensorData(name string) ([]byte, error) {
 	return b, nil
 }
 
-// TensorF32 reads the named F32, F16, BF16 or Q8_0 tensor widened (or
+// TensorF32 reads the named F32, F16, BF16, Q8_0 or Q4_0 tensor widened (or
 // dequantized) to float32, in storage order (Dims[0] fastest).
 func (f *File) TensorF32(name string) ([]float32, error) {
 	ti, ok := f.Tensor(name)
@@ -202,8 +202,18 @@ func (f *File) TensorF32(name string) ([]float32, error) {
 				out[blk*q8Block+i] = float32(int8(q)) * d
 			}
 		}
+	case Q4_0: // (n−8)·d, exact in fp32
+		for blk := range len(out) / q8Block {
+			src := b[blk*q4BlockBytes:]
+			d := kernels.F16ToF32(binary.LittleEndian.Uint16(src))
+			o := out[blk*q8Block:]
+			for j, v := range src[2:q4BlockBytes] {
+				o[j] = float32(int(v&15)-8) * d
+				o[j+q8Block/2] = float32(int(v>>4)-8) * d
+			}
+		}
 	default:
-		return nil, fmt.Errorf("gguf: tensor %s has type %v; TensorF32 reads F32, F16, BF16 and Q8_0", name, ti.Type)
+		return nil, fmt.Errorf("gguf: tensor %s has type %v; TensorF32 reads F32, F16, BF16, Q8_0 and Q4_0", name, ti.Type)
 	}
 	return out, nil
 }

@@ -121,7 +121,7 @@ func TestWrite_BadInput(t *testing.T) {
 		{"LongName", nil, []Tensor{rawTensor(strings.Repeat("n", 65), []uint64{1}, F32, f32Data(1))}, "1 to 64 bytes"},
 		{"NoDims", nil, []Tensor{rawTensor("x", nil, F32, nil)}, "0 dims"},
 		{"ZeroDim", nil, []Tensor{rawTensor("x", []uint64{0}, F32, nil)}, "zero dimension"},
-		{"Quantized", nil, []Tensor{rawTensor("x", []uint64{32}, Type(2), nil)}, "not supported"},
+		{"Quantized", nil, []Tensor{rawTensor("x", []uint64{32}, Type(3), nil)}, "not supported"},
 		{"PartialQ8Block", nil, []Tensor{rawTensor("x", []uint64{48, 2}, Q8_0, nil)}, "whole blocks of 32"},
 		{"ShortData", nil, []Tensor{rawTensor("x", []uint64{2}, F32, f32Data(1))}, "wrote 4 bytes, want 8"},
 	}

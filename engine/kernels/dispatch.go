@@ -52,6 +52,8 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok boo
 		j.kind, j.bh = bPanelsF16, pk.f16
 	case pk.q8 != nil:
 		j.kind, j.tp = bPanelsQ8, pk
+	case pk.q4 != nil:
+		j.kind, j.tp = bPanelsQ4, pk
 	default:
 		j.kind, j.bf = bPanelsF32, pk.f32
 	}
@@ -106,7 +108,7 @@ func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 // LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w, the input
 // gradient of Linear. dinp must not overlap dout. w is read in its own
 // layout (each k-row of B = w is a weight row), packed per call (16-bit
-// and Q8 weights: transposed back, dequantized, from the Linear panels).
+// and quantized weights: transposed back, dequantized, from the Linear panels).
 func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	N, K := w.Rows, w.Cols
 	checkLen("LinearBackwardInput dinp", dinp, M*K)
@@ -119,8 +121,8 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	case F32:
 		checkLen("LinearBackwardInput w", w.F32, N*K)
 		j.kind, j.bf = bRowsF32, w.F32
-	case BF16, F16, Q8:
-		// The Linear panels are the only copy of a 16-bit or Q8 weight.
+	case BF16, F16, Q8, Q4:
+		// The Linear panels are the only copy of a 16-bit or quantized weight.
 		j.kind, j.tp = bPanelsT, w.panels()
 	default:
 		panic("kernels: unknown dtype " + w.DType.String())

@@ -1,6 +1,6 @@
 // Package kernels holds the engine's numeric hot loops: matrix multiplies with
-// weights stored as f32, bf16, f16 or blockwise 8-bit (Q8, quant.go: the
-// same bits as fp32 on the dequantized weights), and the element-wise
+// weights stored as f32, bf16, f16 or blockwise 8- or 4-bit (Q8, Q4,
+// quant.go: the same bits as fp32 on the dequantized weights), and the element-wise
 // helpers around them.
 //
 // Every kernel has a plain Go reference (the *Ref functions in this file) that
@@ -40,13 +40,14 @@
 //     most 256, N blocks of 1024 columns (fp32 panels read in place, 16-bit
 //     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
-//   - Q8 weights (quant.go) keep int8 panels plus a panel of fp16 scales
-//     per 32 k-rows; streamed rows run AVX2 kernels that dequantize in
+//   - Q8 and Q4 weights (quant.go) keep int8 (or packed 4-bit) panels plus
+//     a panel of fp16 scales per 32 k-rows; streamed rows run AVX2
+//     kernels that dequantize in
 //     registers (the other variants, and the blocked GEMM, widen each
 //     block to fp32 first), with the bits of fp32 on the dequantized
 //     values.
 //   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;
-//     bf16/f16/Q8: transposed back out of the Linear panels), packing and
+//     bf16/f16/Q8/Q4: transposed back out of the Linear panels), packing and
 //     widening B blocks per call.
 //   - Gemm packs op(B) per block (a copy, or a gather-transpose for
 //     transB) or, for few rows, reads B in place; it transposes A once (in
@@ -93,6 +94,10 @@ const (
 	// Q8 is blockwise 8-bit (GGML's Q8_0): each run of 32 weights along a
 	// row holds 32 int8 values and one fp16 scale (quant.go).
 	Q8
+	// Q4 is blockwise 4-bit (GGML's Q4_0): each run of 32 weights along a
+	// row holds 32 4-bit values n and one fp16 scale d, standing for
+	// (n−8)·d (quant.go).
+	Q4
 )
 
 func (d DType) String() string {
@@ -105,29 +110,34 @@ func (d DType) String() string {
 		return "F16"
 	case Q8:
 		return "Q8"
+	case Q4:
+		return "Q4"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Mat is a row-major Rows×Cols weight matrix kept in its checkpoint dtype.
 // An nn.Linear weight is [out features, in features] = [N, K].
-// Exactly one of F32 (DType F32), U16 (raw bf16/f16 bits) or Quants with
-// Scales (DType Q8, see NewMatQ8) is set when it is built.
+// Exactly one of F32 (DType F32), U16 (raw bf16/f16 bits), Quants with
+// Scales (DType Q8, see NewMatQ8) or Nibbles with Scales (DType Q4, see
+// NewMatQ4) is set when it is built.
 //
 // A Mat is read-only once built: Linear caches a packed copy of it (see
 // Prepack), so its data must not change after the first call, and a Mat
 // must not be copied by value after first use (build a new one instead).
-// For BF16, F16 and Q8 the packed copy replaces the stored one: the first
-// use (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s, Q8Blocks)
-// sets U16 (Quants and Scales) to nil, so after that read the weight through
-// Row, At, Uint16s or Q8Blocks, never the fields.
+// For BF16, F16, Q8 and Q4 the packed copy replaces the stored one: the
+// first use (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s,
+// Q8Blocks, Q4Blocks) sets U16 (Quants, Nibbles and Scales) to nil, so
+// after that read the weight through Row, At, Uint16s, Q8Row or Q4Row,
+// never the fields.
 type Mat struct {
 	Rows, Cols int
 	DType      DType
 	F32        []float32
 	U16        []uint16
 	Quants     []int8   // DType Q8: row-major quantized weights
-	Scales     []uint16 // DType Q8: fp16 scale of each block of 32, row-major [Rows×Cols/32]
+	Nibbles    []byte   // DType Q4: GGML Q4_0 nibbles, row-major [Rows×Cols/2]
+	Scales     []uint16 // DType Q8, Q4: fp16 scale of each block of 32, row-major [Rows×Cols/32]
 
 	packOnce sync.Once              // builds pk once
 	pk       atomic.Pointer[panels] // lazily built panel copy of the weights, see panels.go
@@ -141,7 +151,7 @@ func NewMatF32(rows, cols int, data []float32) *Mat {
 	return &Mat{Rows: rows, Cols: cols, DType: F32, F32: data}
 }
 
-// Row widens row r of m into dst (len Cols). For BF16, F16 and Q8 it reads
+// Row widens row r of m into dst (len Cols). For BF16, F16, Q8 and Q4 it reads
 // the panels (a strided gather, about a microsecond per 1k columns; the
 // embedding lookup uses it once per token).
 func (m *Mat) Row(dst []float32, r int) {
@@ -163,10 +173,10 @@ func (m *Mat) Row(dst []float32, r int) {
 				dst[k] = f16Table()[src[base+k*panelW]]
 			}
 		}
-	case Q8:
+	case Q8, Q4:
 		p := m.panels()
 		for k := range dst[:c] {
-			dst[k] = p.q8At(r, k)
+			dst[k] = p.qAt(r, k)
 		}
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
@@ -186,8 +196,8 @@ func (m *Mat) At(r, c int) float32 {
 			return BF16ToF32(v)
 		}
 		return F16ToF32(v)
-	case Q8:
-		return m.panels().q8At(r, c)
+	case Q8, Q4:
+		return m.panels().qAt(r, c)
 	}
 	panic("kernels: unknown dtype " + m.DType.String())
 }

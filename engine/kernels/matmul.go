@@ -68,7 +68,8 @@ const (
 	bRowsU16                 // row-major K×N bf16/f16 (dt) with stride ldb: widened while packing
 	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
 	bPanelsT                 // B = w (K = w.Rows) read from w's 16-bit Linear panels tp: transposed and widened while packing
-	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has Q8 kernels, else widened per block
+	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has quantized kernels, else widened per block
+	bPanelsQ4                // pre-packed Q4 panels tp (Linear): as bPanelsQ8
 )
 
 // job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
@@ -82,7 +83,7 @@ type job struct {
 	bf   []float32 // raw B (bRows*, bCols*) or fp32 panels
 	bh   []uint16  // raw bf16/f16 B or bf16 panels
 	dt   DType     // element type of bh for bRowsU16
-	tp   *panels   // the panels of bPanelsT and bPanelsQ8
+	tp   *panels   // the panels of bPanelsT, bPanelsQ8 and bPanelsQ4
 	ldb  int
 
 	c   []float32
@@ -100,7 +101,7 @@ func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
 // read in place.
 func (j *job) stream() bool {
 	switch j.kind {
-	case bPanelsF32, bPanelsBF16, bPanelsF16, bPanelsQ8:
+	case bPanelsF32, bPanelsBF16, bPanelsF16, bPanelsQ8, bPanelsQ4:
 		return j.M <= streamMaxPanelsM
 	case bRowsF32:
 		return j.M <= streamMaxM
@@ -118,6 +119,8 @@ func (j *job) estimateNs() float64 {
 		bytes /= 2
 	case bPanelsQ8:
 		bytes /= 4
+	case bPanelsQ4:
+		bytes /= 8
 	}
 	return max(flops/100, bytes/10)
 }
@@ -242,7 +245,7 @@ type bblock struct {
 	boff, ldb, pstride int
 	p0, np, ncols      int  // first panel (relative to the block), panels, valid columns
 	prefetch           bool // contiguous pre-packed panels: use the prefetching kernels
-	q8                 q8Args
+	q                  qArgs
 }
 
 // prefetchAhead is how far ahead (bytes) the first pass over a block of
@@ -302,6 +305,8 @@ func (j *job) part(m0, m1, p0, p1 int) {
 		bytesPerK /= 2
 	case bPanelsQ8:
 		bytesPerK /= 4
+	case bPanelsQ4:
+		bytesPerK /= 8
 	}
 	ncp := max(1, min(p1-p0, streamL2/(kb*bytesPerK)))
 	if m1-m0 <= 8 {
@@ -353,7 +358,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 		}
 		for _, b := range nb {
 			t.bf, t.bh, t.f16, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.f16, b.boff, b.ldb, b.pstride
-			t.np, t.ncols, t.q8 = b.np, b.ncols, b.q8
+			t.np, t.ncols, t.q = b.np, b.ncols, b.q
 			if b.prefetch {
 				t.prefetch = prefetchAhead
 			}
@@ -394,14 +399,14 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		for q := range np {
 			packRowsU16(d, q*kc*panelW, j.bh, (jp+q)*K*panelW+pc*panelW, panelW, kc, panelW, F16)
 		}
-	case j.kind == bPanelsQ8 && stream && hasQ8Kernels():
-		G := K / q8Block
+	case (j.kind == bPanelsQ8 || j.kind == bPanelsQ4) && stream && hasQuantKernels():
+		G := K / qBlock
 		return append(out, bblock{boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols,
-			q8: q8Args{q: j.tp.q8, s: j.tp.q8s, soff: jp*G*panelW + pc/q8Block*panelW, sstride: G * panelW, k0: pc % q8Block}})
-	case j.kind == bPanelsQ8:
+			q: qArgs{q8: j.tp.q8, q4: j.tp.q4, s: j.tp.qs, soff: jp*G*panelW + pc/qBlock*panelW, sstride: G * panelW, k0: pc % qBlock}})
+	case j.kind == bPanelsQ8 || j.kind == bPanelsQ4:
 		d := need(np * kc * panelW)
 		for q := range np {
-			widenQ8(d, q*kc*panelW, j.tp, jp+q, pc, kc)
+			widenQuant(d, q*kc*panelW, j.tp, jp+q, pc, kc)
 		}
 	case j.kind == bPanelsT:
 		d := need(np * kc * panelW)

@@ -497,8 +497,8 @@ func m8call(t *tileArgs) {
 
 // call256 runs one AVX2 kernel call.
 func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, bias *float32) {
-	if t.q8.q != nil {
-		call256q8(t, np, p, c, ldc, flags, bias)
+	if t.q.q8 != nil || t.q.q4 != nil {
+		call256q(t, np, p, c, ldc, flags, bias)
 		return
 	}
 	a, lda, kb := pf(t.a, t.aoff), uintptr(t.lda)*4, t.sumBlock()

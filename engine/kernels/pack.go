@@ -124,8 +124,8 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 // w[n][k] sits at k-row k, word p.word(n) of panel n/64, so each run of
 // k-rows inside one source panel is a transpose of an L1-sized tile.
 func packPanelsT(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
-	if p.q8 != nil {
-		packPanelsTQ8(dst, doff, p, pc, kc, col0, ncols)
+	if p.q8 != nil || p.q4 != nil {
+		packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols)
 		return
 	}
 	src, dt := p.u16()

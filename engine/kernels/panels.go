@@ -37,12 +37,13 @@ type panels struct {
 	bf16     []uint16  // BF16 weights, interleaved
 	f16      []uint16  // F16 weights, natural order
 	q8       []int8    // Q8 weights, natural order (quant.go)
-	q8s      []uint16  // Q8 fp16 scales: panel p, block g, column j at p*(K/32)*64 + g*64 + j
+	q4       []byte    // Q4 weights, signed nibbles, 32 bytes a k-row (quant.go)
+	qs       []uint16  // Q8, Q4 fp16 scales: panel p, block g, column j at p*(K/32)*64 + g*64 + j
 }
 
 // bytes reports the memory held by the panels.
 func (p *panels) bytes() int {
-	return 4*len(p.f32) + 2*len(p.bf16) + 2*len(p.f16) + len(p.q8) + 2*len(p.q8s)
+	return 4*len(p.f32) + 2*len(p.bf16) + 2*len(p.f16) + len(p.q8) + len(p.q4) + 2*len(p.qs)
 }
 
 // panelPad is the number of zero elements after the last panel, so that
@@ -77,7 +78,7 @@ func (m *Mat) panels() *panels {
 	m.packOnce.Do(func() {
 		m.pk.Store(buildPanels(m))
 		if m.DType != F32 {
-			m.U16, m.Quants, m.Scales = nil, nil, nil
+			m.U16, m.Quants, m.Nibbles, m.Scales = nil, nil, nil, nil
 		}
 	})
 	return m.pk.Load()
@@ -157,8 +158,12 @@ func buildPanels(m *Mat) *panels {
 		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f16)), 2*size)
 	case Q8:
 		p.q8 = make([]int8, size)
-		p.q8s = make([]uint16, size/q8Block)
+		p.qs = make([]uint16, size/qBlock)
 		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.q8)), size)
+	case Q4:
+		p.q4 = make([]byte, size/2)
+		p.qs = make([]uint16, size/qBlock)
+		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.q4)), size/2)
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
 	}
@@ -167,8 +172,8 @@ func buildPanels(m *Mat) *panels {
 	}
 	if m.DType == F32 {
 		checkLen("Mat.F32", m.F32, N*K)
-	} else if m.DType == Q8 {
-		checkQ8(m)
+	} else if m.DType == Q8 || m.DType == Q4 {
+		checkQuant(m)
 	} else if len(m.U16) < N*K {
 		panic("kernels: Mat.U16 shorter than Rows*Cols")
 	}
@@ -219,8 +224,8 @@ func (p *panels) fill(m *Mat, q int) {
 			for k, v := range src {
 				dst[k*panelW] = v
 			}
-		case Q8:
-			p.fillQ8(m, q, j)
+		case Q8, Q4:
+			p.fillQuant(m, q, j)
 		}
 	}
 }

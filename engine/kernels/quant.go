@@ -5,26 +5,33 @@ import (
 	"math"
 )
 
-// Blockwise 8-bit weights (DType Q8), laid out as GGML's Q8_0: each run of
-// q8Block consecutive weights of a row (along K) is 32 int8 values q and one
-// fp16 scale d, and stands for the values d·q. d·q is exact in fp32 (an
-// 11-bit significand times an 8-bit integer), so "dequantize, then multiply
-// in fp32" has one answer, which every kernel reproduces bit for bit: the
-// Q8 products sum the same fp32 products in the same order as an F32 matrix
-// holding the dequantized values (Dequantize), so batch invariance and the
-// sampler's and trainer's equal logprobs carry over unchanged. With the
-// scale in fp16, as in GGML, a GGUF export runs the same values in
-// llama.cpp.
+// Blockwise quantized weights, laid out as GGML's:
 //
-// Panels (panels.go) keep the int8 values in natural column order, one
-// 64-byte k-row per panel row, and the scales as a second array, 64 per
-// block of 32 k-rows. The AVX2 kernels read both in place while streaming
-// (decode, a quarter of fp32's bytes); every other path widens a block of
-// panels to fp32 (an AVX2 loop where the CPU has it) and runs the fp32
-// kernels.
+//   - Q8 (Q8_0): each run of qBlock consecutive weights of a row (along K)
+//     is 32 int8 values q and one fp16 scale d, and stands for d·q.
+//   - Q4 (Q4_0): each run of 32 is 16 bytes of 4-bit values n (byte j
+//     holds weight j in its low nibble and weight j+16 in its high one)
+//     and one fp16 scale d, and stands for (n−8)·d.
+//
+// d·q and (n−8)·d are exact in fp32 (an 11-bit significand times an 8- or
+// 4-bit integer), so "dequantize, then multiply in fp32" has one answer,
+// which every kernel reproduces bit for bit: the quantized products sum
+// the same fp32 products in the same order as an F32 matrix holding the
+// dequantized values (Dequantize), so batch invariance and the sampler's
+// and trainer's equal logprobs carry over unchanged. With the bytes and
+// scales as GGML's, a GGUF export runs the same values in llama.cpp.
+//
+// Panels (panels.go) keep one k-row of 64 columns contiguous: Q8 as 64
+// int8 in natural column order, Q4 as 32 bytes of signed nibbles (n−8),
+// byte 8s+i holding column 16s+i low and 16s+8+i high (one sign-extending
+// load widens 16 columns), and the scales as a second array, 64 per block
+// of 32 k-rows. The AVX2 kernels read both in place while streaming
+// (decode: a quarter or an eighth of fp32's bytes, plus the scales); every
+// other path widens a block of panels to fp32 (an AVX2 loop where the CPU
+// has it) and runs the fp32 kernels.
 
-// q8Block is the number of weights along K that share one scale.
-const q8Block = 32
+// qBlock is the number of weights along K that share one scale.
+const qBlock = 32
 
 // NewMatQ8 wraps quantized weights as a Q8 matrix without copying: quants
 // is row-major [rows×cols] and scales holds the fp16 scale of each block of
@@ -32,59 +39,108 @@ const q8Block = 32
 // 32.
 func NewMatQ8(rows, cols int, quants []int8, scales []uint16) *Mat {
 	m := &Mat{Rows: rows, Cols: cols, DType: Q8, Quants: quants, Scales: scales}
-	checkQ8(m)
+	checkQuant(m)
 	return m
 }
 
-// checkQ8 panics unless m holds a well-formed Q8 matrix.
-func checkQ8(m *Mat) {
-	if m.Cols%q8Block != 0 || len(m.Quants) != m.Rows*m.Cols || len(m.Scales) != m.Rows*m.Cols/q8Block {
-		panic(fmt.Sprintf("kernels: Q8 matrix %dx%d with %d values and %d scales (columns must be a multiple of %d)",
-			m.Rows, m.Cols, len(m.Quants), len(m.Scales), q8Block))
+// NewMatQ4 wraps quantized weights as a Q4 matrix without copying: nibbles
+// holds each row's blocks of 32 weights as GGML's Q4_0 does (16 bytes a
+// block: byte j is weight j in the low nibble and weight j+16 in the high
+// one, value (nibble−8)·d), row-major [rows×cols/2]; scales holds the fp16
+// d of each block, row-major [rows×cols/32]. cols must be a multiple of 32.
+func NewMatQ4(rows, cols int, nibbles []byte, scales []uint16) *Mat {
+	m := &Mat{Rows: rows, Cols: cols, DType: Q4, Nibbles: nibbles, Scales: scales}
+	checkQuant(m)
+	return m
+}
+
+// checkQuant panics unless m holds a well-formed Q8 or Q4 matrix.
+func checkQuant(m *Mat) {
+	n := len(m.Quants)
+	want := m.Rows * m.Cols
+	if m.DType == Q4 {
+		n, want = len(m.Nibbles), m.Rows*m.Cols/2
+	}
+	if m.Cols%qBlock != 0 || n != want || len(m.Scales) != m.Rows*m.Cols/qBlock {
+		panic(fmt.Sprintf("kernels: %v matrix %dx%d with %d value bytes and %d scales (columns must be a multiple of %d)",
+			m.DType, m.Rows, m.Cols, n, len(m.Scales), qBlock))
 	}
 }
 
 // CanQuantize reports whether a matrix with cols columns can be stored as
-// dt (Q8: whole blocks of 32 along each row).
+// dt (Q8 or Q4: whole blocks of 32 along each row).
 func CanQuantize(cols int, dt DType) bool {
-	return dt == Q8 && cols%q8Block == 0
+	return (dt == Q8 || dt == Q4) && cols%qBlock == 0
 }
 
-// Quantize returns m stored as dt (Q8), rounding each weight to the
-// nearest multiple of its block's scale d = max|w|/127 (d rounded to fp16,
-// or up where a subnormal scale lost too much, then the weights to d·q
-// with |q| ≤ 127, so each is within d/2 of its value). m is left as it was; when it is
-// not yet packed its stored copy is read directly. It fails when a row
+// Quantize returns m stored as dt, Q8 or Q4. m is left as it was; when it
+// is not yet packed its stored copy is read directly. It fails when a row
 // length is not a multiple of 32 or a weight is not finite.
+//
+// Q8 rounds each weight to the nearest multiple of its block's scale d =
+// max|w|/127 (d rounded to fp16, or up where a subnormal scale lost too
+// much, then the weights to d·q with |q| ≤ 127, so each is within d/2 of
+// its value). Q4 quantizes as GGML's reference quantize_row_q4_0 does, so
+// its bytes are those llama.cpp's own Q4_0 conversion writes: d =
+// m/−8 with m the block's weight of largest magnitude (the first, on a
+// tie), stored in fp16, and each weight w to the nibble trunc(w·(1/d) +
+// 8.5) clamped to 15, with d and 1/d in fp32 (so a weight is within about
+// d/2 of its value, up to the fp16 rounding of d).
 func Quantize(m *Mat, dt DType) (*Mat, error) {
-	if dt != Q8 {
+	if dt != Q8 && dt != Q4 {
 		return nil, fmt.Errorf("kernels: cannot quantize to %v", dt)
 	}
 	N, K := m.Rows, m.Cols
 	if !CanQuantize(K, dt) {
-		return nil, fmt.Errorf("kernels: cannot quantize a %dx%d matrix to Q8: rows of %d are not whole blocks of %d", N, K, K, q8Block)
+		return nil, fmt.Errorf("kernels: cannot quantize a %dx%d matrix to %v: rows of %d are not whole blocks of %d", N, K, dt, K, qBlock)
 	}
-	q := make([]int8, N*K)
-	s := make([]uint16, N*K/q8Block)
+	var q8 []int8
+	var q4 []byte
+	if dt == Q8 {
+		q8 = make([]int8, N*K)
+	} else {
+		q4 = make([]byte, N*K/2)
+	}
+	s := make([]uint16, N*K/qBlock)
 	row := make([]float32, K)
 	for n := range N {
 		m.storedRow(row, n)
-		if err := quantizeRowQ8(q[n*K:(n+1)*K], s[n*K/q8Block:(n+1)*K/q8Block], row); err != nil {
+		var err error
+		sc := s[n*K/qBlock : (n+1)*K/qBlock]
+		if dt == Q8 {
+			err = quantizeRowQ8(q8[n*K:(n+1)*K], sc, row)
+		} else {
+			err = quantizeRowQ4(q4[n*K/2:(n+1)*K/2], sc, row)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("kernels: quantize row %d: %w", n, err)
 		}
 	}
-	return NewMatQ8(N, K, q, s), nil
+	if dt == Q8 {
+		return NewMatQ8(N, K, q8, s), nil
+	}
+	return NewMatQ4(N, K, q4, s), nil
+}
+
+// checkFinite fails on the first weight of a block that is not finite.
+func checkFinite(x []float32, col int) error {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("weight %v at column %d is not finite", v, col+i)
+		}
+	}
+	return nil
 }
 
 // quantizeRowQ8 quantizes one row (a whole number of blocks).
 func quantizeRowQ8(q []int8, scales []uint16, row []float32) error {
 	for b := range scales {
-		x := row[b*q8Block : (b+1)*q8Block]
+		x := row[b*qBlock : (b+1)*qBlock]
+		if err := checkFinite(x, b*qBlock); err != nil {
+			return err
+		}
 		var amax float32
 		for _, v := range x {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("weight %v at column %d is not finite", v, b*q8Block)
-			}
 			amax = max(amax, float32(math.Abs(float64(v))))
 		}
 		h := F32ToF16(amax / 127)
@@ -96,7 +152,7 @@ func quantizeRowQ8(q []int8, scales []uint16, row []float32) error {
 		}
 		scales[b] = h
 		d := F16ToF32(h)
-		qb := q[b*q8Block : (b+1)*q8Block]
+		qb := q[b*qBlock : (b+1)*qBlock]
 		if d == 0 {
 			clear(qb)
 			continue
@@ -106,6 +162,45 @@ func quantizeRowQ8(q []int8, scales []uint16, row []float32) error {
 			// GGML); |v/d| ≤ 127.5, so the clamp only keeps -128 out.
 			r := math.Round(float64(v / d))
 			qb[i] = int8(max(-127, min(127, r)))
+		}
+	}
+	return nil
+}
+
+// quantizeRowQ4 quantizes one row (a whole number of blocks) into GGML
+// Q4_0 nibbles (len(row)/2 bytes) and scales, with GGML's reference
+// rounding (see Quantize).
+func quantizeRowQ4(q []byte, scales []uint16, row []float32) error {
+	for b := range scales {
+		x := row[b*qBlock : (b+1)*qBlock]
+		if err := checkFinite(x, b*qBlock); err != nil {
+			return err
+		}
+		var amax, m float32
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); amax < a {
+				amax, m = a, v
+			}
+		}
+		d := m / -8
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		h := F32ToF16(d)
+		if math.IsInf(float64(F16ToF32(h)), 0) {
+			return fmt.Errorf("weight %v in the block at column %d is too large for a Q4 scale in fp16", m, b*qBlock)
+		}
+		scales[b] = h
+		nib := func(v float32) byte {
+			// Each step rounded to fp32 (the conversions keep Go
+			// from fusing them), truncated toward zero as C's cast.
+			t := float32(float32(v*id) + 8.5)
+			return byte(min(15, int8(t)))
+		}
+		qb := q[b*qBlock/2 : (b+1)*qBlock/2]
+		for j := range qb {
+			qb[j] = nib(x[j]) | nib(x[j+qBlock/2])<<4
 		}
 	}
 	return nil
@@ -137,7 +232,8 @@ func (m *Mat) storedRow(dst []float32, r int) {
 }
 
 // Dequantize returns a new F32 matrix holding m's values as the kernels
-// see them (for Q8, d·q). It is the oracle of the quantized products.
+// see them (for Q8, d·q; for Q4, (n−8)·d). It is the oracle of the
+// quantized products.
 func Dequantize(m *Mat) *Mat {
 	out := make([]float32, m.Rows*m.Cols)
 	for n := range m.Rows {
@@ -150,7 +246,7 @@ func Dequantize(m *Mat) *Mat {
 // layout of NewMatQ8 (row-major; new copies read back from the panels,
 // building them if needed). For export.
 func (m *Mat) Q8Blocks() (quants []int8, scales []uint16) {
-	N, K, G := m.Rows, m.Cols, m.Cols/q8Block
+	N, K, G := m.Rows, m.Cols, m.Cols/qBlock
 	quants = make([]int8, N*K)
 	scales = make([]uint16, N*G)
 	for n := range N {
@@ -167,81 +263,179 @@ func (m *Mat) Q8Row(quants []int8, scales []uint16, n int) {
 		panic("kernels: Q8Row of a " + m.DType.String() + " matrix")
 	}
 	p := m.panels()
-	K, G := m.Cols, m.Cols/q8Block
+	K := m.Cols
 	qb := (n/panelW)*K*panelW + n%panelW
 	for k := range quants[:K] {
 		quants[k] = p.q8[qb+k*panelW]
 	}
+	p.rowScales(scales, n)
+}
+
+// Q4Row copies the GGML Q4_0 nibbles (len Cols/2, as NewMatQ4) and scales
+// (len Cols/32) of row n of a Q4 matrix, read back from the panels
+// (building them if needed). For export, row by row.
+func (m *Mat) Q4Row(nibbles []byte, scales []uint16, n int) {
+	if m.DType != Q4 {
+		panic("kernels: Q4Row of a " + m.DType.String() + " matrix")
+	}
+	p := m.panels()
+	nibbles = nibbles[:m.Cols/2]
+	clear(nibbles)
+	for k := range m.Cols {
+		v := byte(p.q4Nibble(n, k)+8) & 15
+		nibbles[k/qBlock*qBlock/2+k%(qBlock/2)] |= v << (4 * (k % qBlock / (qBlock / 2)))
+	}
+	p.rowScales(scales, n)
+}
+
+// Q4Blocks returns the nibbles and scales of a Q4 matrix in the layout of
+// NewMatQ4 (new copies read back from the panels). For tests and export.
+func (m *Mat) Q4Blocks() (nibbles []byte, scales []uint16) {
+	N, K, G := m.Rows, m.Cols, m.Cols/qBlock
+	nibbles = make([]byte, N*K/2)
+	scales = make([]uint16, N*G)
+	for n := range N {
+		m.Q4Row(nibbles[n*K/2:(n+1)*K/2], scales[n*G:(n+1)*G], n)
+	}
+	return nibbles, scales
+}
+
+// rowScales copies the scales of weight row n (len K/32) out of the
+// panels.
+func (p *panels) rowScales(scales []uint16, n int) {
+	G := p.k / qBlock
 	sb := (n/panelW)*G*panelW + n%panelW
 	for g := range scales[:G] {
-		scales[g] = p.q8s[sb+g*panelW]
+		scales[g] = p.qs[sb+g*panelW]
 	}
 }
 
 // QuantizeRowQ8 quantizes one row of weights (a whole number of blocks of
 // 32) as Quantize does, into quants (len(row)) and scales (len(row)/32).
 func QuantizeRowQ8(quants []int8, scales []uint16, row []float32) error {
-	if len(row)%q8Block != 0 || len(quants) < len(row) || len(scales) < len(row)/q8Block {
+	if len(row)%qBlock != 0 || len(quants) < len(row) || len(scales) < len(row)/qBlock {
 		return fmt.Errorf("kernels: QuantizeRowQ8 of %d values into %d quants and %d scales", len(row), len(quants), len(scales))
 	}
-	return quantizeRowQ8(quants[:len(row)], scales[:len(row)/q8Block], row)
+	return quantizeRowQ8(quants[:len(row)], scales[:len(row)/qBlock], row)
 }
 
-// q8At returns weight (n, k) of Q8 panels, dequantized.
-func (p *panels) q8At(n, k int) float32 {
-	G := p.k / q8Block
-	q := p.q8[(n/panelW)*p.k*panelW+k*panelW+n%panelW]
-	d := p.q8s[(n/panelW)*G*panelW+(k/q8Block)*panelW+n%panelW]
-	return float32(q) * f16Table()[d]
-}
-
-// fillQ8 writes weight row n = 64q+j of m into column j of panel q.
-func (p *panels) fillQ8(m *Mat, q, j int) {
-	K, G := p.k, p.k/q8Block
-	n := q*panelW + j
-	dst := p.q8[q*K*panelW+j:]
-	for k, v := range m.Quants[n*K : (n+1)*K] {
-		dst[k*panelW] = v
+// QuantizeRowQ4 quantizes one row of weights (a whole number of blocks of
+// 32) as Quantize does, into GGML Q4_0 nibbles (len(row)/2) and scales
+// (len(row)/32).
+func QuantizeRowQ4(nibbles []byte, scales []uint16, row []float32) error {
+	if len(row)%qBlock != 0 || len(nibbles) < len(row)/2 || len(scales) < len(row)/qBlock {
+		return fmt.Errorf("kernels: QuantizeRowQ4 of %d values into %d bytes and %d scales", len(row), len(nibbles), len(scales))
 	}
-	sd := p.q8s[q*G*panelW+j:]
+	return quantizeRowQ4(nibbles[:len(row)/2], scales[:len(row)/qBlock], row)
+}
+
+// scale returns the fp16 scale of weight (n, k) of quantized panels.
+func (p *panels) scale(n, k int) uint16 {
+	G := p.k / qBlock
+	return p.qs[(n/panelW)*G*panelW+(k/qBlock)*panelW+n%panelW]
+}
+
+// qAt returns weight (n, k) of Q8 or Q4 panels, dequantized.
+func (p *panels) qAt(n, k int) float32 {
+	var q int
+	if p.q4 != nil {
+		q = p.q4Nibble(n, k)
+	} else {
+		q = int(p.q8[(n/panelW)*p.k*panelW+k*panelW+n%panelW])
+	}
+	return float32(q) * f16Table()[p.scale(n, k)]
+}
+
+// q4Pos returns the byte of column j (< 64) within a k-row of a Q4 panel
+// and the shift of its nibble in it.
+func q4Pos(j int) (byteOff int, shift uint) {
+	return 8*(j/16) + j%8, uint(4 * (j % 16 / 8))
+}
+
+// q4Nibble returns weight (n, k) of Q4 panels as the signed n−8.
+func (p *panels) q4Nibble(n, k int) int {
+	b, sh := q4Pos(n % panelW)
+	v := p.q4[(n/panelW)*p.k*panelW/2+k*panelW/2+b] >> sh
+	return int(int8(v<<4) >> 4)
+}
+
+// fillQuant writes weight row n = 64q+j of a Q8 or Q4 m into column j of
+// panel q.
+func (p *panels) fillQuant(m *Mat, q, j int) {
+	K, G := p.k, p.k/qBlock
+	n := q*panelW + j
+	if m.DType == Q8 {
+		dst := p.q8[q*K*panelW+j:]
+		for k, v := range m.Quants[n*K : (n+1)*K] {
+			dst[k*panelW] = v
+		}
+	} else {
+		b, sh := q4Pos(j)
+		dst := p.q4[q*K*panelW/2+b:]
+		src := m.Nibbles[n*K/2 : (n+1)*K/2]
+		for k := range K {
+			v := src[k/qBlock*qBlock/2+k%(qBlock/2)] >> (4 * (k % qBlock / (qBlock / 2)))
+			// The GGML nibble n stands for n−8: as a signed nibble,
+			// n xor 8.
+			dst[k*panelW/2] |= (v&15 ^ 8) << sh
+		}
+	}
+	sd := p.qs[q*G*panelW+j:]
 	for g, v := range m.Scales[n*G : (n+1)*G] {
 		sd[g*panelW] = v
 	}
 }
 
-// widenQ8 writes k-rows [pc, pc+kc) of Q8 panel q of p, dequantized, as a
-// natural-order fp32 panel at dst[doff:].
-func widenQ8(dst []float32, doff int, p *panels, q, pc, kc int) {
-	if kc == 0 || widenQ8Asm(dst, doff, p, q, pc, kc) {
+// widenQuant writes k-rows [pc, pc+kc) of Q8 or Q4 panel q of p,
+// dequantized, as a natural-order fp32 panel at dst[doff:].
+func widenQuant(dst []float32, doff int, p *panels, q, pc, kc int) {
+	if kc == 0 || widenQuantAsm(dst, doff, p, q, pc, kc) {
 		return
 	}
-	K, G := p.k, p.k/q8Block
+	K, G := p.k, p.k/qBlock
 	tab := f16Table()
 	for i := range kc {
 		k := pc + i
-		src := p.q8[q*K*panelW+k*panelW:][:panelW]
-		sc := p.q8s[q*G*panelW+(k/q8Block)*panelW:][:panelW]
+		sc := p.qs[q*G*panelW+(k/qBlock)*panelW:][:panelW]
 		d := dst[doff+i*panelW:][:panelW]
+		if p.q4 != nil {
+			src := p.q4[q*K*panelW/2+k*panelW/2:][:panelW/2]
+			for j := range d {
+				b, sh := q4Pos(j)
+				d[j] = float32(int8(src[b]>>sh<<4)>>4) * tab[sc[j]]
+			}
+			continue
+		}
+		src := p.q8[q*K*panelW+k*panelW:][:panelW]
 		for j, v := range src {
 			d[j] = float32(v) * tab[sc[j]]
 		}
 	}
 }
 
-// packPanelsTQ8 is packPanelsT for Q8 panels: dst[doff + i*64 + j] =
-// w[pc+i][col0+j], dequantized, for i < kc and j < ncols (≤ 64), zero for
-// j ≥ ncols.
-func packPanelsTQ8(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
-	K, G := p.k, p.k/q8Block
+// packPanelsTQuant is packPanelsT for Q8 and Q4 panels: dst[doff + i*64 +
+// j] = w[pc+i][col0+j], dequantized, for i < kc and j < ncols (≤ 64), zero
+// for j ≥ ncols.
+func packPanelsTQuant(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
+	K, G := p.k, p.k/qBlock
 	tab := f16Table()
 	for i := range kc {
 		n := pc + i
-		qs := p.q8[(n/panelW)*K*panelW+n%panelW:]
-		ss := p.q8s[(n/panelW)*G*panelW+n%panelW:]
+		ss := p.qs[(n/panelW)*G*panelW+n%panelW:]
 		d := dst[doff+i*panelW:][:panelW]
-		for j := range ncols {
-			k := col0 + j
-			d[j] = float32(qs[k*panelW]) * tab[ss[(k/q8Block)*panelW]]
+		if p.q4 != nil {
+			b, sh := q4Pos(n % panelW)
+			qs := p.q4[(n/panelW)*K*panelW/2+b:]
+			for j := range ncols {
+				k := col0 + j
+				d[j] = float32(int8(qs[k*panelW/2]>>sh<<4)>>4) * tab[ss[(k/qBlock)*panelW]]
+			}
+		} else {
+			qs := p.q8[(n/panelW)*K*panelW+n%panelW:]
+			for j := range ncols {
+				k := col0 + j
+				d[j] = float32(qs[k*panelW]) * tab[ss[(k/qBlock)*panelW]]
+			}
 		}
 		clear(d[ncols:])
 	}

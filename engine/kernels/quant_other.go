@@ -2,6 +2,6 @@
 
 package kernels
 
-func hasQ8Kernels() bool { return false }
+func hasQuantKernels() bool { return false }
 
-func widenQ8Asm(dst []float32, doff int, p *panels, q, pc, kc int) bool { return false }
+func widenQuantAsm(dst []float32, doff int, p *panels, q, pc, kc int) bool { return false }

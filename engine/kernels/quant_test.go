@@ -8,20 +8,20 @@ import (
 	"testing"
 )
 
-// randQ8Source returns an N×K fp32 weight whose blocks of 32 have very
+// randQuantSource returns an N×K fp32 weight whose blocks of 32 have very
 // different magnitudes (one outlier block, one all-zero block, tiny ones),
 // so the per-block scales matter.
-func randQ8Source(r *rand.Rand, N, K int) *Mat {
+func randQuantSource(r *rand.Rand, N, K int) *Mat {
 	v := randSlice(r, N*K)
-	for b := 0; b < len(v)/q8Block; b++ {
-		x := v[b*q8Block : (b+1)*q8Block]
+	for b := 0; b < len(v)/qBlock; b++ {
+		x := v[b*qBlock : (b+1)*qBlock]
 		switch b % 7 {
 		case 1:
 			for i := range x {
 				x[i] *= 1e-3
 			}
 		case 3:
-			x[r.IntN(q8Block)] = 40 // an outlier
+			x[r.IntN(qBlock)] = 40 // an outlier
 		case 5:
 			clear(x)
 		}
@@ -32,7 +32,7 @@ func randQ8Source(r *rand.Rand, N, K int) *Mat {
 func TestQuantizeQ8RoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const N, K = 70, 160
-	src := randQ8Source(r, N, K)
+	src := randQuantSource(r, N, K)
 	q, err := Quantize(src, Q8)
 	if err != nil {
 		t.Fatal(err)
@@ -40,18 +40,18 @@ func TestQuantizeQ8RoundTrip(t *testing.T) {
 	quants, scales := append([]int8(nil), q.Quants...), append([]uint16(nil), q.Scales...)
 	deq := Dequantize(q) // reads the stored copy, before packing
 	for n := range N {
-		for b := range K / q8Block {
-			x := src.F32[n*K+b*q8Block : n*K+(b+1)*q8Block]
+		for b := range K / qBlock {
+			x := src.F32[n*K+b*qBlock : n*K+(b+1)*qBlock]
 			var amax float32
 			for _, v := range x {
 				amax = max(amax, float32(math.Abs(float64(v))))
 			}
-			if want := F32ToF16(amax / 127); scales[n*K/q8Block+b]-want > 1 {
-				t.Fatalf("row %d block %d: scale %#x, want fp16(max|w|/127) = %#x (or the next)", n, b, scales[n*K/q8Block+b], want)
+			if want := F32ToF16(amax / 127); scales[n*K/qBlock+b]-want > 1 {
+				t.Fatalf("row %d block %d: scale %#x, want fp16(max|w|/127) = %#x (or the next)", n, b, scales[n*K/qBlock+b], want)
 			}
-			d := F16ToF32(scales[n*K/q8Block+b])
+			d := F16ToF32(scales[n*K/qBlock+b])
 			for i, v := range x {
-				k := b*q8Block + i
+				k := b*qBlock + i
 				qv := quants[n*K+k]
 				if qv < -127 {
 					t.Fatalf("(%d,%d): quant %d below -127", n, k, qv)
@@ -137,10 +137,10 @@ func TestQuantizeQ8Errors(t *testing.T) {
 	}
 }
 
-// q8Shapes cover the tile edges (rows 1..8, partial panels) and K whose
+// quantShapes cover the tile edges (rows 1..8, partial panels) and K whose
 // sum blocks do not start on a block of 32 (K = 640 sums in blocks of 216;
 // 800 in 200), so the kernels cross scale blocks inside a sum.
-func q8Shapes() []mnk {
+func quantShapes() []mnk {
 	var s []mnk
 	for M := 1; M <= 9; M++ {
 		s = append(s, mnk{M, 65, 96}, mnk{M, 129, 640})
@@ -157,14 +157,19 @@ func q8Shapes() []mnk {
 // product of the dequantized weights on every variant and path (streamed
 // in place by the AVX2 kernels, widened per block elsewhere), with and
 // without bias, alone and in LinearMulti.
-func TestLinearQ8(t *testing.T) {
+func TestLinearQ8(t *testing.T) { testLinearQuant(t, Q8, 9) }
+
+// TestLinearQ4 is TestLinearQ8 for Q4 weights.
+func TestLinearQ4(t *testing.T) { testLinearQuant(t, Q4, 19) }
+
+func testLinearQuant(t *testing.T, dt DType, seed uint64) {
 	forVariants(t, func(t *testing.T) {
-		r := rand.New(rand.NewPCG(9, 10))
-		for i, sh := range q8Shapes() {
+		r := rand.New(rand.NewPCG(seed, 10))
+		for i, sh := range quantShapes() {
 			if thin(i) {
 				continue
 			}
-			w, err := Quantize(randQ8Source(r, sh.N, sh.K), Q8)
+			w, err := Quantize(randQuantSource(r, sh.N, sh.K), dt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +182,7 @@ func TestLinearQ8(t *testing.T) {
 			got, want := make([]float32, sh.M*sh.N), make([]float32, sh.M*sh.N)
 			Linear(got, in, w, bias, sh.M)
 			Linear(want, in, ref, bias, sh.M)
-			what := fmt.Sprintf("M=%d N=%d K=%d", sh.M, sh.N, sh.K)
+			what := fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K)
 			sameBits(t, what, got, want)
 			LinearMulti(in, sh.M, LinearOp{Out: got, W: w, Bias: bias})
 			sameBits(t, what+" LinearMulti", got, want)
@@ -191,11 +196,16 @@ func TestLinearQ8(t *testing.T) {
 
 // TestLinearBackwardInputQ8: dX = dY·W with W in Q8 equals the same with
 // the dequantized fp32 W, bit for bit.
-func TestLinearBackwardInputQ8(t *testing.T) {
+func TestLinearBackwardInputQ8(t *testing.T) { testLinearBackwardInputQuant(t, Q8, 11) }
+
+// TestLinearBackwardInputQ4 is TestLinearBackwardInputQ8 for Q4 weights.
+func TestLinearBackwardInputQ4(t *testing.T) { testLinearBackwardInputQuant(t, Q4, 21) }
+
+func testLinearBackwardInputQuant(t *testing.T, dt DType, seed uint64) {
 	forVariants(t, func(t *testing.T) {
-		r := rand.New(rand.NewPCG(11, 12))
+		r := rand.New(rand.NewPCG(seed, 12))
 		for _, sh := range []mnk{{1, 5, 32}, {6, 64, 64}, {7, 65, 96}, {13, 129, 640}, {40, 300, 512}, {100, 70, 1088}} {
-			w, err := Quantize(randQ8Source(r, sh.N, sh.K), Q8)
+			w, err := Quantize(randQuantSource(r, sh.N, sh.K), dt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,19 +215,24 @@ func TestLinearBackwardInputQ8(t *testing.T) {
 			want := append([]float32(nil), got...)
 			LinearBackwardInput(got, dout, w, sh.M)
 			LinearBackwardInput(want, dout, ref, sh.M)
-			sameBits(t, fmt.Sprintf("M=%d N=%d K=%d", sh.M, sh.N, sh.K), got, want)
+			sameBits(t, fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K), got, want)
 		}
 	})
 }
 
 // TestLinearQ8_RowInvariant: a row of a Q8 product has the same bits alone
 // and in any batch (decode, prefill chunks, training passes).
-func TestLinearQ8_RowInvariant(t *testing.T) {
+func TestLinearQ8_RowInvariant(t *testing.T) { testLinearQuantRowInvariant(t, Q8, 13) }
+
+// TestLinearQ4_RowInvariant is TestLinearQ8_RowInvariant for Q4 weights.
+func TestLinearQ4_RowInvariant(t *testing.T) { testLinearQuantRowInvariant(t, Q4, 23) }
+
+func testLinearQuantRowInvariant(t *testing.T, dt DType, seed uint64) {
 	forVariants(t, func(t *testing.T) {
-		r := rand.New(rand.NewPCG(13, 14))
+		r := rand.New(rand.NewPCG(seed, 14))
 		for _, sh := range [][2]int{{640, 130}, {896, 64}} {
 			K, N := sh[0], sh[1]
-			w, err := Quantize(randQ8Source(r, N, K), Q8)
+			w, err := Quantize(randQuantSource(r, N, K), dt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,13 +242,137 @@ func TestLinearQ8_RowInvariant(t *testing.T) {
 				all := make([]float32, M*N)
 				Linear(all, in, w, bias, M)
 				one := make([]float32, N)
-				sameRows(t, fmt.Sprintf("K=%d N=%d Q8", K, N), all, M, N, func(r int) []float32 {
+				sameRows(t, fmt.Sprintf("K=%d N=%d %v", K, N, dt), all, M, N, func(r int) []float32 {
 					Linear(one, in[r*K:(r+1)*K], w, bias, 1)
 					return one
 				})
 			}
 		}
 	})
+}
+
+// TestQuantizeQ4_GGML checks Q4 against GGML's reference Q4_0 rounding on
+// blocks worked by hand: d = m/−8 for the weight m of largest magnitude
+// (so m itself is nibble 0 and the other sign reaches at most 7·|d|, the
+// value +8·|d| clamped to nibble 15), weights rounded half up from
+// trunc(w/d + 8.5), byte j holding weights j and j+16.
+func TestQuantizeQ4_GGML(t *testing.T) {
+	row := make([]float32, 64)
+	// Block 0: m = −8 (the first of the largest, before +8), so d = 1
+	// and weight w is nibble w+8; +8 clamps to 15 (value 7).
+	for j := range 32 {
+		row[j] = float32(j%16) - 8 // −8..7 twice
+	}
+	row[20] = 8
+	// Block 1: m = +4 at column 3, d = −0.5: w ↦ trunc(−2w + 8.5).
+	copy(row[32:], []float32{1, -1, 0.3, 4, -4, 0.24, 0.26, -1.75})
+	nib, sc := make([]byte, 32), make([]uint16, 2)
+	if err := QuantizeRowQ4(nib, sc, row); err != nil {
+		t.Fatal(err)
+	}
+	if d0, d1 := F16ToF32(sc[0]), F16ToF32(sc[1]); d0 != 1 || d1 != -0.5 {
+		t.Fatalf("scales %v, %v; want 1, -0.5", d0, d1)
+	}
+	want := func(b, j int) byte { // the nibble of weight j of block b
+		if b == 0 {
+			if j == 20 {
+				return 15
+			}
+			return byte(j % 16)
+		}
+		switch w := row[32+j]; w {
+		case 4:
+			return 0
+		case -4:
+			return 15 // 16.5, clamped
+		default:
+			return byte(int(-2*w + 8.5))
+		}
+	}
+	for b := range 2 {
+		for j := range 16 {
+			got := nib[16*b+j]
+			if lo, hi := got&15, got>>4; lo != want(b, j) || hi != want(b, j+16) {
+				t.Errorf("block %d byte %d = %#02x; want weights %d, %d as nibbles %d, %d", b, j, got, j, j+16, want(b, j), want(b, j+16))
+			}
+		}
+	}
+	// The same bytes through a Q4 matrix, packed and read back.
+	m := NewMatQ4(1, 64, append([]byte(nil), nib...), append([]uint16(nil), sc...))
+	back, bs := m.Q4Blocks()
+	if string(back) != string(nib) || bs[0] != sc[0] || bs[1] != sc[1] {
+		t.Fatalf("Q4Blocks after packing: %x %x; want %x %x", back, bs, nib, sc)
+	}
+	for k := range 64 {
+		n := int(nib[k/32*16+k%16]>>(4*(k%32/16))) & 15
+		if got, want := m.At(0, k), float32(n-8)*F16ToF32(sc[k/32]); got != want {
+			t.Fatalf("At(0, %d) = %v, want (%d−8)·d = %v", k, got, n, want)
+		}
+	}
+}
+
+// TestQuantizeQ4RoundTrip: Q4 weights are within about half a step of the
+// source, packing keeps the bytes, and Row, At and Dequantize agree.
+func TestQuantizeQ4RoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	const N, K = 70, 160
+	src := randQuantSource(r, N, K)
+	q, err := Quantize(src, Q4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nib, scales := append([]byte(nil), q.Nibbles...), append([]uint16(nil), q.Scales...)
+	deq := Dequantize(q)
+	for n := range N {
+		for b := range K / qBlock {
+			d := float64(F16ToF32(scales[n*K/qBlock+b]))
+			for i := range qBlock {
+				k := b*qBlock + i
+				got, v := float64(deq.F32[n*K+k]), float64(src.F32[n*K+k])
+				// Half a step, plus the fp16 rounding of d over 8 steps;
+				// GGML clamps at nibble 15, so a weight of the other
+				// sign than the largest, past 7.5 steps, is off by
+				// up to a whole step.
+				steps := 0.5
+				if d != 0 {
+					steps = max(steps, v/d-7)
+				}
+				if e := math.Abs(got - v); e > math.Abs(d)*(steps+8.0/2048+1e-3)+1e-30 {
+					t.Fatalf("(%d,%d): |%v − %v| = %g > %g steps of d = %g", n, k, got, v, e, steps, d)
+				}
+			}
+		}
+	}
+	q.Prepack()
+	if q.Nibbles != nil || q.Scales != nil {
+		t.Fatal("packing kept the stored Q4 copy")
+	}
+	gn, gs := q.Q4Blocks()
+	if string(gn) != string(nib) {
+		t.Fatal("Q4Blocks nibbles differ from the quantized ones")
+	}
+	for i := range scales {
+		if gs[i] != scales[i] {
+			t.Fatalf("Q4Blocks scale %d = %#x, want %#x", i, gs[i], scales[i])
+		}
+	}
+	row := make([]float32, K)
+	for n := range N {
+		q.Row(row, n)
+		for k, v := range row {
+			if v != deq.F32[n*K+k] || q.At(n, k) != v {
+				t.Fatalf("(%d,%d): Row %v, At %v, want %v", n, k, v, q.At(n, k), deq.F32[n*K+k])
+			}
+		}
+	}
+	if _, err := Quantize(NewMatF32(2, 48, randSlice(r, 96)), Q4); err == nil || !strings.Contains(err.Error(), "blocks of 32") {
+		t.Errorf("48 columns: err = %v, want a whole-blocks error", err)
+	}
+	v := randSlice(r, 64)
+	v[40] = float32(math.Inf(1))
+	if _, err := Quantize(NewMatF32(2, 32, v), Q4); err == nil || !strings.Contains(err.Error(), "row 1") {
+		t.Errorf("Inf: err = %v, want an error naming row 1", err)
+	}
 }
 
 // sameBits fails unless got and want are identical, NaNs included.

@@ -65,16 +65,18 @@ type tileArgs struct {
 	bias               []float32
 	biasoff            int
 	prefetch           int // > 0: B is contiguous pre-packed panels; prefetch this many bytes ahead
-	q8                 q8Args
+	q                  qArgs
 }
 
-// q8Args describe B as Q8 panels read in place (q8.q != nil; bf and bh are
-// then nil): k-row i of panel p holds 64 int8 values at boff + p*pstride +
-// i*ldb in q, and the scales of the block holding k-row i, 64 fp16 values,
-// are at soff + p*sstride + ((k0+i)/32)*64 in s: k0 (< 32) is the position
-// of k-row 0 within its block of 32.
-type q8Args struct {
-	q             []int8
+// qArgs describe B as Q8 or Q4 panels read in place (q8 or q4 set; bf
+// and bh are then nil): k-row i of panel p holds 64 weights at element
+// boff + p*pstride + i*ldb (int8 in q8; two a byte in q4, so at byte half
+// that), and the scales of the block holding k-row i, 64 fp16 values,
+// are at soff + p*sstride + ((k0+i)/32)*64 in s: k0 (< 32) is the
+// position of k-row 0 within its block of 32.
+type qArgs struct {
+	q8            []int8
+	q4            []byte
 	s             []uint16
 	soff, sstride int
 	k0            int
@@ -134,13 +136,13 @@ func (t *tileArgs) check() {
 		if t.bh != nil {
 			nb = len(t.bh)
 		}
-		if t.q8.q != nil {
-			nb = len(t.q8.q)
+		if q := &t.q; q.q8 != nil || q.q4 != nil {
+			nb = len(q.q8) + 2*len(q.q4)
 			if active != varAVX2 {
-				panic("kernels: Q8 panels in place need the AVX2 kernels")
+				panic("kernels: quantized panels in place need the AVX2 kernels")
 			}
-			if n := t.q8.soff + (t.np-1)*t.q8.sstride + (t.q8.k0+t.k-1)/q8Block*panelW + panelW; n > len(t.q8.s) {
-				bad("Q8 scales", n, len(t.q8.s))
+			if n := q.soff + (t.np-1)*q.sstride + (q.k0+t.k-1)/qBlock*panelW + panelW; n > len(q.s) {
+				bad("quantized scales", n, len(q.s))
 			}
 		}
 		if n := t.boff + (t.np-1)*t.pstride + (t.k-1)*t.ldb + panelW; n > nb {

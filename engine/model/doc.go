@@ -16,6 +16,6 @@
 //
 // Weights stay in their checkpoint dtype (f32, bf16 or f16) inside
 // kernels.Mat, or are quantized at load (LoadOptions.Quantize: blockwise
-// 8-bit), and are widened inside the matmul kernels; norms and biases are
+// 8- or 4-bit), and are widened inside the matmul kernels; norms and biases are
 // widened to fp32 at load time.
 package model

@@ -114,9 +114,12 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 
 // InitOptions controls RandomWeights.
 type InitOptions struct {
-	Seed  uint64
-	DType kernels.DType // storage dtype of the matrices
-	Std   float64       // matrix init std; 0 means 0.02 (transformers' initializer_range)
+	Seed uint64
+	// DType is the storage of the matrices. Q8 and Q4 quantize each row
+	// as it is drawn (a matrix whose rows are not whole blocks of 32
+	// stays F32), so a large random model never exists in fp32.
+	DType kernels.DType
+	Std   float64 // matrix init std; 0 means 0.02 (transformers' initializer_range)
 	// NormJitter perturbs the RMSNorm weights around 1 (and makes biases
 	// non-zero) so numerical checks exercise every parameter.
 	NormJitter float64
@@ -176,6 +179,38 @@ func randomMat(rng *rand.Rand, rows, cols int, std float64, dt kernels.DType) *k
 			v[i] = conv(float32(std * rng.NormFloat64()))
 		}
 		return &kernels.Mat{Rows: rows, Cols: cols, DType: dt, U16: v}
+	case kernels.Q8, kernels.Q4:
+		if !kernels.CanQuantize(cols, dt) {
+			return randomMat(rng, rows, cols, std, kernels.F32)
+		}
+		row := make([]float32, cols)
+		scales := make([]uint16, rows*cols/32)
+		var q8 []int8
+		var q4 []byte
+		if dt == kernels.Q8 {
+			q8 = make([]int8, n)
+		} else {
+			q4 = make([]byte, n/2)
+		}
+		for r := range rows {
+			for i := range row {
+				row[i] = float32(std * rng.NormFloat64())
+			}
+			s := scales[r*cols/32 : (r+1)*cols/32]
+			var err error
+			if dt == kernels.Q8 {
+				err = kernels.QuantizeRowQ8(q8[r*cols:(r+1)*cols], s, row)
+			} else {
+				err = kernels.QuantizeRowQ4(q4[r*cols/2:(r+1)*cols/2], s, row)
+			}
+			if err != nil { // finite draws of whole blocks: cannot fail
+				panic("model: " + err.Error())
+			}
+		}
+		if dt == kernels.Q8 {
+			return kernels.NewMatQ8(rows, cols, q8, scales)
+		}
+		return kernels.NewMatQ4(rows, cols, q4, scales)
 	}
 	panic("model: unknown dtype " + dt.String())
 }
@@ -205,8 +240,8 @@ func (m *Model) Save(dir string) error {
 			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.Uint16s()))
 		case kernels.F16:
 			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.Uint16s()))
-		default: // Q8: safetensors has no such type, and bf16 cannot hold d·q
-			return fmt.Errorf("model: save: %s is stored as %v; save the model loaded without quantization (GGUF export keeps Q8 as Q8_0)", r.name, mat.DType)
+		default: // Q8, Q4: safetensors has no such type, and bf16 cannot hold d·q
+			return fmt.Errorf("model: save: %s is stored as %v; save the model loaded without quantization (GGUF export keeps Q8 as Q8_0, Q4 as Q4_0)", r.name, mat.DType)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

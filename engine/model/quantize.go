@@ -12,7 +12,7 @@ import (
 // A quantized base is what both the sampler and the trainer read: LoRA
 // adapters, activations and gradients stay fp32, and every product sums
 // the same fp32 products (the dequantized weights) in the same order, so
-// training stays exactly on-policy. Only the base's values change, within
+// training stays exactly on-policy. Only the base's values change, by about
 // half a quantization step of each weight.
 type Quantization string
 
@@ -22,20 +22,26 @@ const (
 	// Q8 stores blockwise 8-bit weights (GGML's Q8_0: blocks of 32 int8
 	// along a row with one fp16 scale, 1.0625 bytes a weight).
 	Q8 Quantization = "q8"
+	// Q4 stores blockwise 4-bit weights (GGML's Q4_0: blocks of 32 4-bit
+	// values along a row with one fp16 scale, 0.5625 bytes a weight),
+	// rounded as llama.cpp's own Q4_0 conversion rounds them.
+	Q4 Quantization = "q4"
 )
 
 // Quantizations lists the accepted values of ParseQuantization, for flag
 // help.
-const Quantizations = "q8 (8-bit blocks of 32, as GGML's Q8_0) or none"
+const Quantizations = "q8 (8-bit blocks of 32, as GGML's Q8_0), q4 (4-bit blocks of 32, as GGML's Q4_0) or none"
 
-// ParseQuantization reads a --quantize value: "q8", or "" / "none" for
-// none.
+// ParseQuantization reads a --quantize value: "q8", "q4", or "" / "none"
+// for none.
 func ParseQuantization(s string) (Quantization, error) {
 	switch s {
 	case "", "none":
 		return NoQuantization, nil
 	case string(Q8):
 		return Q8, nil
+	case string(Q4):
+		return Q4, nil
 	}
 	return NoQuantization, fmt.Errorf("model: unknown quantization %q (want %s)", s, Quantizations)
 }
@@ -52,6 +58,8 @@ func (q Quantization) dtype() (kernels.DType, bool) {
 	switch q {
 	case Q8:
 		return kernels.Q8, true
+	case Q4:
+		return kernels.Q4, true
 	}
 	return 0, false
 }

@@ -20,11 +20,30 @@ const (
 	q8LogprobMeanTol = 0.05
 )
 
+// The same bounds for q4, whose step is max|w|/8 of a block (about 16
+// times q8's): measured (2026-11-26) mean 0.14 (tiny), 0.52 (small, bf16),
+// worst 0.35, 0.45 (tiny) and 1.49 (small); the bounds leave about twice
+// that. The exact check against the dequantized model is what catches a
+// wrong layout; these bound the quantization's own error.
+const (
+	q4LogprobMaxTol  = 3.0
+	q4LogprobMeanTol = 1.0
+)
+
 // Ensure a model loaded with --quantize q8 stores every matrix as Q8,
 // scores tokens exactly as the fp32 model holding the dequantized weights
 // does (the same products in the same order), and stays within
 // q8LogprobTol of the unquantized model.
 func TestLoadWith_Q8(t *testing.T) {
+	testLoadWithQuant(t, Q8, kernels.Q8, q8LogprobMaxTol, q8LogprobMeanTol)
+}
+
+// TestLoadWith_Q4 is TestLoadWith_Q8 for --quantize q4.
+func TestLoadWith_Q4(t *testing.T) {
+	testLoadWithQuant(t, Q4, kernels.Q4, q4LogprobMaxTol, q4LogprobMeanTol)
+}
+
+func testLoadWithQuant(t *testing.T, quant Quantization, dt kernels.DType, maxTol, meanTol float64) {
 	const vocab = 512
 	for _, c := range []parityCase{
 		{name: "qwen2-tiny-f32-tied", arch: "qwen2", shape: "tiny", dtype: kernels.F32, tied: true},
@@ -37,12 +56,12 @@ func TestLoadWith_Q8(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := LoadWith(dir, LoadOptions{Quantize: Q8})
+			q, err := LoadWith(dir, LoadOptions{Quantize: quant})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := q.Save(t.TempDir()); err == nil || !strings.Contains(err.Error(), "Q8") {
-				t.Errorf("saving a quantized model: err = %v, want a Q8 error", err)
+			if err := q.Save(t.TempDir()); err == nil || !strings.Contains(err.Error(), dt.String()) {
+				t.Errorf("saving a quantized model: err = %v, want a %v error", err, dt)
 			}
 			if c.tied != (q.W.LMHead == q.W.Embed) {
 				t.Errorf("tied embeddings: LM head shared = %v, want %v", q.W.LMHead == q.W.Embed, c.tied)
@@ -54,12 +73,12 @@ func TestLoadWith_Q8(t *testing.T) {
 				}
 			}
 			for i, m := range mats {
-				if m.DType != kernels.Q8 {
-					t.Fatalf("matrix %d is %v after LoadWith(q8)", i, m.DType)
+				if m.DType != dt {
+					t.Fatalf("matrix %d is %v after LoadWith(%s)", i, m.DType, quant)
 				}
 			}
 			// The oracle: the same model with each matrix dequantized to fp32.
-			deq, err := LoadWith(dir, LoadOptions{Quantize: Q8})
+			deq, err := LoadWith(dir, LoadOptions{Quantize: quant})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,23 +110,23 @@ func TestLoadWith_Q8(t *testing.T) {
 			var worst, sum float64
 			for i := range got {
 				if got[i] != exact[i] {
-					t.Fatalf("token %d: q8 logprob %v, dequantized fp32 %v: want them equal", i, got[i], exact[i])
+					t.Fatalf("token %d: %s logprob %v, dequantized fp32 %v: want them equal", i, quant, got[i], exact[i])
 				}
 				worst = max(worst, math.Abs(got[i]-ref[i]))
 				sum += math.Abs(got[i] - ref[i])
 			}
 			mean := sum / float64(len(got))
-			t.Logf("|logprob(q8) − logprob(%v)|: max %.3g, mean %.3g over %d tokens", c.dtype, worst, mean, len(got))
-			if worst > q8LogprobMaxTol || mean > q8LogprobMeanTol {
-				t.Errorf("q8 logprobs differ from the %v model's by up to %.3g (mean %.3g); bounds %g (mean %g)",
-					c.dtype, worst, mean, q8LogprobMaxTol, q8LogprobMeanTol)
+			t.Logf("|logprob(%s) − logprob(%v)|: max %.3g, mean %.3g over %d tokens", quant, c.dtype, worst, mean, len(got))
+			if worst > maxTol || mean > meanTol {
+				t.Errorf("%s logprobs differ from the %v model's by up to %.3g (mean %.3g); bounds %g (mean %g)",
+					quant, c.dtype, worst, mean, maxTol, meanTol)
 			}
 		})
 	}
 }
 
 func TestParseQuantization(t *testing.T) {
-	for s, want := range map[string]Quantization{"": NoQuantization, "none": NoQuantization, "q8": Q8} {
+	for s, want := range map[string]Quantization{"": NoQuantization, "none": NoQuantization, "q8": Q8, "q4": Q4} {
 		if got, err := ParseQuantization(s); err != nil || got != want {
 			t.Errorf("ParseQuantization(%q) = %q, %v; want %q", s, got, err, want)
 		}

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,10 +12,55 @@ import (
 	"github.com/artgo/art/internal/atomicfile"
 )
 
-// SaveCheckpoint writes a checkpoint folder: the adapter in PEFT format plus
-// the optimizer state. The folder appears complete or not at all: it is
-// written under a temporary name and renamed into place. dir must not exist.
-func SaveCheckpoint(dir string, a *lora.Adapter, o *AdamW, baseModel string) error {
+// CheckpointInfo is what a checkpoint records beside the adapter and the
+// optimizer state.
+type CheckpointInfo struct {
+	// BaseModel names the base (the PEFT config's base_model_name_or_path).
+	BaseModel string
+	// Quantization is how the frozen base was stored while the adapter
+	// was trained (model.NoQuantization: the checkpoint's dtype). An
+	// adapter trained on one base and then sampled or trained on another
+	// (say q4 after q8) is slightly off-policy with respect to its own
+	// history: the hosts warn (see ReadCheckpointInfo).
+	Quantization model.Quantization
+}
+
+// InfoFile holds a checkpoint's CheckpointInfo fields that PEFT's config
+// has no place for.
+const InfoFile = "art_checkpoint.json"
+
+// checkpointInfo is InfoFile's JSON.
+type checkpointInfo struct {
+	// BaseQuantization is CheckpointInfo.Quantization, "none" for none.
+	BaseQuantization string `json:"base_quantization"`
+}
+
+// ReadCheckpointInfo returns how the checkpoint in dir was trained;
+// recorded is false for a checkpoint written before the quantization was
+// recorded (or by another tool), whose base storage is unknown.
+func ReadCheckpointInfo(dir string) (q model.Quantization, recorded bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, InfoFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return model.NoQuantization, false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("train: read checkpoint info: %w", err)
+	}
+	var ci checkpointInfo
+	if err := json.Unmarshal(b, &ci); err != nil {
+		return "", false, fmt.Errorf("train: %s: invalid JSON: %w", filepath.Join(dir, InfoFile), err)
+	}
+	if q, err = model.ParseQuantization(ci.BaseQuantization); err != nil {
+		return "", false, fmt.Errorf("train: %s: %w", filepath.Join(dir, InfoFile), err)
+	}
+	return q, true, nil
+}
+
+// SaveCheckpoint writes a checkpoint folder: the adapter in PEFT format, the
+// optimizer state and InfoFile. The folder appears complete or not at all:
+// it is written under a temporary name and renamed into place. dir must
+// not exist.
+func SaveCheckpoint(dir string, a *lora.Adapter, o *AdamW, info CheckpointInfo) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("train: checkpoint %s already exists", dir)
 	}
@@ -32,8 +78,19 @@ func SaveCheckpoint(dir string, a *lora.Adapter, o *AdamW, baseModel string) err
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := a.Save(tmp, baseModel); err != nil {
+	if err := a.Save(tmp, info.BaseModel); err != nil {
 		return err
+	}
+	q := string(info.Quantization)
+	if q == "" {
+		q = "none"
+	}
+	b, err := json.MarshalIndent(checkpointInfo{BaseQuantization: q}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("train: save checkpoint: %w", err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(tmp, InfoFile), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("train: save checkpoint: %w", err)
 	}
 	if o != nil {
 		if err := o.Save(tmp); err != nil {

@@ -21,12 +21,12 @@ import (
 // prompt longer than the batcher's per-pass budget prefilled in chunks
 // beside other sequences, n > 1 samples sharing a prefill, decoding
 // batches of varying size, a non-zero LoRA adapter, f32, bf16 and
-// quantized (Q8) base weights, an FFN wide enough that its products sum in several K blocks, and more
+// quantized (Q8, Q4) base weights, an FFN wide enough that its products sum in several K blocks, and more
 // than one attention key block. Trainer.Step then reports
 // loss/rollout_logprob_abs_diff = 0 for the turns its starting policy
 // sampled.
 func TestOnPolicy_SamplerEqualsTrainer(t *testing.T) {
-	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.Q8} {
+	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.Q8, kernels.Q4} {
 		t.Run(dt.String(), func(t *testing.T) { testOnPolicy(t, dt) })
 	}
 }
@@ -39,7 +39,8 @@ func testOnPolicy(t *testing.T, dt kernels.DType) {
 	}
 	cfg.IntermediateSize = 600 // down_proj sums over K = 600: three K blocks
 	init := model.InitOptions{Seed: 3, DType: dt, Std: 0.2}
-	if dt == kernels.Q8 {
+	quant := map[kernels.DType]model.Quantization{kernels.Q8: model.Q8, kernels.Q4: model.Q4}[dt]
+	if quant != model.NoQuantization {
 		// Whole blocks of 32, in three K blocks of 208 that start
 		// inside blocks of 32.
 		cfg.IntermediateSize, init.DType = 608, kernels.F32
@@ -48,11 +49,11 @@ func testOnPolicy(t *testing.T, dt kernels.DType) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dt == kernels.Q8 {
-		if err := m.W.Quantize(model.Q8); err != nil {
+	if quant != model.NoQuantization {
+		if err := m.W.Quantize(quant); err != nil {
 			t.Fatal(err)
 		}
-		if m.W.Layers[0].Down.DType != kernels.Q8 || m.W.Embed.DType != kernels.Q8 {
+		if m.W.Layers[0].Down.DType != dt || m.W.Embed.DType != dt {
 			t.Fatalf("Quantize left down_proj %v, embedding %v", m.W.Layers[0].Down.DType, m.W.Embed.DType)
 		}
 	}

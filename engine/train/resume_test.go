@@ -47,13 +47,13 @@ func TestResume_BitIdentical(t *testing.T) {
 	// Straight: 5 steps.
 	straight := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z}
 	run(straight, 0, 5)
-	if err := SaveCheckpoint(filepath.Join(dir, "straight"), straight.Adapter, straight.Opt, "base"); err != nil {
+	if err := SaveCheckpoint(filepath.Join(dir, "straight"), straight.Adapter, straight.Opt, CheckpointInfo{BaseModel: "base"}); err != nil {
 		t.Fatal(err)
 	}
 	// Interrupted: 3 steps, checkpoint, fresh trainer from disk, 2 steps.
 	first := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z}
 	run(first, 0, 3)
-	if err := SaveCheckpoint(filepath.Join(dir, "0003"), first.Adapter, first.Opt, "base"); err != nil {
+	if err := SaveCheckpoint(filepath.Join(dir, "0003"), first.Adapter, first.Opt, CheckpointInfo{BaseModel: "base"}); err != nil {
 		t.Fatal(err)
 	}
 	a, o, err := LoadCheckpoint(filepath.Join(dir, "0003"), c.tr.Model.Config)
@@ -62,7 +62,7 @@ func TestResume_BitIdentical(t *testing.T) {
 	}
 	resumed := &Trainer{Model: c.tr.Model, Adapter: a, Opt: o, Tokenizer: c.z}
 	run(resumed, 3, 5)
-	if err := SaveCheckpoint(filepath.Join(dir, "resumed"), resumed.Adapter, resumed.Opt, "base"); err != nil {
+	if err := SaveCheckpoint(filepath.Join(dir, "resumed"), resumed.Adapter, resumed.Opt, CheckpointInfo{BaseModel: "base"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{lora.WeightsFile, lora.ConfigFile, OptimizerFile} {
@@ -78,7 +78,7 @@ func TestResume_BitIdentical(t *testing.T) {
 	if bytes.Equal(mustRead(t, filepath.Join(dir, "straight", lora.WeightsFile)), mustRead(t, filepath.Join(dir, "0003", lora.WeightsFile))) {
 		t.Fatal("steps 4-5 did not change the adapter")
 	}
-	if err := SaveCheckpoint(filepath.Join(dir, "0003"), first.Adapter, first.Opt, "base"); err == nil {
+	if err := SaveCheckpoint(filepath.Join(dir, "0003"), first.Adapter, first.Opt, CheckpointInfo{BaseModel: "base"}); err == nil {
 		t.Fatal("overwriting an existing checkpoint: got nil error")
 	}
 }

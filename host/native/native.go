@@ -50,10 +50,13 @@ type Options struct {
 	// later turns with exactly (0: DefaultAnswerMemory).
 	AnswerMemory int
 	// Quantize stores the frozen base weights quantized: "q8" (blockwise
-	// 8-bit, as GGML's Q8_0), or "" / "none" to keep the checkpoint's
-	// dtype. Sampling and training read the same quantized weights, so
-	// training stays exactly on-policy; resume a model with the same
-	// setting it was trained with.
+	// 8-bit, as GGML's Q8_0), "q4" (blockwise 4-bit, as GGML's Q4_0), or
+	// "" / "none" to keep the checkpoint's dtype. Sampling and training
+	// read the same quantized weights, so training stays exactly
+	// on-policy. Each checkpoint records the setting it was trained with
+	// (train.InfoFile); resuming it with another one works but logs a
+	// warning: the adapter was fitted to other base weights, so it is
+	// slightly off-policy.
 	Quantize string
 	Logger   *slog.Logger
 }
@@ -62,6 +65,7 @@ type Options struct {
 // are safe for concurrent use.
 type Host struct {
 	opt     Options
+	quant   model.Quantization // how the base is stored (Options.Quantize)
 	log     *slog.Logger
 	folder  *hfmodel.Folder
 	model   *model.Model
@@ -105,7 +109,7 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	h := &Host{opt: opt, log: log, adapters: map[int]*lora.Adapter{}}
+	h := &Host{opt: opt, quant: quant, log: log, adapters: map[int]*lora.Adapter{}}
 	if h.folder, err = hfmodel.OpenWith(opt.BaseModel, model.LoadOptions{Quantize: quant}); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
@@ -170,7 +174,7 @@ func (h *Host) resume(ctx context.Context) error {
 			return fmt.Errorf("native: %w", err)
 		}
 		opt = train.NewAdamW(len(a.Params()))
-		if err := train.SaveCheckpoint(h.dir.CheckpointDir(0), a, opt, h.opt.BaseModel); err != nil {
+		if err := train.SaveCheckpoint(h.dir.CheckpointDir(0), a, opt, h.checkpointInfo()); err != nil {
 			return fmt.Errorf("native: create step 0: %w", err)
 		}
 		h.log.Info("native: created the untrained adapter as step 0", "model", h.opt.Name)
@@ -179,12 +183,43 @@ func (h *Host) resume(ctx context.Context) error {
 		if a, opt, err = train.LoadCheckpoint(h.dir.CheckpointDir(h.latest), h.model.Config); err != nil {
 			return fmt.Errorf("native: resume step %d: %w", h.latest, err)
 		}
+		if err := h.checkQuantization(h.latest); err != nil {
+			return err
+		}
 		h.log.Info("native: resumed", "model", h.opt.Name, "step", h.latest)
 	}
 	h.adapters[h.latest] = a.Clone()
 	h.trainer = &train.Trainer{Model: h.model, Adapter: a, Opt: opt, Log: h.log,
 		Tokenizer: h.folder.TrainTokenizer(), RecomputeActivations: h.opt.RecomputeActivations}
 	return nil
+}
+
+// checkpointInfo is what this host's checkpoints record.
+func (h *Host) checkpointInfo() train.CheckpointInfo {
+	return train.CheckpointInfo{BaseModel: h.opt.BaseModel, Quantization: h.quant}
+}
+
+// checkQuantization warns when the checkpoint at step was trained on a
+// base stored otherwise than this host's (say q8, now q4): allowed, but
+// the adapter was fitted to slightly different base weights.
+func (h *Host) checkQuantization(step int) error {
+	trained, recorded, err := train.ReadCheckpointInfo(h.dir.CheckpointDir(step))
+	if err != nil {
+		return fmt.Errorf("native: step %d: %w", step, err)
+	}
+	if recorded && trained != h.quant {
+		h.log.Warn("native: this checkpoint was trained on the base quantized otherwise; sampling and training it now are slightly off-policy (the adapter was fitted to other base weights). Load the base with the quantization it was trained with to stay exactly on-policy",
+			"model", h.opt.Name, "step", step, "trained_quantize", quantName(trained), "quantize", quantName(h.quant))
+	}
+	return nil
+}
+
+// quantName is q as --quantize spells it, "none" for none.
+func quantName(q model.Quantization) string {
+	if q == model.NoQuantization {
+		return "none"
+	}
+	return string(q)
 }
 
 // Info describes the hosted model; LoRA is the adapter's own configuration

@@ -26,8 +26,11 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, step int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
 	}
+	if err := h.checkQuantization(step); err != nil {
+		return 0, err
+	}
 	next := h.Step() + 1
-	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), a, opt, h.opt.BaseModel); err != nil {
+	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), a, opt, h.checkpointInfo()); err != nil {
 		return 0, fmt.Errorf("native: restore step %d as step %d: %w", step, next, err)
 	}
 	h.trainer.Adapter, h.trainer.Opt = a, opt

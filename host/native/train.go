@@ -136,7 +136,7 @@ func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]f
 		restore()
 		return art.TrainResult{}, fmt.Errorf("native: train step %d: %w", next, err)
 	}
-	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), tr.Adapter, tr.Opt, h.opt.BaseModel); err != nil {
+	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), tr.Adapter, tr.Opt, h.checkpointInfo()); err != nil {
 		restore()
 		return art.TrainResult{}, fmt.Errorf("native: %w", err)
 	}

@@ -1,6 +1,6 @@
 // Command _asm generates the Go assembly of package kernels:
-// matmul_amd64.s (GEMM microkernels and packing loops), matmul_q8_amd64.s
-// (the AVX2 kernels over blockwise 8-bit weights, q8.go) and vec_amd64.s
+// matmul_amd64.s (GEMM microkernels and packing loops), matmul_quant_amd64.s
+// (the AVX2 kernels over blockwise 8- and 4-bit weights, quant.go) and vec_amd64.s
 // (vector helpers), for AVX-512 and AVX2+FMA.
 //
 // Run it from engine/kernels with `go generate` (see matmul_amd64.go), or by
@@ -78,7 +78,7 @@ func main() {
 	packs512(&mm)
 	packs256(&mm)
 	write(filepath.Join(*dir, "matmul_amd64.s"), mm.b.Bytes())
-	writeQ8(*dir)
+	writeQuant(*dir)
 
 	var vec gen
 	vec.raw(header)
@@ -494,66 +494,21 @@ func kernel256(g *gen, dt string, mr int) {
 			}
 		}
 		g.p("MOVQ kl-16(SP), CX")
-		g.p("CMPQ CX, $4")
-		g.p("JLT tail" + sfx)
-		g.label("loop4" + sfx)
-		for u := 0; u < 4; u++ {
-			body(u)
-		}
-		g.p("ADDQ $16, SI")
-		if mr > 3 {
-			g.p("ADDQ $16, DI")
-		}
-		g.p("LEAQ (BX)(R12*4), BX")
-		g.p("LEAQ (R13)(R12*4), R13")
-		g.p("SUBQ $4, CX")
-		g.p("CMPQ CX, $4")
-		g.p("JGE loop4" + sfx)
-		g.label("tail" + sfx)
-		g.p("TESTQ CX, CX")
-		g.p("JEQ epilogue" + sfx)
-		g.label("loop1" + sfx)
-		body(0)
-		g.p("ADDQ $4, SI")
-		if mr > 3 {
-			g.p("ADDQ $4, DI")
-		}
-		g.p("ADDQ R12, BX")
-		g.p("DECQ CX")
-		g.p("JNE loop1" + sfx)
+		kloop256(g, mr, sfx, "epilogue"+sfx, body,
+			func() {
+				g.p("LEAQ (BX)(R12*4), BX")
+				g.p("LEAQ (R13)(R12*4), R13")
+			},
+			func() { g.p("ADDQ R12, BX") })
 		g.label("epilogue" + sfx)
-		g.p("MOVQ fl-8(SP), CX")
-		if mr > 3 {
-			g.p("LEAQ (DX)(R8*2), R13")
-			g.p("ADDQ R8, R13")
-		}
-		g.p("TESTQ $1, CX")
-		g.p("JEQ nocadd" + sfx)
+		var outs []accOut
 		for i := 0; i < gp; i++ {
 			c0, c1 := cOff(s0 + i)
 			for r := 0; r < mr; r++ {
-				g.p("VADDPS %s, Y%d, Y%d", cRow(r, c0), acc(i, r, 0), acc(i, r, 0))
-				g.p("VADDPS %s, Y%d, Y%d", cRow(r, c1), acc(i, r, 1), acc(i, r, 1))
+				outs = append(outs, accOut{r, acc(i, r, 0), c0}, accOut{r, acc(i, r, 1), c1})
 			}
 		}
-		g.label("nocadd" + sfx)
-		g.p("TESTQ $2, CX")
-		g.p("JEQ store" + sfx)
-		for i := 0; i < gp; i++ {
-			c0, c1 := cOff(s0 + i)
-			for r := 0; r < mr; r++ {
-				g.p("VADDPS %d(AX), Y%d, Y%d", c0, acc(i, r, 0), acc(i, r, 0))
-				g.p("VADDPS %d(AX), Y%d, Y%d", c1, acc(i, r, 1), acc(i, r, 1))
-			}
-		}
-		g.label("store" + sfx)
-		for i := 0; i < gp; i++ {
-			c0, c1 := cOff(s0 + i)
-			for r := 0; r < mr; r++ {
-				g.p("VMOVUPS Y%d, %s", acc(i, r, 0), cRow(r, c0))
-				g.p("VMOVUPS Y%d, %s", acc(i, r, 1), cRow(r, c1))
-			}
-		}
+		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
 	// The later blocks of the panel add to C; A and B move on by the block.
 	g.label("blockend")
@@ -575,6 +530,70 @@ func kernel256(g *gen, dt string, mr int) {
 
 // groups256 is how many 16-column groups an mr-row AVX2 pass computes:
 // enough for eight or more independent sums (two FMA units, four cycles of
+// kloop256 emits the k-row loop of the AVX2 kernels over CX k-rows: four
+// at a time (body(0..3), then step4 moves B on), then one at a time
+// (body(0), step1), A's rows moving along SI (and DI from row 3); it ends
+// by jumping or falling through to done. sfx makes the labels unique.
+func kloop256(g *gen, mr int, sfx, done string, body func(u int), step4, step1 func()) {
+	g.p("CMPQ CX, $4")
+	g.p("JLT tail" + sfx)
+	g.label("loop4" + sfx)
+	for u := 0; u < 4; u++ {
+		body(u)
+	}
+	g.p("ADDQ $16, SI")
+	if mr > 3 {
+		g.p("ADDQ $16, DI")
+	}
+	step4()
+	g.p("SUBQ $4, CX")
+	g.p("CMPQ CX, $4")
+	g.p("JGE loop4" + sfx)
+	g.label("tail" + sfx)
+	g.p("TESTQ CX, CX")
+	g.p("JEQ " + done)
+	g.label("loop1" + sfx)
+	body(0)
+	g.p("ADDQ $4, SI")
+	if mr > 3 {
+		g.p("ADDQ $4, DI")
+	}
+	step1()
+	g.p("DECQ CX")
+	g.p("JNE loop1" + sfx)
+}
+
+// accOut is one accumulator of an AVX2 kernel's epilogue: register Y acc
+// holds 8 columns of C row r at byte offset off (and of the bias).
+type accOut struct{ r, acc, off int }
+
+// epilogue256 emits the end of a sum block of the AVX2 kernels: with the
+// block's flags (read from flags into CX), add C (bit 0) and the bias from
+// AX (bit 1) to the accumulators outs, then store them into C (rows from
+// DX; R13 = DX + 3*ldc is set here for rows 3..5).
+func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
+	g.p("MOVQ %s, CX", flags)
+	if mr > 3 {
+		g.p("LEAQ (DX)(R8*2), R13")
+		g.p("ADDQ R8, R13")
+	}
+	g.p("TESTQ $1, CX")
+	g.p("JEQ nocadd" + sfx)
+	for _, o := range outs {
+		g.p("VADDPS %s, Y%d, Y%d", cRow(o.r, o.off), o.acc, o.acc)
+	}
+	g.label("nocadd" + sfx)
+	g.p("TESTQ $2, CX")
+	g.p("JEQ store" + sfx)
+	for _, o := range outs {
+		g.p("VADDPS %d(AX), Y%d, Y%d", o.off, o.acc, o.acc)
+	}
+	g.label("store" + sfx)
+	for _, o := range outs {
+		g.p("VMOVUPS Y%d, %s", o.acc, cRow(o.r, o.off))
+	}
+}
+
 // latency) within the twelve accumulators.
 func groups256(mr int) int {
 	switch mr {

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// writeQuant writes matmul_quant_amd64.s, the kernels over Q8 and Q4
+// panels (blockwise 8- and 4-bit weights, see package kernels' quant.go).
+// They live in a file of their own so the fp32/bf16/f16 kernels' file is
+// unchanged by them.
+func writeQuant(dir string) {
+	var g gen
+	g.raw(header)
+	for _, dt := range []quantType{q8, q4} {
+		for mr := 1; mr <= 6; mr++ {
+			kernel256q(&g, dt, mr)
+		}
+		widen256q(&g, dt)
+	}
+	write(filepath.Join(dir, "matmul_quant_amd64.s"), g.b.Bytes())
+}
+
+// quantType is a blockwise quantized panel format: a k-row of a panel is
+// rowBytes bytes holding its 64 weights, and every block of 32 k-rows has
+// 64 fp16 scales (128 bytes), one per column.
+type quantType struct {
+	name     string
+	rowBytes int
+	// groupOff is the byte offset, in a k-row, of the weights of the
+	// 16-column group s.
+	groupOff func(s int) int
+	// load emits the 16 weights of group s of the k-row at displacement
+	// d from BX as int32 values in register lo (its columns 0..7) and hi
+	// (8..15).
+	load func(g *gen, d int, lo, hi string)
+}
+
+var (
+	// q8: int8 weights in natural column order.
+	q8 = quantType{name: "q8", rowBytes: 64,
+		groupOff: func(s int) int { return 16 * s },
+		load: func(g *gen, d int, lo, hi string) {
+			g.p("VPMOVSXBD %d(BX), %s", d, lo)
+			g.p("VPMOVSXBD %d(BX), %s", d+8, hi)
+		}}
+	// q4: two signed 4-bit weights a byte; byte 8s+i of a k-row holds
+	// column 16s+i in its low nibble and 16s+8+i in its high one. One
+	// sign-extending load serves both: the high nibble is the byte
+	// shifted right 4 (arithmetic), the low one its last 4 bits moved to
+	// the top and shifted back down.
+	q4 = quantType{name: "q4", rowBytes: 32,
+		groupOff: func(s int) int { return 8 * s },
+		load: func(g *gen, d int, lo, hi string) {
+			g.p("VPMOVSXBD %d(BX), %s", d, hi)
+			g.p("VPSLLD $28, %s, %s", hi, lo)
+			g.p("VPSRAD $28, %s, %s", lo, lo)
+			g.p("VPSRAD $4, %s, %s", hi, hi)
+		}}
+)
+
+// Argument frame of the quantized kernels (all 8-byte words):
+//
+//	a+0 lda+8 b+16 pstride+24 np+32 c+40 ldc+48 k+56 k0+64 flags+72 bias+80 s+88 sstride+96 kb+104
+//
+// b: the weights of k-row 0 of the first panel; k-rows are rowBytes apart,
+// panels pstride bytes. s: the 64 fp16 scales of the block of 32 k-rows
+// holding k-row 0; a block's scales are 128 bytes apart, panels' sstride
+// bytes. k0 (0..31) is the position of k-row 0 within its block. kb is the
+// sum block, as in kernelArgs: the rest is as kernelArgs too.
+const quantArgs = 112
+
+// quantLocals is the frame of a quantized kernel: fl-8(SP) the flags of
+// the sum block, kl-16(SP) its length, pb-24(SP) and ps-32(SP) the panel's
+// first weight and scale bytes, left-40(SP) the k-rows of the panel after
+// the sum block, kq-48(SP) the position of the sum block's first k-row in
+// its block of 32.
+const quantLocals = 48
+
+// kernel256q emits an mr×64 AVX2 microkernel over np quantized panels.
+// Each weight becomes d·q in fp32 (q widened to int32, VCVTDQ2PS, VMULPS
+// by the fp16 scale widened with VCVTPH2PS; exact), then runs the same
+// FMA chain, sum blocks and epilogue as kernel256 on fp32 panels, so the
+// results are bit for bit those of k256f32 on the dequantized weights.
+//
+// Registers: Y0..Y(2mr-1) accumulators of one 16-column group, Y12, Y13
+// the weights of one k-row, Y14, Y15 broadcasts of A. Up to 5 rows the
+// group's 16 scales sit in Y10, Y11 for a whole block of 32 k-rows; 6
+// rows use every register, so each k-row widens its scales again into Y15
+// (and broadcasts through Y14 alone). R10, R14 and R15 point at the sum
+// block's A, weights and scales; within it CX counts the k-rows left in
+// the current block of 32, R13 those after it, R12 points at the block's
+// scales.
+func kernel256q(g *gen, dt quantType, mr int) {
+	name := fmt.Sprintf("k256%sm%d", dt.name, mr)
+	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA+F16C).", name, mr, dt.name))
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ np+32(FP), R9")
+	g.p("MOVQ c+40(FP), DX")
+	g.p("MOVQ ldc+48(FP), R8")
+	g.p("MOVQ bias+80(FP), AX")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ s+88(FP), R15")
+	g.p("MOVQ R15, ps-32(SP)")
+	regScales := mr <= 5
+	g.label("panel")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ pb-24(SP), R14")
+	g.p("MOVQ ps-32(SP), R15")
+	g.p("MOVQ flags+72(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k0+64(FP), CX")
+	g.p("MOVQ CX, kq-48(SP)")
+	g.p("MOVQ k+56(FP), CX")
+	g.p("MOVQ CX, left-40(SP)")
+	g.label("block")
+	g.p("MOVQ left-40(SP), CX")
+	g.p("CMPQ CX, kb+104(FP)")
+	g.p("JLE blen")
+	g.p("MOVQ kb+104(FP), CX")
+	g.label("blen")
+	g.p("SUBQ CX, left-40(SP)")
+	g.p("MOVQ CX, kl-16(SP)")
+	for s := 0; s < 4; s++ {
+		sfx := fmt.Sprint(s)
+		g.p("MOVQ R10, SI")
+		if mr > 3 {
+			g.p("LEAQ (SI)(R11*2), DI")
+			g.p("ADDQ R11, DI")
+		}
+		g.p("LEAQ %d(R14), BX", dt.groupOff(s))
+		g.p("LEAQ %d(R15), R12", 32*s)
+		for i := 0; i < 2*mr; i++ {
+			g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
+		}
+		// CX = min(32 - kq, kl), R13 = kl - CX.
+		g.p("MOVQ kl-16(SP), R13")
+		g.p("MOVQ $32, CX")
+		g.p("SUBQ kq-48(SP), CX")
+		g.p("CMPQ CX, R13")
+		g.p("JLE first" + sfx)
+		g.p("MOVQ R13, CX")
+		g.label("first" + sfx)
+		g.p("SUBQ CX, R13")
+		bc := 0
+		body := func(u int) {
+			dt.load(g, dt.rowBytes*u, "Y12", "Y13")
+			for h, y := range []string{"Y12", "Y13"} {
+				g.p("VCVTDQ2PS %s, %s", y, y)
+				if regScales {
+					g.p("VMULPS Y%d, %s, %s", 10+h, y, y)
+				} else {
+					g.p("VCVTPH2PS %d(R12), Y15", 16*h)
+					g.p("VMULPS Y15, %s, %s", y, y)
+				}
+			}
+			for r := 0; r < mr; r++ {
+				y := "Y14"
+				if regScales && bc%2 == 1 {
+					y = "Y15"
+				}
+				bc++
+				g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), y)
+				g.p("VFMADD231PS Y12, %s, Y%d", y, 2*r)
+				g.p("VFMADD231PS Y13, %s, Y%d", y, 2*r+1)
+			}
+		}
+		g.label("sblock" + sfx)
+		if regScales {
+			g.p("VCVTPH2PS (R12), Y10")
+			g.p("VCVTPH2PS 16(R12), Y11")
+		}
+		kloop256(g, mr, sfx, "sblockend"+sfx, body,
+			func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
+			func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
+		g.label("sblockend" + sfx)
+		// Next block of 32 k-rows (or fewer at the end), if any.
+		g.p("TESTQ R13, R13")
+		g.p("JEQ epilogue" + sfx)
+		g.p("ADDQ $128, R12")
+		g.p("MOVQ $32, CX")
+		g.p("CMPQ CX, R13")
+		g.p("JLE next" + sfx)
+		g.p("MOVQ R13, CX")
+		g.label("next" + sfx)
+		g.p("SUBQ CX, R13")
+		g.p("JMP sblock" + sfx)
+		g.label("epilogue" + sfx)
+		var outs []accOut
+		for r := 0; r < mr; r++ {
+			outs = append(outs, accOut{r, 2 * r, 64 * s}, accOut{r, 2*r + 1, 64*s + 32})
+		}
+		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
+	}
+	// The later sum blocks of the panel add to C; A, the weights and the
+	// scales move on by the block.
+	g.p("MOVQ $1, fl-8(SP)")
+	g.p("MOVQ kl-16(SP), CX")
+	g.p("LEAQ (R10)(CX*4), R10")
+	g.p("MOVQ CX, R13")
+	g.p("IMULQ $%d, R13", dt.rowBytes)
+	g.p("ADDQ R13, R14")
+	g.p("ADDQ kq-48(SP), CX")
+	g.p("MOVQ CX, R13")
+	g.p("ANDQ $31, R13")
+	g.p("MOVQ R13, kq-48(SP)")
+	g.p("SHRQ $5, CX")
+	g.p("SHLQ $7, CX")
+	g.p("ADDQ CX, R15")
+	g.p("CMPQ left-40(SP), $0")
+	g.p("JNE block")
+	g.p("MOVQ pb-24(SP), R14")
+	g.p("ADDQ pstride+24(FP), R14")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ ps-32(SP), R15")
+	g.p("ADDQ sstride+96(FP), R15")
+	g.p("MOVQ R15, ps-32(SP)")
+	g.p("ADDQ $256, DX")
+	g.p("ADDQ $256, AX")
+	g.p("DECQ R9")
+	g.p("JNE panel")
+	g.ret()
+}
+
+// widen256q emits widen{Q8,Q4}_256(dst *float32, q *T, s *uint16, rows, k0
+// int): rows k-rows of a quantized panel (contiguous) to fp32 k-rows of 64
+// (256 bytes), each value d·q with d the fp16 scale of its column in the
+// block of 32 k-rows; s points at the 64 scales of the block holding
+// k-row 0, and k0 (0..31) is that row's position in it. The blocked path
+// (many rows) widens a block of panels so before the fp32 kernels run.
+func widen256q(g *gen, dt quantType) {
+	name := "widen" + map[string]string{"q8": "Q8", "q4": "Q4"}[dt.name] + "_256"
+	g.text(name, 40, name+": quantized panel k-rows to fp32 k-rows (AVX2+F16C).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ q+8(FP), BX")
+	g.p("MOVQ s+16(FP), DX")
+	g.p("MOVQ rows+24(FP), CX")
+	g.p("MOVQ $32, SI")
+	g.p("SUBQ k0+32(FP), SI")
+	g.label("block")
+	// SI = k-rows of this block to do: min(SI, CX).
+	g.p("CMPQ SI, CX")
+	g.p("JLE widen")
+	g.p("MOVQ CX, SI")
+	g.label("widen")
+	g.p("SUBQ SI, CX")
+	for i := 0; i < 8; i++ {
+		g.p("VCVTPH2PS %d(DX), Y%d", 16*i, 8+i)
+	}
+	g.label("row")
+	for s := 0; s < 4; s++ {
+		dt.load(g, dt.groupOff(s), fmt.Sprintf("Y%d", 2*s), fmt.Sprintf("Y%d", 2*s+1))
+		for h := 0; h < 2; h++ {
+			y := 2*s + h
+			g.p("VCVTDQ2PS Y%d, Y%d", y, y)
+			g.p("VMULPS Y%d, Y%d, Y%d", 8+2*s+h, y, y)
+			g.p("VMOVUPS Y%d, %d(DI)", y, 64*s+32*h)
+		}
+	}
+	g.p("ADDQ $%d, BX", dt.rowBytes)
+	g.p("ADDQ $256, DI")
+	g.p("DECQ SI")
+	g.p("JNE row")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.p("ADDQ $128, DX")
+	g.p("MOVQ $32, SI")
+	g.p("JMP block")
+	g.label("done")
+	g.ret()
+}

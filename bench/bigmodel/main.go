@@ -19,10 +19,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
@@ -141,23 +140,5 @@ func report(phase string, d time.Duration, tokens int, what string) {
 		}
 		line += fmt.Sprintf("  %.2f tok/s (%s)", float64(tokens)/d.Seconds(), what)
 	}
-	fmt.Printf("%s  peak RSS %.2f GB\n", line, float64(peakRSS())/1e9)
-}
-
-// peakRSS returns VmHWM from /proc/self/status (0 where there is none).
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb * 1024
-			}
-		}
-	}
-	return 0
+	fmt.Printf("%s  peak RSS %.2f GB\n", line, float64(procstat.Bytes("VmHWM"))/1e9)
 }

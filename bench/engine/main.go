@@ -68,6 +68,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/artgo/art/bench/internal/membw"
+	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/gguf"
 	"github.com/artgo/art/engine/initmodel"
@@ -1042,23 +1043,8 @@ func childRSS(modelDir string, q model.Quantization, threads, ctx, newTok, n int
 	return &r, nil
 }
 
-// procStatusMB reads a "VmXXX:   N kB" field of /proc/self/status in MB.
-func procStatusMB(field string) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
-}
+// mb converts bytes to MiB (the tables' "MB").
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 // loadModel loads the model folder dir, quantized as quantize says.
 func loadModel(dir, quantize string) (*model.Model, error) {
@@ -1090,9 +1076,9 @@ func runRSS(args []string) error {
 	weights, packed := prepack(m)
 	runtime.GC()
 	debug.FreeOSMemory()
-	r := rssResult{AfterLoadMB: procStatusMB("VmRSS"), WeightsMB: float64(weights) / (1 << 20), PackedMB: float64(packed) / (1 << 20)}
+	r := rssResult{AfterLoadMB: mb(procstat.Bytes("VmRSS")), WeightsMB: float64(weights) / (1 << 20), PackedMB: float64(packed) / (1 << 20)}
 	r.KVMB = float64(*n*m.Config.NumLayers*2**ctx*m.Config.KVDim()*4) / (1 << 20)
-	r.PeakLifeMB = procStatusMB("VmHWM")
+	r.PeakLifeMB = mb(procstat.Bytes("VmHWM"))
 	// Reset the high-water mark to the current RSS (Linux ≥ 4.0), so the
 	// peak below is the decoding's.
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
@@ -1112,7 +1098,7 @@ func runRSS(args []string) error {
 			return fmt.Errorf("sequence finished after %d tokens", len(x.Tokens))
 		}
 	}
-	r.PeakDecodeMB = procStatusMB("VmHWM")
+	r.PeakDecodeMB = mb(procstat.Bytes("VmHWM"))
 	r.PeakLifeMB = max(r.PeakLifeMB, r.PeakDecodeMB)
 	return json.NewEncoder(os.Stdout).Encode(r)
 }

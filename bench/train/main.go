@@ -50,6 +50,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
@@ -220,7 +221,7 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			}
 		}
 	}
-	goRSS := vmHWM()
+	goRSS := procstat.Bytes("VmHWM")
 	peerRSS := make([]int64, len(peers))
 	for j, p := range peers {
 		if peerRSS[j], err = p.quit(); err != nil {
@@ -545,22 +546,6 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-// vmHWM is this process's peak resident set size in bytes.
-func vmHWM() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			kb, _ := strconv.ParseInt(f[0], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }
 
 func cpuModel() string {

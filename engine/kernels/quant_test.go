@@ -236,17 +236,7 @@ func testLinearQuantRowInvariant(t *testing.T, dt DType, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			bias := randSlice(r, N)
-			for _, M := range rowInvariantMs {
-				in := randSlice(r, M*K)
-				all := make([]float32, M*N)
-				Linear(all, in, w, bias, M)
-				one := make([]float32, N)
-				sameRows(t, fmt.Sprintf("K=%d N=%d %v", K, N, dt), all, M, N, func(r int) []float32 {
-					Linear(one, in[r*K:(r+1)*K], w, bias, 1)
-					return one
-				})
-			}
+			linearRowsAlone(t, r, w, randSlice(r, N))
 		}
 	})
 }

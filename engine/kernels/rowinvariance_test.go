@@ -32,24 +32,30 @@ func sameRows(t *testing.T, what string, all []float32, M, N int, one func(r int
 	}
 }
 
+// linearRowsAlone checks that each row of Linear(in, w) over every M of
+// rowInvariantMs equals the row computed alone (M = 1), bit for bit.
+func linearRowsAlone(t *testing.T, rng *rand.Rand, w *Mat, bias []float32) {
+	t.Helper()
+	K, N := w.Cols, w.Rows
+	for _, M := range rowInvariantMs {
+		in := randSlice(rng, M*K)
+		all := make([]float32, M*N)
+		Linear(all, in, w, bias, M)
+		one := make([]float32, N)
+		sameRows(t, fmt.Sprintf("K=%d N=%d %v", K, N, w.DType), all, M, N, func(r int) []float32 {
+			Linear(one, in[r*K:(r+1)*K], w, bias, 1)
+			return one
+		})
+	}
+}
+
 func TestLinear_RowInvariant(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, sh := range [][2]int{{64, 192}, {100, 40}, {896, 130}, {600, 64}} {
 			K, N := sh[0], sh[1]
 			for _, dt := range []DType{F32, BF16, F16} {
-				w := randMat(rng, N, K, dt)
-				bias := randSlice(rng, N)
-				for _, M := range rowInvariantMs {
-					in := randSlice(rng, M*K)
-					all := make([]float32, M*N)
-					Linear(all, in, w, bias, M)
-					one := make([]float32, N)
-					sameRows(t, fmt.Sprintf("K=%d N=%d %v", K, N, dt), all, M, N, func(r int) []float32 {
-						Linear(one, in[r*K:(r+1)*K], w, bias, 1)
-						return one
-					})
-				}
+				linearRowsAlone(t, rng, randMat(rng, N, K, dt), randSlice(rng, N))
 			}
 		}
 	})

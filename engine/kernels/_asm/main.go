@@ -528,8 +528,6 @@ func kernel256(g *gen, dt string, mr int) {
 	g.ret()
 }
 
-// groups256 is how many 16-column groups an mr-row AVX2 pass computes:
-// enough for eight or more independent sums (two FMA units, four cycles of
 // kloop256 emits the k-row loop of the AVX2 kernels over CX k-rows: four
 // at a time (body(0..3), then step4 moves B on), then one at a time
 // (body(0), step1), A's rows moving along SI (and DI from row 3); it ends
@@ -594,6 +592,8 @@ func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
 	}
 }
 
+// groups256 is how many 16-column groups an mr-row AVX2 pass computes:
+// enough for eight or more independent sums (two FMA units, four cycles of
 // latency) within the twelve accumulators.
 func groups256(mr int) int {
 	switch mr {

@@ -1132,7 +1132,7 @@ func prepack(m *model.Model) (weights, packed int) {
 func runProfile(args []string, log func(string, ...any)) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
 	dir := fs.String("model", "", "model folder")
-	kind := fs.String("kind", "single", "single (1-sequence decode steps), group (n sequences' decode steps), batcher (the Batcher generating n samples: sampling included) or prefill (prompt forward passes)")
+	kind := fs.String("kind", "single", "single (1-sequence decode steps), generate (one greedy generate.Generate request: sampling and logprobs included, as the benchmark's decode row), group (n sequences' decode steps), batcher (the Batcher generating n samples: sampling included) or prefill (prompt forward passes)")
 	tokens := fs.Int("tokens", 64, "decode steps")
 	promptLen := fs.Int("prompt", 512, "prompt tokens")
 	n := fs.Int("n", 8, "group size")
@@ -1151,6 +1151,22 @@ func runProfile(args []string, log func(string, ...any)) error {
 		return err
 	}
 	var ws model.Workspace
+	if *kind == "generate" {
+		f, err := os.Create(*outPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		s, err := oursSingle(m, prompt, *tokens, 0)
+		pprof.StopCPUProfile()
+		if err != nil {
+			return err
+		}
+		log("generate: prefill %.1f tok/s, decode %d tokens at %.2f tok/s", float64(len(prompt))/(s.PrefillMs/1e3),
+			s.Decoded, float64(s.Decoded)/(s.DecodeMs/1e3))
+		return nil
+	}
 	if *kind == "batcher" {
 		f, err := os.Create(*outPath)
 		if err != nil {

@@ -13,7 +13,8 @@ func writeQuant(dir string) {
 	var g gen
 	g.raw(header)
 	for _, dt := range []quantType{q8, q4} {
-		for mr := 1; mr <= 6; mr++ {
+		kernel256q1(&g, dt)
+		for mr := 2; mr <= 6; mr++ {
 			kernel256q(&g, dt, mr)
 		}
 		widen256q(&g, dt)
@@ -193,8 +194,13 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		}
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
-	// The later sum blocks of the panel add to C; A, the weights and the
-	// scales move on by the block.
+	quantBlockEnd(g, dt)
+}
+
+// quantBlockEnd emits the end of a sum block of the quantized kernels: the
+// later sum blocks of the panel add to C; A, the weights and the scales
+// move on by the block; then the next panel.
+func quantBlockEnd(g *gen, dt quantType) {
 	g.p("MOVQ $1, fl-8(SP)")
 	g.p("MOVQ kl-16(SP), CX")
 	g.p("LEAQ (R10)(CX*4), R10")
@@ -221,6 +227,115 @@ func kernel256q(g *gen, dt quantType, mr int) {
 	g.p("DECQ R9")
 	g.p("JNE panel")
 	g.ret()
+}
+
+// quantLocals1 is the frame of the one-row kernel: quantLocals, then the
+// 64 scales of the current block of 32 k-rows widened to fp32 (256 bytes,
+// from -quantLocals1(SP)).
+const quantLocals1 = quantLocals + 256
+
+// kernel256q1 emits the one-row (decoding) kernel k256{q8,q4}m1: the
+// arithmetic of kernel256q (each weight d·q, exact, then one FMA chain per
+// output, sum blocks, epilogue), so the same bits, but all 64 columns of a
+// k-row in one pass. kernel256q's one-row pass has two accumulators, so its
+// FMA chain (four cycles a k-row) bounds it at 16 weights per four cycles,
+// and it reads each panel four times; here eight accumulators keep both FMA
+// units busy. The scales that kernel256q keeps in registers live in a
+// stack buffer, widened once per block of 32 k-rows: VMULPS reads them as
+// memory operands.
+//
+// Registers: Y0..Y7 accumulators (column group s, half h at 2s+h), Y8 the
+// broadcast of A, Y9..Y14 weights in flight. R10, R14, R15, R12, R13 and
+// CX as in kernel256q.
+func kernel256q1(g *gen, dt quantType) {
+	name := "k256" + dt.name + "m1"
+	g.textFrame(name, quantLocals1, quantArgs, fmt.Sprintf("%s: C[1×64] (+)= A·B over np panels, B %s (AVX2+FMA+F16C).", name, dt.name))
+	scale := func(i int) string { return fmt.Sprintf("sc-%d(SP)", quantLocals1-32*i) }
+	g.p("MOVQ np+32(FP), R9")
+	g.p("MOVQ c+40(FP), DX")
+	g.p("MOVQ bias+80(FP), AX")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ s+88(FP), R15")
+	g.p("MOVQ R15, ps-32(SP)")
+	g.label("panel")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ pb-24(SP), R14")
+	g.p("MOVQ ps-32(SP), R15")
+	g.p("MOVQ flags+72(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k0+64(FP), CX")
+	g.p("MOVQ CX, kq-48(SP)")
+	g.p("MOVQ k+56(FP), CX")
+	g.p("MOVQ CX, left-40(SP)")
+	g.label("block")
+	g.p("MOVQ left-40(SP), CX")
+	g.p("CMPQ CX, kb+104(FP)")
+	g.p("JLE blen")
+	g.p("MOVQ kb+104(FP), CX")
+	g.label("blen")
+	g.p("SUBQ CX, left-40(SP)")
+	g.p("MOVQ CX, kl-16(SP)")
+	g.p("MOVQ R10, SI")
+	g.p("MOVQ R14, BX")
+	g.p("MOVQ R15, R12")
+	for i := 0; i < 8; i++ {
+		g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	// CX = min(32 - kq, kl), R13 = kl - CX.
+	g.p("MOVQ kl-16(SP), R13")
+	g.p("MOVQ $32, CX")
+	g.p("SUBQ kq-48(SP), CX")
+	g.p("CMPQ CX, R13")
+	g.p("JLE first")
+	g.p("MOVQ R13, CX")
+	g.label("first")
+	g.p("SUBQ CX, R13")
+	tmp := 0
+	next := func() string {
+		y := fmt.Sprintf("Y%d", 9+tmp%6)
+		tmp++
+		return y
+	}
+	body := func(u int) {
+		g.p("VBROADCASTSS %s, Y8", aRow(0, 4*u))
+		for s := 0; s < 4; s++ {
+			lo, hi := next(), next()
+			dt.load(g, dt.rowBytes*u+dt.groupOff(s), lo, hi)
+			for h, y := range []string{lo, hi} {
+				g.p("VCVTDQ2PS %s, %s", y, y)
+				g.p("VMULPS %s, %s, %s", scale(2*s+h), y, y)
+				g.p("VFMADD231PS %s, Y8, Y%d", y, 2*s+h)
+			}
+		}
+	}
+	g.label("sblock")
+	for i := 0; i < 8; i++ {
+		g.p("VCVTPH2PS %d(R12), Y9", 16*i)
+		g.p("VMOVUPS Y9, %s", scale(i))
+	}
+	kloop256(g, 1, "", "sblockend", body,
+		func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
+		func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
+	g.label("sblockend")
+	// Next block of 32 k-rows (or fewer at the end), if any.
+	g.p("TESTQ R13, R13")
+	g.p("JEQ epilogue")
+	g.p("ADDQ $128, R12")
+	g.p("MOVQ $32, CX")
+	g.p("CMPQ CX, R13")
+	g.p("JLE next")
+	g.p("MOVQ R13, CX")
+	g.label("next")
+	g.p("SUBQ CX, R13")
+	g.p("JMP sblock")
+	g.label("epilogue")
+	var outs []accOut
+	for i := 0; i < 8; i++ {
+		outs = append(outs, accOut{0, i, 32 * i})
+	}
+	epilogue256(g, 1, "", "fl-8(SP)", outs)
+	quantBlockEnd(g, dt)
 }
 
 // widen256q emits widen{Q8,Q4}_256(dst *float32, q *T, s *uint16, rows, k0

@@ -60,6 +60,16 @@ var (
 		}}
 )
 
+// prefetch emits the prefetches (prefetchRows) of the cache lines that
+// start within k-row u of the unrolled loop, from BX.
+func (dt quantType) prefetch(g *gen, u int) {
+	for off := dt.rowBytes * u; off < dt.rowBytes*(u+1); off++ {
+		if off%64 == 0 {
+			prefetchRows(g, off, 64, 1)
+		}
+	}
+}
+
 // Argument frame of the quantized kernels (all 8-byte words):
 //
 //	a+0 lda+8 b+16 pstride+24 np+32 c+40 ldc+48 k+56 k0+64 flags+72 bias+80 s+88 sstride+96 kb+104
@@ -146,6 +156,9 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		g.p("SUBQ CX, R13")
 		bc := 0
 		body := func(u int) {
+			if s == 0 {
+				dt.prefetch(g, u)
+			}
 			dt.load(g, dt.rowBytes*u, "Y12", "Y13")
 			for h, y := range []string{"Y12", "Y13"} {
 				g.p("VCVTDQ2PS %s, %s", y, y)
@@ -298,6 +311,7 @@ func kernel256q1(g *gen, dt quantType) {
 		return y
 	}
 	body := func(u int) {
+		dt.prefetch(g, u)
 		g.p("VBROADCASTSS %s, Y8", aRow(0, 4*u))
 		for s := 0; s < 4; s++ {
 			lo, hi := next(), next()

@@ -67,6 +67,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"github.com/artgo/art/bench/internal/fmapeak"
 	"github.com/artgo/art/bench/internal/membw"
 	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/generate"
@@ -778,6 +779,9 @@ func runBench(args []string, log func(string, ...any)) error {
 	// machine's read bandwidth, measured each round beside the decode, is
 	// its limit.
 	probe := membw.NewProbe()
+	// A decoding group is compute-bound: the FMA peak of the kernels' unit,
+	// measured each round too, is its limit.
+	peakUnit := ""
 	noisy, done := 0, 0
 	var lastRound time.Duration
 	for r := 1; r <= *rounds; r++ {
@@ -798,6 +802,12 @@ func runBench(args []string, log func(string, ...any)) error {
 		o, _ := lm.stop()
 		add("bw", gbs, o)
 		log("  read bandwidth %.1f GB/s (%d threads, kernels.Dot over 2×256 MiB)", gbs, *threads)
+		lm = startLoad(self, lpid)
+		pk := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
+		o, _ = lm.stop()
+		add("peak", pk.GFLOPS, o)
+		peakUnit = pk.Unit
+		log("  FMA peak %.1f GFLOP/s (%s, %d threads, register-only loop)", pk.GFLOPS, pk.Unit, *threads)
 		ours := []func() (map[string]float64, float64, error){oursSingleM, oursGroupM}
 		theirs := []func() (map[string]float64, float64, error){llamaSingleM}
 		if *llamaGroup {
@@ -898,6 +908,17 @@ func runBench(args []string, log func(string, ...any)) error {
 		fmt.Fprintf(&b, "| decode, 1 sequence: weights streamed (bytes per token × tok/s) against the read bandwidth measured each round, %.1f GB/s | %.1f GB/s = %.0f %% | %.1f GB/s = %.0f %% | %.2f× | ours ≥ %.0f %% | %s | %.0f%% (bandwidth runs) |\n",
 			bw, ours, 100*ours/bw, theirs, 100*theirs/bw, ours/theirs, 100*targetStream, met, oth("bw"))
 	}
+	bestPeak := 0.0
+	for _, s := range res["peak"] {
+		bestPeak = max(bestPeak, s.v)
+	}
+	if pk := bestPeak; pk > 0 {
+		// Two flops per weight per token; attention (~2 % at these
+		// lengths) is left out.
+		gf := 2 * float64(m.Config.NumParams()) * med("ours.groupdecode") / 1e9
+		fmt.Fprintf(&b, "| group n=%d decode phase: weight products (2 flops per weight per token) against the FMA peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | — | — | %.0f%% (peak runs) |\n",
+			*groupN, pk, peakUnit, gf, 100*gf/pk, oth("peak"))
+	}
 	if rss != nil {
 		met := "yes"
 		if rss.PeakDecodeMB > targetRSSMB {
@@ -912,8 +933,8 @@ func runBench(args []string, log func(string, ...any)) error {
 		fmt.Fprintf(&b, "\n† Other processes took ≥ %.0f%% of the CPUs during the median run of one side: not a clean comparison (llama.cpp's spinning threads collapse under oversubscription far more than Go's). Rerun on an idle machine.\n", *retryOthers)
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "Per-round values (tok/s, bw in GB/s; others' CPU share):\n\n")
-	for _, k := range []string{"ours.prefill", "llama.prefill", "ours.decode", "llama.decode", "ours.group", "ours.groupdecode", "llama.groupdecode", "bw"} {
+	fmt.Fprintf(&b, "Per-round values (tok/s, bw in GB/s, peak in GFLOP/s; others' CPU share):\n\n")
+	for _, k := range []string{"ours.prefill", "llama.prefill", "ours.decode", "llama.decode", "ours.group", "ours.groupdecode", "llama.groupdecode", "bw", "peak"} {
 		if len(res[k]) == 0 {
 			continue
 		}

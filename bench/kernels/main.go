@@ -5,11 +5,17 @@
 //
 //	kernels run [-t threads] [-dtype f32,bf16,f16,q8,q4] [-mintime s] [-cold MB] [-cpuclock] MxKxN...
 //	kernels bw [-t threads]
+//	kernels peak [-t threads]
 //	kernels report [file...]
 //
 // run prints one line per shape and dtype:
 //
 //	go <threads> <dtype> <M>x<K>x<N> <median seconds> <reps>
+//
+// peak prints the fp32 FMA peak of the vector unit the kernels use,
+// "peak <threads> <GFLOP/s> <unit>" (bench/internal/fmapeak: a
+// register-only FMA loop, best of 3), which report sets each Go column
+// against.
 //
 // bw prints the memory read bandwidth, "bw <threads> <GB/s>": t goroutines
 // each take kernels.Dot over their share of two 256 MiB arrays (median of 5).
@@ -35,6 +41,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/artgo/art/bench/internal/fmapeak"
 	"github.com/artgo/art/bench/internal/membw"
 	"github.com/artgo/art/engine/kernels"
 )
@@ -49,6 +56,13 @@ func main() {
 		run(os.Args[2:])
 	case "bw":
 		bandwidth(os.Args[2:])
+	case "peak":
+		fs := flag.NewFlagSet("peak", flag.ExitOnError)
+		threads := fs.Int("t", 1, "threads")
+		fs.Parse(os.Args[2:])
+		runtime.GOMAXPROCS(*threads)
+		r := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
+		fmt.Printf("peak %d %.2f %s\n", *threads, r.GFLOPS, r.Unit)
 	case "report":
 		report(os.Args[2:])
 	default:
@@ -200,12 +214,21 @@ func report(files []string) {
 	}
 	samples := map[key][]float64{}
 	bw := map[int][]float64{}
+	peak := map[int][]float64{}
+	peakUnit := ""
 	var shapes []string
 	var threads []int
 	for _, rd := range in {
 		sc := bufio.NewScanner(rd)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			if len(f) >= 3 && f[0] == "peak" {
+				t, _ := strconv.Atoi(f[1])
+				v, _ := strconv.ParseFloat(f[2], 64)
+				peak[t] = append(peak[t], v)
+				peakUnit = strings.Join(f[3:], " ")
+				continue
+			}
 			if len(f) == 3 && f[0] == "bw" {
 				t, _ := strconv.Atoi(f[1])
 				v, _ := strconv.ParseFloat(f[2], 64)
@@ -257,11 +280,22 @@ func report(files []string) {
 		}
 		return fmt.Sprintf("**%.2f**", a/b)
 	}
+	// The FMA peak of each thread count: the best of its rounds.
+	peakOf := func(t int) float64 {
+		if len(peak[t]) == 0 {
+			return 0
+		}
+		return slices.Max(peak[t])
+	}
 	hdr := "| shape M×K×N |"
 	sep := "| --- |"
 	for _, t := range threads {
 		hdr += fmt.Sprintf(" Go f32 %dt | Go bf16 %dt | OpenBLAS %dt | f32/OB | bf16/OB |", t, t, t)
 		sep += " ---: | ---: | ---: | ---: | ---: |"
+		if peakOf(t) > 0 {
+			hdr += fmt.Sprintf(" Go f32 %% of peak %dt |", t)
+			sep += " ---: |"
+		}
 	}
 	fmt.Println(hdr)
 	fmt.Println(sep)
@@ -274,10 +308,18 @@ func report(files []string) {
 			ob, n3 := gflops(key{"openblas", t, "f32", sh})
 			rounds = max(rounds, n1, n2, n3)
 			line += fmt.Sprintf(" %s | %s | %s | %s | %s |", cell(gf), cell(gb), cell(ob), ratio(gf, ob), ratio(gb, ob))
+			if p := peakOf(t); p > 0 {
+				line += fmt.Sprintf(" %.0f %% |", 100*gf/p)
+			}
 		}
 		fmt.Println(line)
 	}
 	fmt.Printf("\nGFLOP/s = 2·M·K·N / time; each cell is the median over %d interleaved rounds of the median of ≥5 calls.\n", rounds)
+	for _, t := range threads {
+		if p := peakOf(t); p > 0 {
+			fmt.Printf("%dt: FMA peak %.1f GFLOP/s (%s; a register-only FMA loop, best of the rounds: the ceiling no product can pass).\n", t, p, peakUnit)
+		}
+	}
 	// Decode shapes read each weight once: show the weight stream in GB/s
 	// next to the machine's read bandwidth measured in the same rounds.
 	for _, t := range threads {

@@ -70,7 +70,7 @@ else
 	echo "machine idle check: ${pct}% busy" >&2
 fi
 
-# 4. Interleaved rounds: read bandwidth, Go, then OpenBLAS, for each thread
+# 4. Interleaved rounds: read bandwidth, FMA peak, Go, then OpenBLAS, for each thread
 # count.
 res="$work/results.txt"
 noisy=0
@@ -87,6 +87,7 @@ for r in $(seq 1 "$rounds"); do
 	for t in $threads; do
 		echo "round $r/$rounds, $t thread(s) ..." >&2
 		GOMAXPROCS=$t "$work/gobench" bw -t "$t" >>"$res"
+		GOMAXPROCS=$t "$work/gobench" peak -t "$t" >>"$res"
 		cc=0
 		[ "$t" = 1 ] && cc=$cpuclock
 		GOMAXPROCS=$t "$work/gobench" run -t "$t" -dtype f32,bf16 -mintime "${mintime}s" -cold "$cold" -cpuclock="$([ "$cc" = 1 ] && echo true || echo false)" $shapes >>"$res"

@@ -50,6 +50,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/artgo/art/bench/internal/fmapeak"
 	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
@@ -111,6 +112,9 @@ func (p *peerFlags) Set(v string) error { *p = append(*p, v); return nil }
 
 func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir string, recompute bool) error {
 	loadBefore := idleCheck()
+	// The FMA peak of the unit the kernels use, before and after the
+	// rounds (the best of both): what the step's products are set against.
+	peak := fmapeak.Measure(runtime.GOMAXPROCS(0), 300*time.Millisecond, 3)
 
 	// 1. The model, the adapter and the sequence.
 	cfg, err := model.Preset("qwen2", shape, 151665) // Qwen2.5's tokenizer size
@@ -221,6 +225,9 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			}
 		}
 	}
+	if p := fmapeak.Measure(runtime.GOMAXPROCS(0), 300*time.Millisecond, 3); p.GFLOPS > peak.GFLOPS {
+		peak = p
+	}
 	goRSS := procstat.Bytes("VmHWM")
 	peerRSS := make([]int64, len(peers))
 	for j, p := range peers {
@@ -292,8 +299,23 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			fmt.Println()
 		}
 	}
+	flops := weightProductFlops(cfg, T)
+	rate := flops / goMed / 1e9
+	fmt.Printf("\nWeight products: %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the FMA peak** of %.1f GFLOP/s measured in this run (%s, %d threads, a register-only FMA loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
+		flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
 	fmt.Println("\nTarget (issue 23): engine ≥ 1.5× PyTorch at its best (ratio of median step times against the faster peer). CPU s per step is user+sys time of the whole process (PyTorch's OpenMP threads spin while waiting, which counts). Peak RSS is VmHWM (engine) and ru_maxrss (PyTorch), loading included.")
 	return nil
+}
+
+// weightProductFlops is the flops of a LoRA step's products with the
+// frozen weights over T tokens: each weight is used once forward and once
+// for the input gradient (LoRA trains no base weight, so no weight
+// gradient), two flops a use.
+func weightProductFlops(cfg model.Config, T int) float64 {
+	C, F, V := float64(cfg.HiddenSize), float64(cfg.IntermediateSize), float64(cfg.VocabSize)
+	Q, KV := float64(cfg.QDim()), float64(cfg.KVDim())
+	layer := C*Q + 2*C*KV + Q*C + 3*C*F
+	return 4 * float64(T) * (float64(cfg.NumLayers)*layer + V*C)
 }
 
 // goStep runs one timed training step and returns its seconds and loss.

@@ -1,0 +1,67 @@
+// Package fmapeak measures the fp32 fused multiply-add peak of this CPU on
+// the vector unit the engine's kernels use (AVX-512 or AVX2+FMA), so the
+// benchmarks can print a kernel's GFLOP/s as a share of what the machine
+// can do, measured in the same run rather than taken from a datasheet: the
+// same CPU model runs at different clocks in different VMs.
+//
+// The probe is a loop of independent FMAs on registers (twelve chains, more
+// than two FMA units × four cycles of latency need): no memory traffic, so
+// it is the compute ceiling of the unit, not of any real product.
+package fmapeak
+
+import (
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Result is one measurement.
+type Result struct {
+	GFLOPS  float64 // all threads together
+	Threads int
+	Unit    string // e.g. "fp32 FMA, AVX2 (256-bit)"
+}
+
+// Measure runs the probe on threads goroutines, each locked to its OS
+// thread, for about d, rounds times, and returns the best round: noise
+// (other processes, frequency ramps) only lowers a round, never raises it.
+func Measure(threads int, d time.Duration, rounds int) Result {
+	threads = max(threads, 1)
+	best := 0.0
+	for range max(rounds, 1) {
+		best = max(best, measureOnce(threads, d))
+	}
+	return Result{GFLOPS: best, Threads: threads, Unit: unit()}
+}
+
+func measureOnce(threads int, d time.Duration) float64 {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	rates := make([]float64, threads)
+	for i := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			<-start
+			var flops float64
+			t0 := time.Now()
+			for time.Since(t0) < d {
+				flops += run(probeIters)
+			}
+			rates[i] = flops / time.Since(t0).Seconds() / 1e9
+		}()
+	}
+	close(start)
+	wg.Wait()
+	total := 0.0
+	for _, r := range rates {
+		total += r
+	}
+	return total
+}
+
+// probeIters is the loop count of one probe call: about a millisecond, so
+// the clock is read rarely and a call never holds the scheduler for long.
+const probeIters = 1 << 17

@@ -471,9 +471,9 @@ func kernel256(g *gen, dt string, mr int) {
 				// Two k-rows (256 bytes) at a time; bRow's BX covers
 				// k-rows 0 and 1 of the unrolled four, R13 the rest.
 				if u == 0 {
-					prefetchRows(g, 0, 128, 2)
+					prefetchRows(g, "BX", 0, 128, 2)
 				} else {
-					prefetchR13(g, 0, 128, 2)
+					prefetchRows(g, "R13", 0, 128, 2)
 				}
 			}
 			// One row: broadcast once for all the pass's groups.
@@ -616,23 +616,13 @@ func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
 var prefetch256 = 2048
 
 // prefetchRows emits prefetches of the lines of rows k-rows (rowBytes
-// each) at byte displacement d from BX plus prefetch256.
-func prefetchRows(g *gen, d, rowBytes, rows int) {
+// each) at byte displacement d from register base, plus prefetch256.
+func prefetchRows(g *gen, base string, d, rowBytes, rows int) {
 	if prefetch256 == 0 {
 		return
 	}
 	for off := 0; off < rows*rowBytes; off += 64 {
-		g.p("PREFETCHT0 %d(BX)", d+off+prefetch256)
-	}
-}
-
-// prefetchR13 is prefetchRows from R13 (k-row 2 of the unrolled four).
-func prefetchR13(g *gen, d, rowBytes, rows int) {
-	if prefetch256 == 0 {
-		return
-	}
-	for off := 0; off < rows*rowBytes; off += 64 {
-		g.p("PREFETCHT0 %d(R13)", d+off+prefetch256)
+		g.p("PREFETCHT0 %d(%s)", d+off+prefetch256, base)
 	}
 }
 

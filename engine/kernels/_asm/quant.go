@@ -65,7 +65,7 @@ var (
 func (dt quantType) prefetch(g *gen, u int) {
 	for off := dt.rowBytes * u; off < dt.rowBytes*(u+1); off++ {
 		if off%64 == 0 {
-			prefetchRows(g, off, 64, 1)
+			prefetchRows(g, "BX", off, 64, 1)
 		}
 	}
 }
@@ -115,24 +115,7 @@ func kernel256q(g *gen, dt quantType, mr int) {
 	g.p("MOVQ s+88(FP), R15")
 	g.p("MOVQ R15, ps-32(SP)")
 	regScales := mr <= 5
-	g.label("panel")
-	g.p("MOVQ a+0(FP), R10")
-	g.p("MOVQ pb-24(SP), R14")
-	g.p("MOVQ ps-32(SP), R15")
-	g.p("MOVQ flags+72(FP), CX")
-	g.p("MOVQ CX, fl-8(SP)")
-	g.p("MOVQ k0+64(FP), CX")
-	g.p("MOVQ CX, kq-48(SP)")
-	g.p("MOVQ k+56(FP), CX")
-	g.p("MOVQ CX, left-40(SP)")
-	g.label("block")
-	g.p("MOVQ left-40(SP), CX")
-	g.p("CMPQ CX, kb+104(FP)")
-	g.p("JLE blen")
-	g.p("MOVQ kb+104(FP), CX")
-	g.label("blen")
-	g.p("SUBQ CX, left-40(SP)")
-	g.p("MOVQ CX, kl-16(SP)")
+	quantPanelStart(g)
 	for s := 0; s < 4; s++ {
 		sfx := fmt.Sprint(s)
 		g.p("MOVQ R10, SI")
@@ -145,15 +128,7 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		for i := 0; i < 2*mr; i++ {
 			g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
 		}
-		// CX = min(32 - kq, kl), R13 = kl - CX.
-		g.p("MOVQ kl-16(SP), R13")
-		g.p("MOVQ $32, CX")
-		g.p("SUBQ kq-48(SP), CX")
-		g.p("CMPQ CX, R13")
-		g.p("JLE first" + sfx)
-		g.p("MOVQ R13, CX")
-		g.label("first" + sfx)
-		g.p("SUBQ CX, R13")
+		firstScaleBlock(g, sfx)
 		bc := 0
 		body := func(u int) {
 			if s == 0 {
@@ -188,18 +163,7 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		kloop256(g, mr, sfx, "sblockend"+sfx, body,
 			func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
 			func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
-		g.label("sblockend" + sfx)
-		// Next block of 32 k-rows (or fewer at the end), if any.
-		g.p("TESTQ R13, R13")
-		g.p("JEQ epilogue" + sfx)
-		g.p("ADDQ $128, R12")
-		g.p("MOVQ $32, CX")
-		g.p("CMPQ CX, R13")
-		g.p("JLE next" + sfx)
-		g.p("MOVQ R13, CX")
-		g.label("next" + sfx)
-		g.p("SUBQ CX, R13")
-		g.p("JMP sblock" + sfx)
+		nextScaleBlock(g, sfx)
 		g.label("epilogue" + sfx)
 		var outs []accOut
 		for r := 0; r < mr; r++ {
@@ -208,6 +172,62 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
 	quantBlockEnd(g, dt)
+}
+
+// quantPanelStart emits the start of a panel and of each of its sum
+// blocks in the quantized kernels: R10, R14 and R15 at the panel's A,
+// weights and scales, the flags and k-row counts in their locals, then
+// (label block) CX = kl-16(SP) = the sum block's length, taken from
+// left-40(SP).
+func quantPanelStart(g *gen) {
+	g.label("panel")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ pb-24(SP), R14")
+	g.p("MOVQ ps-32(SP), R15")
+	g.p("MOVQ flags+72(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k0+64(FP), CX")
+	g.p("MOVQ CX, kq-48(SP)")
+	g.p("MOVQ k+56(FP), CX")
+	g.p("MOVQ CX, left-40(SP)")
+	g.label("block")
+	g.p("MOVQ left-40(SP), CX")
+	g.p("CMPQ CX, kb+104(FP)")
+	g.p("JLE blen")
+	g.p("MOVQ kb+104(FP), CX")
+	g.label("blen")
+	g.p("SUBQ CX, left-40(SP)")
+	g.p("MOVQ CX, kl-16(SP)")
+}
+
+// firstScaleBlock emits CX = the k-rows of the sum block in its first
+// block of 32 (min(32 - kq, kl)) and R13 = those after it.
+func firstScaleBlock(g *gen, sfx string) {
+	g.p("MOVQ kl-16(SP), R13")
+	g.p("MOVQ $32, CX")
+	g.p("SUBQ kq-48(SP), CX")
+	g.p("CMPQ CX, R13")
+	g.p("JLE first" + sfx)
+	g.p("MOVQ R13, CX")
+	g.label("first" + sfx)
+	g.p("SUBQ CX, R13")
+}
+
+// nextScaleBlock emits label sblockend: on to the next block of 32 k-rows
+// (or fewer at the end) at sblock, R12 at its scales, or to epilogue when
+// the sum block is done.
+func nextScaleBlock(g *gen, sfx string) {
+	g.label("sblockend" + sfx)
+	g.p("TESTQ R13, R13")
+	g.p("JEQ epilogue" + sfx)
+	g.p("ADDQ $128, R12")
+	g.p("MOVQ $32, CX")
+	g.p("CMPQ CX, R13")
+	g.p("JLE next" + sfx)
+	g.p("MOVQ R13, CX")
+	g.label("next" + sfx)
+	g.p("SUBQ CX, R13")
+	g.p("JMP sblock" + sfx)
 }
 
 // quantBlockEnd emits the end of a sum block of the quantized kernels: the
@@ -271,39 +291,14 @@ func kernel256q1(g *gen, dt quantType) {
 	g.p("MOVQ R14, pb-24(SP)")
 	g.p("MOVQ s+88(FP), R15")
 	g.p("MOVQ R15, ps-32(SP)")
-	g.label("panel")
-	g.p("MOVQ a+0(FP), R10")
-	g.p("MOVQ pb-24(SP), R14")
-	g.p("MOVQ ps-32(SP), R15")
-	g.p("MOVQ flags+72(FP), CX")
-	g.p("MOVQ CX, fl-8(SP)")
-	g.p("MOVQ k0+64(FP), CX")
-	g.p("MOVQ CX, kq-48(SP)")
-	g.p("MOVQ k+56(FP), CX")
-	g.p("MOVQ CX, left-40(SP)")
-	g.label("block")
-	g.p("MOVQ left-40(SP), CX")
-	g.p("CMPQ CX, kb+104(FP)")
-	g.p("JLE blen")
-	g.p("MOVQ kb+104(FP), CX")
-	g.label("blen")
-	g.p("SUBQ CX, left-40(SP)")
-	g.p("MOVQ CX, kl-16(SP)")
+	quantPanelStart(g)
 	g.p("MOVQ R10, SI")
 	g.p("MOVQ R14, BX")
 	g.p("MOVQ R15, R12")
 	for i := 0; i < 8; i++ {
 		g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
 	}
-	// CX = min(32 - kq, kl), R13 = kl - CX.
-	g.p("MOVQ kl-16(SP), R13")
-	g.p("MOVQ $32, CX")
-	g.p("SUBQ kq-48(SP), CX")
-	g.p("CMPQ CX, R13")
-	g.p("JLE first")
-	g.p("MOVQ R13, CX")
-	g.label("first")
-	g.p("SUBQ CX, R13")
+	firstScaleBlock(g, "")
 	tmp := 0
 	next := func() string {
 		y := fmt.Sprintf("Y%d", 9+tmp%6)
@@ -331,18 +326,7 @@ func kernel256q1(g *gen, dt quantType) {
 	kloop256(g, 1, "", "sblockend", body,
 		func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
 		func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
-	g.label("sblockend")
-	// Next block of 32 k-rows (or fewer at the end), if any.
-	g.p("TESTQ R13, R13")
-	g.p("JEQ epilogue")
-	g.p("ADDQ $128, R12")
-	g.p("MOVQ $32, CX")
-	g.p("CMPQ CX, R13")
-	g.p("JLE next")
-	g.p("MOVQ R13, CX")
-	g.label("next")
-	g.p("SUBQ CX, R13")
-	g.p("JMP sblock")
+	nextScaleBlock(g, "")
 	g.label("epilogue")
 	var outs []accOut
 	for i := 0; i < 8; i++ {

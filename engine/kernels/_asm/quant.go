@@ -297,8 +297,7 @@ func widen256q(g *gen, dt quantType) {
 // the same panel; kg: 8-column groups (4 or 8: 32 or 64 columns).
 //
 // Registers: Y0..Y7 the tile's k-rows, then its transposition with
-// Y8..Y14; Y15 the scales; X8 the Q4 nibble shift (28: low, 24: high,
-// then VPSRAD $28) while loading.
+// Y8..Y14; Y15 the scales; R10 (Q4) is 1 while the rows are high nibbles.
 func packT256q(g *gen, dt quantType) {
 	upper := map[string]string{"q8": "Q8", "q4": "Q4"}[dt.name]
 	name := "packT" + upper + "_256"
@@ -313,9 +312,6 @@ func packT256q(g *gen, dt quantType) {
 	g.p("MOVQ groups+24(FP), R9")
 	if dt.name == "q4" {
 		g.p("MOVQ high+40(FP), R10")
-		g.p("SHLQ $2, R10")
-		g.p("NEGQ R10")
-		g.p("ADDQ $28, R10")
 	}
 	g.p("TESTQ R9, R9")
 	g.p("JEQ done")
@@ -331,18 +327,32 @@ func packT256q(g *gen, dt quantType) {
 	g.p("VCVTPH2PS (R11), Y15")
 	g.p("ADDQ $128, R11")
 	g.label("loads")
-	if dt.name == "q4" {
-		g.p("MOVQ R10, X8")
-	}
-	for r := 0; r < 8; r++ {
-		g.p("VPMOVSXBD %d(SI), Y%d", r*dt.rowBytes, r)
-		if dt.name == "q4" {
-			g.p("VPSLLD X8, Y%d, Y%d", r, r)
-			g.p("VPSRAD $28, Y%d, Y%d", r, r)
+	load := func() {
+		for r := 0; r < 8; r++ {
+			g.p("VPMOVSXBD %d(SI), Y%d", r*dt.rowBytes, r)
+			if dt.name == "q4" {
+				g.p("VPSLLD $28, Y%d, Y%d", r, r)
+				g.p("VPSRAD $28, Y%d, Y%d", r, r)
+			}
+			g.p("VCVTDQ2PS Y%d, Y%d", r, r)
+			g.p("VMULPS Y15, Y%d, Y%d", r, r)
 		}
-		g.p("VCVTDQ2PS Y%d, Y%d", r, r)
-		g.p("VMULPS Y15, Y%d, Y%d", r, r)
 	}
+	if dt.name == "q4" {
+		// The high nibbles: the sign-extended byte shifted right 4.
+		g.p("TESTQ R10, R10")
+		g.p("JEQ lownib")
+		for r := 0; r < 8; r++ {
+			g.p("VPMOVSXBD %d(SI), Y%d", r*dt.rowBytes, r)
+			g.p("VPSRAD $4, Y%d, Y%d", r, r)
+			g.p("VCVTDQ2PS Y%d, Y%d", r, r)
+			g.p("VMULPS Y15, Y%d, Y%d", r, r)
+		}
+		g.p("JMP transpose")
+		g.label("lownib")
+	}
+	load()
+	g.label("transpose")
 	// Transpose: Yr holds columns 0..7 of k-row r; packed row j is
 	// column j of k-rows 0..7. Pairs of k-rows interleave, then pairs of
 	// pairs, then 128-bit halves swap.
@@ -378,11 +388,11 @@ func packT256q(g *gen, dt quantType) {
 	g.p("ADDQ $16, DX")
 	if dt.name == "q4" {
 		// After the high nibbles of a byte group, the next group of bytes.
-		g.p("CMPQ R10, $24")
-		g.p("JNE low")
+		g.p("TESTQ R10, R10")
+		g.p("JEQ low")
 		g.p("ADDQ $8, BX")
 		g.label("low")
-		g.p("XORQ $4, R10")
+		g.p("XORQ $1, R10")
 	} else {
 		g.p("ADDQ $8, BX")
 	}

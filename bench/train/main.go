@@ -7,8 +7,13 @@
 // layer: TrainForward, LMHeadBackward, TrainBackward here; autograd in the
 // peer. The optimizer update is not timed (it touches only the adapter).
 //
-// The model is a random Qwen2.5-0.5B-shaped one with bf16 weights; this
-// program saves it, the adapter (B random, so the update is not a no-op)
+// The model is a random Qwen2.5-0.5B-shaped one with bf16 weights. With
+// -quantize q8 (q4) the engine stores its base in 8 (4) bits, quantized at
+// load from those bf16 weights as `art serve --quantize` does; a list
+// (-quantize none,q8,q4) runs one engine per storage, in the same rounds as
+// the other sides, and reports each quantized one against the bf16 one
+// (issue 18: no slower). The peers always load the bf16 weights. This
+// program saves them, the adapter (B random, so the update is not a no-op)
 // and the tokens into a scratch folder, and each peer (torch_peer.py, in
 // fp32 on OpenBLAS or in bf16 under autocast) loads exactly those. The sides
 // run in separate processes that take turns: one step each per round (the
@@ -24,7 +29,7 @@
 // than 0.1 core busy during both steps.
 //
 //	train [-rounds 5] [-warmup 1] [-T 512] [-rank 8] [-shape qwen2.5-0.5b]
-//	      [-peer 'CMD ARGS...' ...] [-dir DIR] [-cpuprofile FILE] [-memprofile FILE] [-recompute]
+//	      [-quantize none|q8|q4|LIST] [-peer 'CMD ARGS...' ...] [-dir DIR] [-cpuprofile FILE] [-memprofile FILE] [-recompute]
 //
 // run.sh builds it and passes the peer commands (with OPENBLAS_CORETYPE set
 // on them alone). The report is a markdown table on stdout;
@@ -58,18 +63,24 @@ import (
 )
 
 func main() {
-	rounds := flag.Int("rounds", 5, "timed steps per side, interleaved")
-	warmup := flag.Int("warmup", 1, "untimed steps per side first")
-	T := flag.Int("T", 512, "tokens in the sequence")
-	rank := flag.Int("rank", 8, "LoRA rank (alpha = 2·rank)")
-	shape := flag.String("shape", "qwen2.5-0.5b", "model.Preset shape (qwen2 architecture)")
-	var peerCmds peerFlags
-	flag.Var(&peerCmds, "peer", "PyTorch peer command, repeatable (none: engine only)")
-	dir := flag.String("dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 5, "timed steps per side, interleaved")
+	flag.IntVar(&o.warmup, "warmup", 1, "untimed steps per side first")
+	flag.IntVar(&o.T, "T", 512, "tokens in the sequence")
+	flag.IntVar(&o.rank, "rank", 8, "LoRA rank (alpha = 2·rank)")
+	flag.StringVar(&o.shape, "shape", "qwen2.5-0.5b", "model.Preset shape (qwen2 architecture)")
+	quantize := flag.String("quantize", "none", "storage of the engine's base weights: none (bf16), q8 or q4, quantized from the bf16 at load; a comma list (none,q8,q4) runs one engine per storage, interleaved")
+	flag.Var(&o.peers, "peer", "PyTorch peer command, repeatable (none: engine only)")
+	flag.StringVar(&o.dir, "dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile (alloc_space) of the run to this file")
-	recompute := flag.Bool("recompute", false, "recompute activations in the backward pass (less memory, more compute)")
+	flag.BoolVar(&o.recompute, "recompute", false, "recompute activations in the backward pass (less memory, more compute)")
 	flag.Parse()
+	var err error
+	if o.quant, err = parseQuantizations(*quantize); err != nil {
+		fmt.Fprintln(os.Stderr, "train: -quantize:", err)
+		os.Exit(2)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -78,7 +89,7 @@ func main() {
 		}
 		profile = f
 	}
-	if err := run(*rounds, *warmup, *T, *rank, *shape, peerCmds, *dir, *recompute); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "train:", err)
 		os.Exit(1)
 	}
@@ -96,6 +107,41 @@ func main() {
 	}
 }
 
+// options are the command line's settings.
+type options struct {
+	rounds, warmup, T, rank int
+	shape                   string
+	quant                   []model.Quantization // one engine each
+	peers                   peerFlags
+	dir                     string
+	recompute               bool
+}
+
+// parseQuantizations reads -quantize: storages separated by commas, each
+// at most once.
+func parseQuantizations(s string) ([]model.Quantization, error) {
+	var out []model.Quantization
+	for _, f := range strings.Split(s, ",") {
+		q, err := model.ParseQuantization(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(out, q) {
+			return nil, fmt.Errorf("%q is listed twice", storageName(q))
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// storageName names a base storage: bf16 (the checkpoint's), q8 or q4.
+func storageName(q model.Quantization) string {
+	if q == model.NoQuantization {
+		return "bf16"
+	}
+	return string(q)
+}
+
 // profile, when set, receives a CPU profile of the engine's steps (the
 // process is idle while the peer runs).
 var profile *os.File
@@ -110,21 +156,52 @@ type peerFlags []string
 func (p *peerFlags) String() string     { return strings.Join(*p, "; ") }
 func (p *peerFlags) Set(v string) error { *p = append(*p, v); return nil }
 
-func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir string, recompute bool) error {
+// engineSide is one engine of the run: the same random bf16 model, its
+// base stored as q.
+type engineSide struct {
+	q    model.Quantization
+	m    *model.Model
+	name string // in the progress lines
+}
+
+// newEngine builds the random bf16 model (the same weights every time: a
+// fixed seed) and stores its base as q.
+func newEngine(cfg model.Config, q model.Quantization, single bool) (*engineSide, error) {
+	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1, DType: kernels.BF16}))
+	if err != nil {
+		return nil, err
+	}
+	if err := m.W.Quantize(q); err != nil {
+		return nil, err
+	}
+	e := &engineSide{q: q, m: m, name: "go"}
+	if !single {
+		e.name = "go-" + storageName(q)
+	}
+	return e, nil
+}
+
+func run(o options) error {
+	rounds, warmup, T, rank, shape := o.rounds, o.warmup, o.T, o.rank, o.shape
 	loadBefore := idleCheck()
 	// The FMA peak of the unit the kernels use, before and after the
 	// rounds (the best of both): what the step's products are set against.
 	peak := fmapeak.Measure(runtime.GOMAXPROCS(0), 300*time.Millisecond, 3)
 
-	// 1. The model, the adapter and the sequence.
+	// 1. The models, the adapter and the sequence.
 	cfg, err := model.Preset("qwen2", shape, 151665) // Qwen2.5's tokenizer size
 	if err != nil {
 		return err
 	}
-	t0 := time.Now()
-	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 1, DType: kernels.BF16}))
-	if err != nil {
-		return err
+	var engines []*engineSide
+	for _, q := range o.quant {
+		t0 := time.Now()
+		e, err := newEngine(cfg, q, len(o.quant) == 1)
+		if err != nil {
+			return err
+		}
+		engines = append(engines, e)
+		logf("engine: random %s (%.1f M params, bf16), base stored as %s, in %.1f s", shape, float64(cfg.NumParams())/1e6, storageName(q), time.Since(t0).Seconds())
 	}
 	ad, err := lora.New(cfg, lora.Config{Rank: rank, Alpha: float64(2 * rank)}, 1)
 	if err != nil {
@@ -140,11 +217,11 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 	for i := range tokens {
 		tokens[i] = rng.IntN(151665)
 	}
-	logf("engine: random %s (%.1f M params, bf16) in %.1f s", shape, float64(cfg.NumParams())/1e6, time.Since(t0).Seconds())
 
-	// 2. The peers load the same files.
+	// 2. The peers load the same files (the bf16 weights).
 	var peers []*peerProc
-	if len(peerCmds) > 0 {
+	if len(o.peers) > 0 {
+		dir := o.dir
 		if dir == "" {
 			d, err := os.MkdirTemp("", "bench-train-")
 			if err != nil {
@@ -153,8 +230,17 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			defer os.RemoveAll(d)
 			dir = d
 		}
-		t0 = time.Now()
-		if err := m.Save(filepath.Join(dir, "model")); err != nil {
+		t0 := time.Now()
+		saved := engines[0].m
+		if engines[0].q != model.NoQuantization {
+			// No bf16 engine: draw the bf16 model again to save it.
+			e, err := newEngine(cfg, model.NoQuantization, true)
+			if err != nil {
+				return err
+			}
+			saved = e.m
+		}
+		if err := saved.Save(filepath.Join(dir, "model")); err != nil {
 			return err
 		}
 		if err := ad.Save(filepath.Join(dir, "adapter"), shape); err != nil {
@@ -165,7 +251,7 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			return err
 		}
 		logf("saved model, adapter and tokens to %s in %.1f s; starting the peers", dir, time.Since(t0).Seconds())
-		for _, c := range peerCmds {
+		for _, c := range o.peers {
 			p, err := startPeer(c, dir)
 			if err != nil {
 				return err
@@ -176,11 +262,14 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 		}
 	}
 
-	// 3. Interleaved steps.
-	m.W.Prepack()
-	acts := m.NewActs(T)
-	if recompute {
-		acts = m.NewRecomputeActs(T)
+	// 3. Interleaved steps. The engines share one set of activation
+	// buffers (they depend on the shape alone).
+	for _, e := range engines {
+		e.m.W.Prepack()
+	}
+	acts := engines[0].m.NewActs(T)
+	if o.recompute {
+		acts = engines[0].m.NewRecomputeActs(T)
 	}
 	if profile != nil {
 		if err := pprof.StartCPUProfile(profile); err != nil {
@@ -188,9 +277,10 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 		}
 		defer pprof.StopCPUProfile()
 	}
-	// Side 0 is the engine, side 1+j is peers[j]; steps[s][i] is side s's
-	// timed step of round i.
-	nSides := 1 + len(peers)
+	// Sides 0..len(engines)-1 are the engines, side len(engines)+j is
+	// peers[j]; steps[s][i] is side s's timed step of round i.
+	nEng := len(engines)
+	nSides := nEng + len(peers)
 	steps := make([][]sample, nSides)
 	losses := make([]float64, nSides)
 	for i := 0; i < warmup+rounds; i++ {
@@ -200,15 +290,17 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 			busy0 := machineBusySeconds()
 			var st sample
 			var loss float64
-			name := "go"
-			if side == 0 {
+			var name string
+			if side < nEng {
+				e := engines[side]
+				name = e.name
 				c0 := cpuSeconds()
-				if st.wall, loss, err = goStep(m, ad, acts, tokens); err != nil {
+				if st.wall, loss, err = goStep(e.m, ad, acts, tokens); err != nil {
 					return err
 				}
 				st.cpu = cpuSeconds() - c0
 			} else {
-				p := peers[side-1]
+				p := peers[side-nEng]
 				name = "torch-" + p.precision
 				if st.wall, loss, st.cpu, err = p.step(); err != nil {
 					return err
@@ -236,7 +328,6 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 		}
 	}
 	loadAfter := loadavg()
-	goSteps := steps[0]
 
 	// 4. Report.
 	fmt.Printf("LoRA training step (forward + backward of the CISPO loss, one %d-token sequence, every token after the first scored; LoRA r=%d, alpha=%d on q,k,v,o,gate,up,down of all %d layers), %s shape (%.1f M params, random weights), %s, %s, %d CPUs.\n",
@@ -245,66 +336,139 @@ func run(rounds, warmup, T, rank int, shape string, peerCmds []string, dir strin
 		rounds, warmup, loadBefore, loadAfter, noisyNote(loadBefore, loadAfter))
 	fmt.Println("| engine | tokens/s | step (s) | vs PyTorch at its best | CPU s per step | peak RSS |")
 	fmt.Println("|---|---|---|---|---|---|")
-	goMed := median(walls(goSteps))
 	best := -1 // the faster peer
 	for j := range peers {
-		if best < 0 || median(walls(steps[1+j])) < median(walls(steps[1+best])) {
+		if best < 0 || median(walls(steps[nEng+j])) < median(walls(steps[nEng+best])) {
 			best = j
 		}
 	}
-	ratio := "—"
-	if best >= 0 {
-		ratio = fmt.Sprintf("**%.2f×**", median(walls(steps[1+best]))/goMed)
+	rss := mib(goRSS)
+	if nEng > 1 {
+		rss = "—"
 	}
-	fmt.Printf("| ART Go engine: bf16 weights, fp32 compute, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
-		runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(goSteps)), ratio, median(cpus(goSteps)), mib(goRSS))
+	for s, e := range engines {
+		goMed := median(walls(steps[s]))
+		ratio := "—"
+		if best >= 0 {
+			ratio = fmt.Sprintf("**%.2f×**", median(walls(steps[nEng+best]))/goMed)
+		}
+		fmt.Printf("| ART Go engine: %s, fp32 compute, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
+			storageLabel(e.q), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
+	}
 	for j, p := range peers {
-		ps := steps[1+j]
+		ps := steps[nEng+j]
 		pMed := median(walls(ps))
-		mark := fmt.Sprintf("%.2f×", median(walls(steps[1+best]))/pMed)
+		mark := fmt.Sprintf("%.2f×", median(walls(steps[nEng+best]))/pMed)
 		if j == best {
 			mark = "1.00× (the faster peer)"
 		}
 		fmt.Printf("| PyTorch %s CPU: %s, autograd, %s | %.1f | %s | %s | %.1f | %s |\n",
 			p.version, p.label(), p.setup, float64(T)/pMed, spread(walls(ps)), mark, median(cpus(ps)), mib(peerRSS[j]))
 	}
-	if best >= 0 {
-		bestSteps := steps[1+best]
-		// Rounds in which other processes used little CPU during every step.
-		var cleanGo, cleanPt []float64
-		for i := range goSteps {
-			clean := true
-			for s := range nSides {
-				clean = clean && steps[s][i].other < cleanLoad
-			}
-			if clean {
-				cleanGo, cleanPt = append(cleanGo, goSteps[i].wall), append(cleanPt, bestSteps[i].wall)
-			}
+	if nEng > 1 {
+		fmt.Printf("\nThe engines share one process: its peak RSS (VmHWM, all %d models and one set of activations) was %s.\n", nEng, mib(goRSS))
+	}
+	// Rounds in which other processes used little CPU during every step.
+	var clean []int
+	for i := range steps[0] {
+		ok := true
+		for s := range nSides {
+			ok = ok && steps[s][i].other < cleanLoad
 		}
+		if ok {
+			clean = append(clean, i)
+		}
+	}
+	if nEng > 1 {
+		reportVsBF16(engines, steps, clean)
+	}
+	if best >= 0 {
+		bestSteps := steps[nEng+best]
 		fmt.Printf("\nOther processes' load during the steps (cores, median): engine steps %.2f, PyTorch steps %.2f. ",
-			median(others(goSteps)), median(others(bestSteps)))
-		if len(cleanGo) == 0 {
+			median(others(steps[0])), median(others(bestSteps)))
+		if len(clean) == 0 {
 			fmt.Printf("No round was clean (other load < %.1f core during every step): **the machine was never idle, so the ratio above mixes engine speed with how each side copes with contention**.\n", cleanLoad)
 		} else {
-			fmt.Printf("Clean rounds (other load < %.1f core during every step): %d of %d; their medians: engine %.1f tok/s, faster peer %.1f tok/s, **ratio %.2f×**.\n",
-				cleanLoad, len(cleanGo), len(goSteps), float64(T)/median(cleanGo), float64(T)/median(cleanPt), median(cleanPt)/median(cleanGo))
-		}
-		fmt.Println()
-		for j, p := range peers {
-			rel := math.Abs(losses[0]-losses[1+j]) / math.Max(1, math.Abs(losses[1+j]))
-			fmt.Printf("Same model and step: loss engine %.6f, PyTorch %s %.6f (relative difference %.1e).", losses[0], p.precision, losses[1+j], rel)
-			if rel > p.lossTolerance() {
-				fmt.Print(" **The losses differ: the two sides do not compute the same step.**")
+			fmt.Printf("Clean rounds (other load < %.1f core during every step): %d of %d.", cleanLoad, len(clean), len(steps[0]))
+			for s, e := range engines {
+				goClean, ptClean := pickRounds(walls(steps[s]), clean), pickRounds(walls(bestSteps), clean)
+				fmt.Printf(" Their medians, %s engine: %.1f tok/s, faster peer %.1f tok/s, **ratio %.2f×**.",
+					storageName(e.q), float64(T)/median(goClean), float64(T)/median(ptClean), median(ptClean)/median(goClean))
 			}
 			fmt.Println()
 		}
+		fmt.Println()
+		for s, e := range engines {
+			for j, p := range peers {
+				rel := math.Abs(losses[s]-losses[nEng+j]) / math.Max(1, math.Abs(losses[nEng+j]))
+				fmt.Printf("Same model and step: loss engine (%s) %.6f, PyTorch %s %.6f (relative difference %.1e).", storageName(e.q), losses[s], p.precision, losses[nEng+j], rel)
+				if e.q != model.NoQuantization {
+					fmt.Print(" The engine's base is quantized and the peer's is not: the difference includes the quantization error, so it is not checked.")
+				} else if rel > p.lossTolerance() {
+					fmt.Print(" **The losses differ: the two sides do not compute the same step.**")
+				}
+				fmt.Println()
+			}
+		}
 	}
 	flops := weightProductFlops(cfg, T)
-	rate := flops / goMed / 1e9
-	fmt.Printf("\nWeight products: %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the FMA peak** of %.1f GFLOP/s measured in this run (%s, %d threads, a register-only FMA loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
-		flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
-	fmt.Println("\nTarget (issue 23): engine ≥ 1.5× PyTorch at its best (ratio of median step times against the faster peer). CPU s per step is user+sys time of the whole process (PyTorch's OpenMP threads spin while waiting, which counts). Peak RSS is VmHWM (engine) and ru_maxrss (PyTorch), loading included.")
+	fmt.Println()
+	for s, e := range engines {
+		rate := flops / median(walls(steps[s])) / 1e9
+		fmt.Printf("Weight products (%s): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the FMA peak** of %.1f GFLOP/s measured in this run (%s, %d threads, a register-only FMA loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
+			storageName(e.q), flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
+	}
+	if len(peers) > 0 {
+		fmt.Println("\nTarget (issue 23): engine ≥ 1.5× PyTorch at its best (ratio of median step times against the faster peer).")
+	}
+	fmt.Println("CPU s per step is user+sys time of the whole process (PyTorch's OpenMP threads spin while waiting, which counts). Peak RSS is VmHWM (engine) and ru_maxrss (PyTorch), loading included.")
 	return nil
+}
+
+// storageLabel says how an engine stores its base, for the table.
+func storageLabel(q model.Quantization) string {
+	if q == model.NoQuantization {
+		return "bf16 weights"
+	}
+	return fmt.Sprintf("%s base (quantized at load from the bf16 weights)", q)
+}
+
+// reportVsBF16 prints each quantized engine's step against the bf16
+// engine's of the same rounds (issue 18's target: no slower), when the run
+// has one.
+func reportVsBF16(engines []*engineSide, steps [][]sample, clean []int) {
+	ref := slices.IndexFunc(engines, func(e *engineSide) bool { return e.q == model.NoQuantization })
+	if ref < 0 {
+		return
+	}
+	fmt.Println()
+	for s, e := range engines {
+		if s == ref {
+			continue
+		}
+		// Per-round ratios: the two steps of a round ran back to back, so
+		// they saw about the same load.
+		var wr, cr []float64
+		for i := range steps[s] {
+			wr = append(wr, steps[s][i].wall/steps[ref][i].wall)
+			cr = append(cr, steps[s][i].cpu/steps[ref][i].cpu)
+		}
+		fmt.Printf("%s vs bf16, same rounds (median of the per-round ratios): step time %.3f×, CPU s per step %.3f×",
+			storageName(e.q), median(wr), median(cr))
+		if len(clean) > 0 {
+			fmt.Printf("; clean rounds only: step time %.3f×", median(pickRounds(wr, clean)))
+		}
+		fmt.Println(". Target (issue 18): ≤ 1.")
+	}
+}
+
+// pickRounds returns the values of the given rounds.
+func pickRounds(v []float64, rounds []int) []float64 {
+	out := make([]float64, len(rounds))
+	for i, r := range rounds {
+		out[i] = v[r]
+	}
+	return out
 }
 
 // weightProductFlops is the flops of a LoRA step's products with the

@@ -9,7 +9,11 @@
 #   bench/train/run.sh [rounds]        (default 5)
 #
 # Environment: SEQ (tokens, default 512), RANK (default 8), WARMUP (default 1),
-# RECOMPUTE=1 (the engine recomputes activations: less memory, more compute).
+# RECOMPUTE=1 (the engine recomputes activations: less memory, more compute),
+# QUANTIZE=q8 or q4 (the engine's base stored in 8 or 4 bits, quantized at
+# load from the bf16 weights; the peers keep bf16), or a list such as
+# QUANTIZE=none,q8,q4 (one engine per storage, interleaved; each quantized one
+# reported against the bf16 one). PEERS=none runs the engine(s) alone.
 #
 # Two PyTorch peers run, and the engine's ratio is taken against the faster:
 # fp32 on OpenBLAS, with OPENBLAS_CORETYPE set on its command alone to the
@@ -33,8 +37,8 @@ source "$root/bench/openblas-coretype.sh"
 rounds=${1:-5}
 py=/usr/bin/python3 # Debian's python3-torch works only with this one
 
-if ! "$py" -c 'import torch' 2>/dev/null; then
-	echo "PyTorch not installed: run scripts/install-torch.sh" >&2
+if [ "${PEERS:-}" != none ] && ! "$py" -c 'import torch' 2>/dev/null; then
+	echo "PyTorch not installed: run scripts/install-torch.sh (or PEERS=none for the engine alone)" >&2
 	exit 1
 fi
 
@@ -88,8 +92,11 @@ for p in ${PEERS:-$default_peers}; do
 		echo "bf16 peer: oneDNN ${isa:-was not used for bf16 products on this CPU (PyTorch falls back to its own kernels)}" >&2
 		peers+=(-peer "$py $here/torch_peer.py bf16")
 		;;
-	*) echo "PEERS: want fp32 and/or bf16, not $p" >&2; exit 1 ;;
+	none) ;;
+	*) echo "PEERS: want fp32 and/or bf16, or none, not $p" >&2; exit 1 ;;
 	esac
 done
+quantize=${QUANTIZE:-none}
+echo "engine base weights: $quantize (none = bf16)" >&2
 "$work/trainbench" -rounds "$rounds" -warmup "${WARMUP:-1}" -T "${SEQ:-512}" -rank "${RANK:-8}" -dir "$work" -recompute="${RECOMPUTE:-0}" \
-	"${peers[@]}"
+	-quantize "$quantize" ${peers[@]+"${peers[@]}"}

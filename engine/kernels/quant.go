@@ -415,28 +415,52 @@ func widenQuant(dst []float32, doff int, p *panels, q, pc, kc int) {
 
 // packPanelsTQuant is packPanelsT for Q8 and Q4 panels: dst[doff + i*64 +
 // j] = w[pc+i][col0+j], dequantized, for i < kc and j < ncols (≤ 64), zero
-// for j ≥ ncols.
+// for j ≥ ncols. Weight rows pc+i are columns of the Linear panels, so the
+// rows of one panel are read k-row by k-row (contiguous weights, one tile
+// of the panel at a time; AVX2 where the CPU has it) and written as
+// columns of the packed block, which stays in L1.
 func packPanelsTQuant(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
 	K, G := p.k, p.k/qBlock
 	tab := f16Table()
-	for i := range kc {
+	var sc [panelW]float32 // the run's scales in the current block
+	var q4off [panelW]int  // Q4: byte of each row's column in a k-row
+	var q4sh [panelW]uint  // and the shift of its nibble
+	for i := packPanelsTQuantAsm(dst, doff, p, pc, kc, col0, ncols); i < kc; {
+		// A run of weight rows in one panel: columns j0.. of panel n/64.
 		n := pc + i
-		ss := p.qs[(n/panelW)*G*panelW+n%panelW:]
-		d := dst[doff+i*panelW:][:panelW]
+		j0, run := n%panelW, min(kc-i, panelW-n%panelW)
+		d := dst[doff+i*panelW : doff+(i+run)*panelW]
 		if p.q4 != nil {
-			b, sh := q4Pos(n % panelW)
-			qs := p.q4[(n/panelW)*K*panelW/2+b:]
-			for j := range ncols {
-				k := col0 + j
-				d[j] = float32(int8(qs[k*panelW/2]>>sh<<4)>>4) * tab[ss[(k/qBlock)*panelW]]
-			}
-		} else {
-			qs := p.q8[(n/panelW)*K*panelW+n%panelW:]
-			for j := range ncols {
-				k := col0 + j
-				d[j] = float32(qs[k*panelW]) * tab[ss[(k/qBlock)*panelW]]
+			for r := range run {
+				b, sh := q4Pos(j0 + r)
+				q4off[r], q4sh[r] = b, sh
 			}
 		}
-		clear(d[ncols:])
+		for j := range ncols {
+			k := col0 + j
+			if j == 0 || k%qBlock == 0 {
+				ss := p.qs[(n/panelW)*G*panelW+(k/qBlock)*panelW+j0:][:run]
+				for r, h := range ss {
+					sc[r] = tab[h]
+				}
+			}
+			if p.q4 != nil {
+				src := p.q4[(n/panelW)*K*panelW/2+k*panelW/2:][:panelW/2]
+				for r := range run {
+					d[r*panelW+j] = float32(int8(src[q4off[r]]>>q4sh[r]<<4)>>4) * sc[r]
+				}
+				continue
+			}
+			src := p.q8[(n/panelW)*K*panelW+k*panelW+j0:][:run]
+			for r, v := range src {
+				d[r*panelW+j] = float32(v) * sc[r]
+			}
+		}
+		if ncols < panelW {
+			for r := range run {
+				clear(d[r*panelW+ncols : (r+1)*panelW])
+			}
+		}
+		i += run
 	}
 }

@@ -114,3 +114,45 @@ func widenQuantAsm(dst []float32, doff int, p *panels, q, pc, kc int) bool {
 	}
 	return true
 }
+
+//go:noescape
+func packTQ8_256(dst *float32, q *int8, s *uint16, groups, kg int)
+
+//go:noescape
+func packTQ4_256(dst *float32, q *byte, s *uint16, groups, kg, high int)
+
+// packPanelsTQuantAsm packs the leading rows of packPanelsTQuant's block
+// that the AVX2 loops can, runs of 8 weight rows in one panel (the blocks
+// start on multiples of 8: sumBlockK), and returns how many: 0 on the Go
+// variant, or when the block does not start on a multiple of 8 or its
+// columns are not whole groups of 8 (quantized rows are whole blocks of
+// 32, so the last panel of columns has 32 or 64). Like widenQuantAsm it
+// runs on the AVX-512 variant too (AVX2 and F16C only).
+func packPanelsTQuantAsm(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) int {
+	if active == varGo || pc%8 != 0 || ncols%8 != 0 || ncols == 0 {
+		return 0
+	}
+	K, G := p.k, p.k/qBlock
+	done := 0
+	for kc-done >= 8 {
+		n := pc + done
+		j0 := n % panelW
+		groups := min((kc-done)/8, (panelW-j0)/8)
+		_ = dst[doff+(done+8*groups)*panelW-1] // the loop writes 8·groups rows of 64
+		d := pf(dst, doff+done*panelW)
+		s := &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j0]
+		if p.q4 != nil {
+			b, _ := q4Pos(j0)
+			packTQ4_256(d, &p.q4[(n/panelW)*K*panelW/2+col0*panelW/2+b], s, groups, ncols/8, j0%16/8)
+		} else {
+			packTQ8_256(d, &p.q8[(n/panelW)*K*panelW+col0*panelW+j0], s, groups, ncols/8)
+		}
+		if ncols < panelW {
+			for r := done; r < done+8*groups; r++ {
+				clear(dst[doff+r*panelW+ncols : doff+(r+1)*panelW])
+			}
+		}
+		done += 8 * groups
+	}
+	return done
+}

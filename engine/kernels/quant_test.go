@@ -204,7 +204,12 @@ func TestLinearBackwardInputQ4(t *testing.T) { testLinearBackwardInputQuant(t, Q
 func testLinearBackwardInputQuant(t *testing.T, dt DType, seed uint64) {
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 12))
-		for _, sh := range []mnk{{1, 5, 32}, {6, 64, 64}, {7, 65, 96}, {13, 129, 640}, {40, 300, 512}, {100, 70, 1088}} {
+		// N (weight rows: the packed k-rows) off the multiples of 8 and
+		// 64, and with sum blocks that do not start on a panel (N = 640:
+		// blocks of 216) or a group of 16 (a Q4 byte holds rows 16s+i and
+		// 16s+8+i); K (weight columns) with a last panel of 32.
+		for _, sh := range []mnk{{1, 5, 32}, {6, 64, 64}, {7, 65, 96}, {13, 129, 640}, {40, 300, 512}, {100, 70, 1088},
+			{3, 640, 96}, {9, 83, 160}, {20, 900, 224}, {150, 203, 96}, {2, 8, 32}} {
 			w, err := Quantize(randQuantSource(r, sh.N, sh.K), dt)
 			if err != nil {
 				t.Fatal(err)
@@ -213,9 +218,82 @@ func testLinearBackwardInputQuant(t *testing.T, dt DType, seed uint64) {
 			dout := randSlice(r, sh.M*sh.N)
 			got := randSlice(r, sh.M*sh.K)
 			want := append([]float32(nil), got...)
+			refOut := append([]float32(nil), got...)
+			// The accumulated dinp's magnitudes, for the tolerance.
+			scale := make([]float64, len(got))
+			for m := range sh.M {
+				for k := range sh.K {
+					a := math.Abs(float64(got[m*sh.K+k]))
+					for n := range sh.N {
+						a += math.Abs(float64(dout[m*sh.N+n]) * float64(ref.F32[n*sh.K+k]))
+					}
+					scale[m*sh.K+k] = a
+				}
+			}
+			what := fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K)
 			LinearBackwardInput(got, dout, w, sh.M)
 			LinearBackwardInput(want, dout, ref, sh.M)
-			sameBits(t, fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K), got, want)
+			sameBits(t, what, got, want)
+			LinearBackwardInputRef(refOut, dout, ref, sh.M)
+			refWant := make([]float64, len(refOut))
+			for i, v := range refOut {
+				refWant[i] = float64(v)
+			}
+			closeTo(t, what+" vs LinearBackwardInputRef", got, refWant, scale)
+		}
+	})
+}
+
+// TestPackPanelsTQuant checks the transposing pack of quantized panels
+// (LinearBackwardInput's B block) value by value against the panels'
+// dequantized weights, on blocks of rows that start on and off a panel, a
+// group of 8 and a Q4 byte group, end inside them, and span a full or a
+// half (32-column) last panel of columns; the rest of each packed row must
+// be zero. On the AVX2 variant the groups of 8 rows run the assembly loops
+// and the other rows the Go loop.
+func TestPackPanelsTQuant(t *testing.T) {
+	for _, dt := range []DType{Q8, Q4} {
+		t.Run(dt.String(), func(t *testing.T) { testPackPanelsTQuant(t, dt) })
+	}
+}
+
+func testPackPanelsTQuant(t *testing.T, dt DType) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(31, 32))
+		const N, K = 200, 160 // 4 panels, the last with 8 rows; columns: 64, 64, 32
+		w, err := Quantize(randQuantSource(r, N, K), dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deq := Dequantize(w).F32
+		p := w.panels()
+		for _, pk := range [][2]int{{0, 200}, {0, 8}, {8, 8}, {8, 64}, {16, 3}, {24, 57}, {56, 16}, {60, 13},
+			{64, 136}, {72, 24}, {88, 41}, {136, 64}, {192, 8}, {197, 3}, {128, 72}} {
+			pc, kc := pk[0], pk[1]
+			for col0 := 0; col0 < K; col0 += panelW {
+				ncols := min(panelW, K-col0)
+				const doff = 5
+				dst := make([]float32, doff+kc*panelW+3)
+				for i := range dst {
+					dst[i] = float32(math.NaN())
+				}
+				packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols)
+				for i := range kc {
+					for j := range panelW {
+						got, want := dst[doff+i*panelW+j], float32(0)
+						if j < ncols {
+							want = deq[(pc+i)*K+col0+j]
+						}
+						if math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v rows [%d,%d) cols %d+%d: packed (%d, %d) = %v, want w[%d][%d] = %v",
+								dt, pc, pc+kc, col0, ncols, i, j, got, pc+i, col0+j, want)
+						}
+					}
+				}
+				if !math.IsNaN(float64(dst[doff-1])) || !math.IsNaN(float64(dst[doff+kc*panelW])) {
+					t.Fatalf("%v rows [%d,%d) cols %d: wrote outside the block", dt, pc, pc+kc, col0)
+				}
+			}
 		}
 	})
 }

@@ -19,6 +19,9 @@ func writeQuant(dir string) {
 		}
 		widen256q(&g, dt)
 	}
+	for _, dt := range []quantType{q8, q4} {
+		packT256q(&g, dt)
+	}
 	write(filepath.Join(dir, "matmul_quant_amd64.s"), g.b.Bytes())
 }
 
@@ -380,6 +383,134 @@ func widen256q(g *gen, dt quantType) {
 	g.p("ADDQ $128, DX")
 	g.p("MOVQ $32, SI")
 	g.p("JMP block")
+	g.label("done")
+	g.ret()
+}
+
+// packT256q emits packT{Q8,Q4}_256, the transposing pack of
+// LinearBackwardInput over quantized panels (package kernels'
+// packPanelsTQuant): B = w, so k-row n of the packed block is weight row n,
+// which in the Linear panels is column n%64 of panel n/64, 64 columns
+// apart. Read k-row by k-row, 8 consecutive weight rows (columns of a
+// panel) are 8 contiguous weights: each 8×8 tile of the panel is widened
+// (one sign-extending load a k-row, VCVTDQ2PS, VMULPS by the 8 rows'
+// scales of the block: d·q, exact, as widen256q and kernel256q compute
+// it), transposed in registers (unpack, shuffle, 128-bit permute) and
+// stored as 8 columns of 8 packed rows, so no read is strided.
+//
+//	packTQ8_256(dst *float32, q *int8, s *uint16, groups, kg int)
+//	packTQ4_256(dst *float32, q *byte, s *uint16, groups, kg, high int)
+//
+// dst: packed row 0, column 0; rows 256 bytes apart. q: the weights of
+// k-row k0 of the panel (k0 a multiple of 32) holding row 0, at its column
+// (Q8) or at its 8-byte group (Q4: byte 8s+i holds column 16s+i in its low
+// nibble and 16s+8+i in its high one; high = 1 when row 0 is a high
+// nibble); k-rows are rowBytes apart. s: the 8 fp16 scales of rows 0..7 in
+// the block of k0; blocks 128 bytes apart. groups: runs of 8 rows, all in
+// the same panel; kg: 8-column groups (4 or 8: 32 or 64 columns).
+//
+// Registers: Y0..Y7 the tile's k-rows, then its transposition with
+// Y8..Y14; Y15 the scales; R10 (Q4) is 1 while the rows are high nibbles.
+func packT256q(g *gen, dt quantType) {
+	upper := map[string]string{"q8": "Q8", "q4": "Q4"}[dt.name]
+	name := "packT" + upper + "_256"
+	args := 40
+	if dt.name == "q4" {
+		args = 48
+	}
+	g.text(name, args, name+": transposing pack of "+dt.name+" panels to fp32 rows of 64 (AVX2+F16C).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ q+8(FP), BX")
+	g.p("MOVQ s+16(FP), DX")
+	g.p("MOVQ groups+24(FP), R9")
+	if dt.name == "q4" {
+		g.p("MOVQ high+40(FP), R10")
+	}
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	g.label("group")
+	g.p("MOVQ BX, SI")
+	g.p("MOVQ DX, R11")
+	g.p("MOVQ DI, R8")
+	g.p("XORQ R12, R12")
+	g.label("kgroup")
+	// A new block of 32 k-rows every 4 column groups: its scales.
+	g.p("TESTQ $3, R12")
+	g.p("JNE loads")
+	g.p("VCVTPH2PS (R11), Y15")
+	g.p("ADDQ $128, R11")
+	g.label("loads")
+	load := func() {
+		for r := 0; r < 8; r++ {
+			g.p("VPMOVSXBD %d(SI), Y%d", r*dt.rowBytes, r)
+			if dt.name == "q4" {
+				g.p("VPSLLD $28, Y%d, Y%d", r, r)
+				g.p("VPSRAD $28, Y%d, Y%d", r, r)
+			}
+			g.p("VCVTDQ2PS Y%d, Y%d", r, r)
+			g.p("VMULPS Y15, Y%d, Y%d", r, r)
+		}
+	}
+	if dt.name == "q4" {
+		// The high nibbles: the sign-extended byte shifted right 4.
+		g.p("TESTQ R10, R10")
+		g.p("JEQ lownib")
+		for r := 0; r < 8; r++ {
+			g.p("VPMOVSXBD %d(SI), Y%d", r*dt.rowBytes, r)
+			g.p("VPSRAD $4, Y%d, Y%d", r, r)
+			g.p("VCVTDQ2PS Y%d, Y%d", r, r)
+			g.p("VMULPS Y15, Y%d, Y%d", r, r)
+		}
+		g.p("JMP transpose")
+		g.label("lownib")
+	}
+	load()
+	g.label("transpose")
+	// Transpose: Yr holds columns 0..7 of k-row r; packed row j is
+	// column j of k-rows 0..7. Pairs of k-rows interleave, then pairs of
+	// pairs, then 128-bit halves swap.
+	g.p("VUNPCKLPS Y1, Y0, Y8")
+	g.p("VUNPCKHPS Y1, Y0, Y9")
+	g.p("VUNPCKLPS Y3, Y2, Y10")
+	g.p("VUNPCKHPS Y3, Y2, Y11")
+	g.p("VUNPCKLPS Y5, Y4, Y12")
+	g.p("VUNPCKHPS Y5, Y4, Y13")
+	g.p("VUNPCKLPS Y7, Y6, Y14")
+	g.p("VUNPCKHPS Y7, Y6, Y7")
+	g.p("VSHUFPS $0x44, Y10, Y8, Y0") // columns 0 | 4 of k-rows 0..3
+	g.p("VSHUFPS $0xEE, Y10, Y8, Y1") // 1 | 5
+	g.p("VSHUFPS $0x44, Y11, Y9, Y2") // 2 | 6
+	g.p("VSHUFPS $0xEE, Y11, Y9, Y3") // 3 | 7
+	g.p("VSHUFPS $0x44, Y14, Y12, Y4")
+	g.p("VSHUFPS $0xEE, Y14, Y12, Y5")
+	g.p("VSHUFPS $0x44, Y7, Y13, Y6")
+	g.p("VSHUFPS $0xEE, Y7, Y13, Y8")
+	for j, uv := range [][2]int{{0, 4}, {1, 5}, {2, 6}, {3, 8}} {
+		u, v := uv[0], uv[1] // column j | j+4 of k-rows 0..3 and of 4..7
+		g.p("VPERM2F128 $0x20, Y%d, Y%d, Y9", v, u)
+		g.p("VPERM2F128 $0x31, Y%d, Y%d, Y10", v, u)
+		g.p("VMOVUPS Y9, %d(R8)", 256*j)
+		g.p("VMOVUPS Y10, %d(R8)", 256*(j+4))
+	}
+	g.p("ADDQ $%d, SI", 8*dt.rowBytes)
+	g.p("ADDQ $32, R8")
+	g.p("INCQ R12")
+	g.p("CMPQ R12, kg+32(FP)")
+	g.p("JNE kgroup")
+	g.p("ADDQ $%d, DI", 8*256)
+	g.p("ADDQ $16, DX")
+	if dt.name == "q4" {
+		// After the high nibbles of a byte group, the next group of bytes.
+		g.p("TESTQ R10, R10")
+		g.p("JEQ low")
+		g.p("ADDQ $8, BX")
+		g.label("low")
+		g.p("XORQ $1, R10")
+	} else {
+		g.p("ADDQ $8, BX")
+	}
+	g.p("DECQ R9")
+	g.p("JNE group")
 	g.label("done")
 	g.ret()
 }

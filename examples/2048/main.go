@@ -17,6 +17,7 @@
 //
 //	--prompt board --system 2048 --target 64 --max-moves 30 --sft-warmup 2000
 //	--steps 41 --groups 8 --group-size 4 --lr 5e-4 --grad-accum 64 --eval 200
+//	--train-config '{"disable_reward_scaling": true}'
 //
 // DIR is a Hugging Face model folder (for example Qwen2.5-0.5B-Instruct, or
 // one made by `art init-model`). The reward is in [0, 1]: mostly the

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -224,26 +225,92 @@ func TestAnswers_BoundedLRU(t *testing.T) {
 		return c
 	}
 	a := newAnswers(10)
-	a.remember(choice("a", 4), nil)
-	a.remember(choice("b", 4), nil)
-	if a.lookup(answerKey("a", nil)) == nil { // a is now the most recent
+	a.remember(choice("a", 4), nil, "")
+	a.remember(choice("b", 4), nil, "")
+	if a.lookup(answerKey("a", nil), "") == nil { // a is now the most recent
 		t.Fatal("a forgotten too early")
 	}
-	a.remember(choice("c", 4), nil) // 12 > 10: b, the least recently used, goes
-	if a.lookup(answerKey("b", nil)) != nil || a.lookup(answerKey("a", nil)) == nil || a.lookup(answerKey("c", nil)) == nil {
+	a.remember(choice("c", 4), nil, "") // 12 > 10: b, the least recently used, goes
+	if a.lookup(answerKey("b", nil), "") != nil || a.lookup(answerKey("a", nil), "") == nil || a.lookup(answerKey("c", nil), "") == nil {
 		t.Fatalf("after c: b kept or a/c lost (size %d)", a.size)
 	}
-	a.remember(choice("huge", 11), nil) // longer than the memory: not kept
-	if a.lookup(answerKey("huge", nil)) != nil || a.size > 10 {
+	a.remember(choice("huge", 11), nil, "") // longer than the memory: not kept
+	if a.lookup(answerKey("huge", nil), "") != nil || a.size > 10 {
 		t.Fatalf("size %d; want at most 10 and no huge answer", a.size)
 	}
 	tools := []host.ToolCall{{Name: "f", Arguments: `{"x":1}`}}
-	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}}, nil)
-	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}))
+	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}}, nil, "")
+	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}), "")
 	if got[0].Sampled != nil || got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{7}) {
 		t.Fatalf("tool-call answer not found by its call: %+v", got)
 	}
 	if a.size > 10 {
 		t.Fatalf("size %d > 10", a.size)
+	}
+}
+
+// Ensure two trajectories that write the same text with different ids
+// each get their own ids back (the later must not replace the earlier:
+// the earlier conversation's next turn would be prompted off-policy), that
+// a request without a trajectory id gets the most recent, and that the
+// memory counts every tokenization it keeps.
+func TestAnswers_SameTextPerTrajectory(t *testing.T) {
+	choice := func(ids ...int) host.ChatChoice {
+		c := host.ChatChoice{Content: "Ada"}
+		for _, id := range ids {
+			c.Tokens = append(c.Tokens, host.Token{ID: id})
+		}
+		return c
+	}
+	a := newAnswers(100)
+	a.remember(choice(1, 2), nil, "traj-a")
+	a.remember(choice(3), map[string]any{"enable_thinking": false}, "traj-b")
+	a.remember(choice(1, 2), nil, "traj-c") // the same ids as traj-a's: kept once
+	key := answerKey("Ada", nil)
+	for scope, want := range map[string][]int{"traj-a": {1, 2}, "traj-b": {3}, "": {1, 2}, "unknown": {1, 2}} {
+		if v := a.lookup(key, scope); v == nil || !slices.Equal(v.ids, want) {
+			t.Errorf("lookup for %q = %+v, want ids %v", scope, v, want)
+		}
+	}
+	if a.size != 3 {
+		t.Errorf("size %d, want 3 (ids 1 2 and 3)", a.size)
+	}
+	if kw := a.kwargsOf(key, []int{3}); kw["enable_thinking"] != false {
+		t.Errorf("kwargs of ids [3] = %v", kw)
+	}
+	if kw := a.kwargsOf(key, []int{1, 2}); kw != nil {
+		t.Errorf("kwargs of ids [1 2] = %v, want none", kw)
+	}
+	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.AssistantMsg("Ada")), "traj-b")
+	if got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{3}) {
+		t.Fatalf("traj-b's turn: %+v", got[1].Sampled)
+	}
+	a.remember(choice(4), nil, "traj-b") // traj-b writes it again, another way: replaced
+	if v := a.lookup(key, "traj-b"); !slices.Equal(v.ids, []int{4}) || a.size != 3 {
+		t.Fatalf("after traj-b's second answer: %v, size %d", v.ids, a.size)
+	}
+}
+
+// Ensure an answer that is not valid UTF-8 is found by the text a client
+// sends back for it: what encoding/json wrote and a decoder read, each
+// invalid byte as U+FFFD.
+func TestAnswers_InvalidUTF8(t *testing.T) {
+	raw := "call>\xe6me\xff\xfe: ok"
+	a := newAnswers(100)
+	a.remember(host.ChatChoice{Content: raw, Tokens: []host.Token{{ID: 5}, {ID: 6}}}, nil, "")
+	wire, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back string
+	if err := json.Unmarshal(wire, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back == raw || !utf8.ValidString(back) {
+		t.Fatalf("the test needs text JSON changes: %q", back)
+	}
+	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.AssistantMsg(back)), "")
+	if got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{5, 6}) {
+		t.Fatalf("answer %q not found by its JSON text %q: %+v", raw, back, got[1].Sampled)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/artgo/art/engine/tokenizer"
 	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/host"
+	"github.com/artgo/art/internal/tracing"
 )
 
 // Chat generates req.N answers (see host.Inference.Chat).
@@ -35,7 +36,8 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	if n < 0 || n > 128 {
 		return host.ChatResponse{}, &host.RequestError{Param: "n", Msg: fmt.Sprintf("n must be in [1, 128], got %d", req.N)}
 	}
-	prompt, err := h.promptIDs(req)
+	scope := tracing.TrajectoryIDFrom(ctx)
+	prompt, err := h.promptIDs(req, scope)
 	if err != nil {
 		return host.ChatResponse{}, err
 	}
@@ -111,7 +113,7 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	for i, res := range results {
 		resp.Choices[i] = h.choice(i, res, req)
 		if req.Prompt == nil {
-			h.answers.remember(resp.Choices[i], req.TemplateKwargs)
+			h.answers.remember(resp.Choices[i], req.TemplateKwargs, scope)
 		}
 	}
 	for _, c := range resp.Choices {
@@ -200,14 +202,14 @@ func (h *Host) acquire(ctx context.Context, n int) (release func(), err error) {
 // server remembers spliced in as the ids it sampled (the trainer's
 // train.Tokenizer splice, so the prompt is a prefix of the sequence the
 // trainer builds for the conversation); forgotten ones are re-tokenised.
-func (h *Host) promptIDs(req host.ChatRequest) ([]int, error) {
+func (h *Host) promptIDs(req host.ChatRequest, scope string) ([]int, error) {
 	if req.Prompt != nil {
 		if len(req.Messages) > 0 || len(req.Tools) > 0 {
 			return nil, &host.RequestError{Param: "prompt", Msg: "a raw prompt cannot be combined with messages or tools"}
 		}
 		return h.tok.Encode(*req.Prompt), nil
 	}
-	turns := h.answers.turns(req.Messages)
+	turns := h.answers.turns(req.Messages, scope)
 	ids, err := h.prompts.EncodePrompt(turns, req.Tools, req.TemplateKwargs)
 	if err != nil && slices.ContainsFunc(turns, func(t train.Turn) bool { return t.Sampled != nil }) {
 		// The splice failed (say, no special token is free to mark the

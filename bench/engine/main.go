@@ -666,6 +666,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	// Warm-up both sides; our weights are packed first, timed.
 	t0 := time.Now()
 	wBytes, pBytes := prepack(m)
+	params := m.Config.NumParams() // m is dropped before the report
 	packSec := time.Since(t0).Seconds()
 	log("weight packing %.1fs (%.0f MB stored → %.0f MB packed panels)", packSec, float64(wBytes)/(1<<20), float64(pBytes)/(1<<20))
 	if _, err := oursSingle(m, prompt[:32], 4, 0); err != nil {
@@ -915,7 +916,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	if pk := bestPeak; pk > 0 {
 		// Two flops per weight per token; attention (~2 % at these
 		// lengths) is left out.
-		gf := 2 * float64(m.Config.NumParams()) * med("ours.groupdecode") / 1e9
+		gf := 2 * float64(params) * med("ours.groupdecode") / 1e9
 		fmt.Fprintf(&b, "| group n=%d decode phase: weight products (2 flops per weight per token) against the FMA peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | — | — | %.0f%% (peak runs) |\n",
 			*groupN, pk, peakUnit, gf, 100*gf/pk, oth("peak"))
 	}

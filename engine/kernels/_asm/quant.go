@@ -209,10 +209,16 @@ func firstScaleBlock(g *gen, sfx string) {
 	g.p("MOVQ kl-16(SP), R13")
 	g.p("MOVQ $32, CX")
 	g.p("SUBQ kq-48(SP), CX")
+	takeRows(g, "first"+sfx)
+}
+
+// takeRows emits CX = min(CX, R13) and R13 -= CX: the k-rows of the next
+// block of 32 and those after it (label names the skip).
+func takeRows(g *gen, label string) {
 	g.p("CMPQ CX, R13")
-	g.p("JLE first" + sfx)
+	g.p("JLE " + label)
 	g.p("MOVQ R13, CX")
-	g.label("first" + sfx)
+	g.label(label)
 	g.p("SUBQ CX, R13")
 }
 
@@ -225,11 +231,7 @@ func nextScaleBlock(g *gen, sfx string) {
 	g.p("JEQ epilogue" + sfx)
 	g.p("ADDQ $128, R12")
 	g.p("MOVQ $32, CX")
-	g.p("CMPQ CX, R13")
-	g.p("JLE next" + sfx)
-	g.p("MOVQ R13, CX")
-	g.label("next" + sfx)
-	g.p("SUBQ CX, R13")
+	takeRows(g, "next"+sfx)
 	g.p("JMP sblock" + sfx)
 }
 

@@ -42,6 +42,10 @@ if [ "${PEERS:-}" != none ] && ! "$py" -c 'import torch' 2>/dev/null; then
 	exit 1
 fi
 
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/trainbench" ./bench/train)
+
 # The fp32 peer's products go to whatever libblas.so.3 Debian's alternatives
 # point at; on a fresh machine that is the reference BLAS (one thread, no
 # vector kernels), which no PyTorch user would train on. Install OpenBLAS
@@ -52,43 +56,48 @@ torch.ones(2, 2) @ torch.ones(2, 2)
 libs = {os.path.realpath(l.split()[-1]) for l in open("/proc/self/maps") if "blas" in l.split()[-1]}
 print(" ".join(sorted(libs)))'
 }
-if ! blas_lib | grep -q openblas; then
-	echo "installing libopenblas0-pthread (the fp32 peer would run on the reference BLAS) ..." >&2
-	export DEBIAN_FRONTEND=noninteractive
-	timeout 600 apt-get update -qq >&2
-	timeout 900 apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends libopenblas0-pthread >&2
-fi
-if ! blas_lib | grep -q openblas; then
-	echo "PyTorch loads $(blas_lib), not OpenBLAS: refusing to measure the fp32 peer on a reference BLAS" >&2
-	exit 1
-fi
-echo "fp32 peer BLAS: $(blas_lib)" >&2
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-(cd "$root" && CGO_ENABLED=0 go build -o "$work/trainbench" ./bench/train)
+require_openblas() {
+	local libs
+	libs=$(blas_lib)
+	if [[ $libs != *openblas* ]]; then
+		echo "installing libopenblas0-pthread (the fp32 peer would run on the reference BLAS) ..." >&2
+		export DEBIAN_FRONTEND=noninteractive
+		timeout 600 apt-get update -qq >&2
+		timeout 900 apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends libopenblas0-pthread >&2
+		libs=$(blas_lib)
+	fi
+	if [[ $libs != *openblas* ]]; then
+		echo "PyTorch loads $libs, not OpenBLAS: refusing to measure the fp32 peer on a reference BLAS" >&2
+		exit 1
+	fi
+	echo "fp32 peer BLAS: $libs" >&2
+}
 
 # Where oneDNN takes no bf16 product (CPUs without bf16 instructions), the
 # bf16 peer runs PyTorch's scalar fallback, minutes per step (more than 3 min
 # on an AVX2-only AMD EPYC against 23 s for fp32): no user would train that
 # way, so by default it runs only where oneDNN uses bf16. PEERS overrides.
-bf16_isa() {
-	DNNL_VERBOSE=1 timeout 120 "$py" -c 'import torch
+# isa is the ISA oneDNN names for a bf16 product, probed once, when needed.
+isa=
+if [ -z "${PEERS:-}" ] || [[ " $PEERS " == *" bf16 "* ]]; then
+	isa=$(DNNL_VERBOSE=1 timeout 120 "$py" -c 'import torch
 a = torch.randn(64, 64)
 with torch.autocast("cpu", dtype=torch.bfloat16):
-    torch.nn.functional.linear(a, a)' 2>/dev/null | grep -m1 -o 'isa:[^,]*' || true
-}
+    torch.nn.functional.linear(a, a)' 2>/dev/null | grep -m1 -o 'isa:[^,]*' || true)
+fi
 default_peers="fp32 bf16"
-if [ -z "${PEERS:-}" ] && [ -z "$(bf16_isa)" ]; then
+if [ -z "${PEERS:-}" ] && [ -z "$isa" ]; then
 	echo "bf16 peer skipped: oneDNN takes no bf16 product on this CPU (PEERS=\"fp32 bf16\" runs it anyway)" >&2
 	default_peers=fp32
 fi
 peers=()
 for p in ${PEERS:-$default_peers}; do
 	case "$p" in
-	fp32) peers+=(-peer "env OPENBLAS_CORETYPE=$(openblas_coretype) $py $here/torch_peer.py fp32") ;;
+	fp32)
+		require_openblas
+		peers+=(-peer "env OPENBLAS_CORETYPE=$(openblas_coretype) $py $here/torch_peer.py fp32")
+		;;
 	bf16)
-		isa=$(bf16_isa)
 		echo "bf16 peer: oneDNN ${isa:-was not used for bf16 products on this CPU (PyTorch falls back to its own kernels)}" >&2
 		peers+=(-peer "$py $here/torch_peer.py bf16")
 		;;

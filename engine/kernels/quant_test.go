@@ -89,15 +89,7 @@ func TestQuantizeQ8RoundTrip(t *testing.T) {
 			t.Fatalf("Q8Blocks scale %d = %#x, want %#x", i, gs[i], scales[i])
 		}
 	}
-	row := make([]float32, K)
-	for n := range N {
-		q.Row(row, n)
-		for k, v := range row {
-			if v != deq.F32[n*K+k] || q.At(n, k) != v {
-				t.Fatalf("(%d,%d): Row %v, At %v, want %v", n, k, v, q.At(n, k), deq.F32[n*K+k])
-			}
-		}
-	}
+	checkRowsDequantized(t, q, deq)
 	// Quantizing again from the dequantized values is the identity.
 	q2, err := Quantize(deq, Q8)
 	if err != nil {
@@ -424,15 +416,7 @@ func TestQuantizeQ4RoundTrip(t *testing.T) {
 			t.Fatalf("Q4Blocks scale %d = %#x, want %#x", i, gs[i], scales[i])
 		}
 	}
-	row := make([]float32, K)
-	for n := range N {
-		q.Row(row, n)
-		for k, v := range row {
-			if v != deq.F32[n*K+k] || q.At(n, k) != v {
-				t.Fatalf("(%d,%d): Row %v, At %v, want %v", n, k, v, q.At(n, k), deq.F32[n*K+k])
-			}
-		}
-	}
+	checkRowsDequantized(t, q, deq)
 	if _, err := Quantize(NewMatF32(2, 48, randSlice(r, 96)), Q4); err == nil || !strings.Contains(err.Error(), "blocks of 32") {
 		t.Errorf("48 columns: err = %v, want a whole-blocks error", err)
 	}
@@ -449,6 +433,22 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%s: index %d: %v (%#x), want %v (%#x)", what, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// checkRowsDequantized fails unless every row q gives (Row, and At for each
+// element) is deq's, its dequantized fp32 copy, bit for bit.
+func checkRowsDequantized(t *testing.T, q, deq *Mat) {
+	t.Helper()
+	N, K := q.Rows, q.Cols
+	row := make([]float32, K)
+	for n := range N {
+		q.Row(row, n)
+		for k, v := range row {
+			if v != deq.F32[n*K+k] || q.At(n, k) != v {
+				t.Fatalf("(%d,%d): Row %v, At %v, want %v", n, k, v, q.At(n, k), deq.F32[n*K+k])
+			}
 		}
 	}
 }

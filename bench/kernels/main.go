@@ -57,12 +57,7 @@ func main() {
 	case "bw":
 		bandwidth(os.Args[2:])
 	case "peak":
-		fs := flag.NewFlagSet("peak", flag.ExitOnError)
-		threads := fs.Int("t", 1, "threads")
-		fs.Parse(os.Args[2:])
-		runtime.GOMAXPROCS(*threads)
-		r := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
-		fmt.Printf("peak %d %.2f %s\n", *threads, r.GFLOPS, r.Unit)
+		fmaPeak(os.Args[2:])
 	case "report":
 		report(os.Args[2:])
 	default:
@@ -157,6 +152,15 @@ func bandwidth(args []string) {
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
 	fmt.Printf("bw %d %.2f\n", *threads, membw.NewProbe().Read(*threads, 5))
+}
+
+func fmaPeak(args []string) {
+	fs := flag.NewFlagSet("peak", flag.ExitOnError)
+	threads := fs.Int("t", 1, "threads")
+	fs.Parse(args)
+	runtime.GOMAXPROCS(*threads)
+	r := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
+	fmt.Printf("peak %d %.2f %s\n", *threads, r.GFLOPS, r.Unit)
 }
 
 func randSlice(r *rand.Rand, n int) []float32 {

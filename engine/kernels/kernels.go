@@ -37,7 +37,7 @@
 //     (tileArgs.kb). Eight rows (a decoding group) run an 8-row AVX-512
 //     kernel that reads each weight once for all of them (when useM8 is
 //     on). More rows run the blocked GEMM: K blocks of at
-//     most 256, N blocks of 1024 columns (fp32 panels read in place, 16-bit
+//     most 256, N blocks filling half of the L2 (fp32 panels read in place, 16-bit
 //     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
 //   - Q8 and Q4 weights (quant.go) keep int8 (or packed 4-bit) panels plus

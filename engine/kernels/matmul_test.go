@@ -653,3 +653,57 @@ func TestLinearM8(t *testing.T) {
 		}
 	}
 }
+
+// TestLinear_BlockPanelsInvariant checks that the N blocking of the
+// blocked path (sized to the machine's L2) changes no bits: the sums run in
+// the same K blocks whatever the block width, so another machine's blocks
+// give the same numbers.
+func TestLinear_BlockPanelsInvariant(t *testing.T) {
+	defer func(bp int) { blockPanels = bp }(blockPanels)
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		const M, K, N = 140, 300, 600 // blocked path; 10 panels, the last partial
+		in := randSlice(rng, M*K)
+		for _, dt := range []DType{F32, BF16, F16} {
+			w := randMat(rng, N, K, dt)
+			dy := randSlice(rng, M*N)
+			var want, wantDx []float32
+			for _, bp := range []int{16, 2, 3, 4, 7} {
+				blockPanels = bp
+				got, dx := make([]float32, M*N), make([]float32, M*K)
+				Linear(got, in, w, nil, M)
+				LinearBackwardInput(dx, dy, w, M)
+				if want == nil {
+					want, wantDx = got, dx
+					continue
+				}
+				if !slices.Equal(got, want) || !slices.Equal(dx, wantDx) {
+					t.Fatalf("%v: blockPanels %d changes the bits of Linear or LinearBackwardInput", dt, bp)
+				}
+			}
+		}
+	})
+}
+
+func TestBlockPanelsFor(t *testing.T) {
+	for _, c := range []struct{ l2, want int }{
+		{0, 16},        // unknown: the default
+		{2 << 20, 16},  // Intel hosts' 2 MiB
+		{512 << 10, 4}, // Zen 3
+		{1 << 20, 8},   // Zen 4
+		{64 << 10, 2},  // never fewer than 2
+		{32 << 20, 16}, // never more than 16
+	} {
+		if got := blockPanelsFor(c.l2); got != c.want {
+			t.Errorf("blockPanelsFor(%d) = %d, want %d", c.l2, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		s    string
+		want int
+	}{{"512K", 512 << 10}, {"2048K", 2 << 20}, {"2M", 2 << 20}, {"", 0}, {"K", 0}, {"x1K", 0}, {"-4K", 0}} {
+		if got := parseCacheSize(c.s); got != c.want {
+			t.Errorf("parseCacheSize(%q) = %d, want %d", c.s, got, c.want)
+		}
+	}
+}

@@ -185,6 +185,36 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 }
 
+// PanelWidth is the number of B rows in one panel of GemmPanels.
+const PanelWidth = panelW
+
+// GemmPanels computes C[M×N] = A[M×K]·Bᵀ for B (N×K) held in panels of
+// PanelWidth of its rows: rows [64p, 64p+64) as K×64 values, k-major
+// (B[p·pstride + k·64 + j] is row 64p+j, column k; the layout Linear packs
+// fp32 weights into), with pstride ≥ 64·K. Columns of the last panel past
+// N are read but never reach C. It gives the bits of Gemm(false, true, ...)
+// on B's rows, which packs B on every call: the decoder keeps its cached
+// keys in this layout so that attention reads them in place.
+func GemmPanels(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int) {
+	if M <= 0 || N <= 0 {
+		return
+	}
+	checkMat("GemmPanels C", C, M, N, ldc)
+	if K <= 0 {
+		for i := range M {
+			clear(C[i*ldc : i*ldc+N])
+		}
+		return
+	}
+	checkMat("GemmPanels A", A, M, K, lda)
+	if pstride < K*panelW {
+		panic(fmt.Sprintf("kernels: GemmPanels panel stride %d < %d (K×64)", pstride, K*panelW))
+	}
+	checkLen("GemmPanels B", B, ((N+panelW-1)/panelW-1)*pstride+K*panelW)
+	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bPanelsF32, bf: B, pstride: pstride, c: C, ldc: ldc, first: flagStore}
+	j.run()
+}
+
 // transAChunk bounds the scratch (elements) of the transposed A in gemm:
 // a taller op(A) is done in row blocks (the LM-head weight gradient has
 // M = 151936). A variable so tests can make it small.

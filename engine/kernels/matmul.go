@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"cmp"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,9 @@ type job struct {
 	dt   DType     // element type of bh for bRowsU16
 	tp   *panels   // the panels of bPanelsT, bPanelsQ8 and bPanelsQ4
 	ldb  int
+	// pstride is, for bPanelsF32, the elements from one panel to the
+	// next; 0 means K·64 (contiguous panels, as Linear packs them).
+	pstride int
 
 	c   []float32
 	ldc int
@@ -402,7 +406,8 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 	}
 	switch {
 	case j.kind == bPanelsF32:
-		return append(out, bblock{bf: j.bf, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
+		ps := cmp.Or(j.pstride, K*panelW)
+		return append(out, bblock{bf: j.bf, boff: jp*ps + pc*panelW, ldb: panelW, pstride: ps, np: np, ncols: ncols, prefetch: ps == K*panelW})
 	case (j.kind == bPanelsBF16 || j.kind == bPanelsF16) && stream:
 		return append(out, bblock{bh: j.bh, f16: j.kind == bPanelsF16, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
 	case j.kind == bPanelsBF16:

@@ -686,6 +686,7 @@ func TestLinear_BlockPanelsInvariant(t *testing.T) {
 }
 
 func TestBlockPanelsFor(t *testing.T) {
+	t.Logf("this machine: L2 of %d bytes, blocks of %d panels", l2Bytes(), blockPanels)
 	for _, c := range []struct{ l2, want int }{
 		{0, 16},        // unknown: the default
 		{2 << 20, 16},  // Intel hosts' 2 MiB
@@ -706,4 +707,43 @@ func TestBlockPanelsFor(t *testing.T) {
 			t.Errorf("parseCacheSize(%q) = %d, want %d", c.s, got, c.want)
 		}
 	}
+}
+
+// TestGemmPanels checks the in-place product over B in panels against
+// Gemm on B's rows, bit for bit, on every variant: the decoder's attention
+// reads its cached keys this way and the trainer's attention uses Gemm,
+// so sampler and trainer agree only if the two are equal. Panels are
+// spaced wider than K×64 (the KV cache interleaves kv heads) and the
+// unused columns of the last panel hold NaN, which must not reach C.
+func TestGemmPanels(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for _, K := range []int{64, 128, 40} {
+			for _, N := range []int{1, 50, 64, 65, 200} {
+				for _, M := range []int{1, 3, 7, 8, 14, 130, 200} {
+					for _, spread := range []int{1, 3} {
+						A, B := randSlice(rng, M*K), randSlice(rng, N*K)
+						np, ps := (N+PanelWidth-1)/PanelWidth, spread*K*PanelWidth
+						P := make([]float32, (np-1)*ps+K*PanelWidth)
+						for i := range P {
+							P[i] = float32(math.NaN())
+						}
+						for n := range N {
+							for k := range K {
+								P[n/PanelWidth*ps+k*PanelWidth+n%PanelWidth] = B[n*K+k]
+							}
+						}
+						want, got := make([]float32, M*N), make([]float32, M*N)
+						Gemm(false, true, M, N, K, A, K, B, K, 0, want, N)
+						GemmPanels(M, N, K, A, K, P, ps, got, N)
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("M=%d N=%d K=%d stride %d: C[%d] = %v, Gemm on the rows gives %v", M, N, K, ps, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
 }

@@ -19,13 +19,14 @@ import (
 // tokens of one sequence whose keys and values (post-RoPE) are already in
 // the cache at rows [0, start+n) (rows count from the cache's first kept
 // position, see KVCache). q is (n, NH*HD) for the new tokens,
-// kc and vc are the cache rows (≥ start+n, KVH*HD), out is (n, NH*HD).
+// kc and vc are the cache's key blocks and value rows (≥ start+n, KVH*HD
+// values a row), out is (n, NH*HD).
 // Token i (absolute position start+i) attends to cache positions
 // 0..start+i. p (≥ n·(start+n) values) is scratch for the scores.
 func attentionHead(out, q, kc, vc []float32, start, n, h, NH, KVH, HD int, p []float32, window int) {
 	Q, KV := NH*HD, KVH*HD
 	kvh := h / (NH / KVH)
-	attendRows(out[h*HD:], Q, q[h*HD:], Q, kc[kvh*HD:], vc[kvh*HD:], KV, n, start+n, start+1, 1, HD, p, window)
+	attendRows(out[h*HD:], Q, q[h*HD:], Q, kc[kvh*HD*keyBlock:], vc[kvh*HD:], KV, n, start+n, start+1, 1, HD, p, window)
 }
 
 // attentionGroup is attentionHead for one new token (decoding) and all
@@ -36,11 +37,12 @@ func attentionGroup(out, q, kc, vc []float32, start, kvh, NH, KVH, HD int, p []f
 	G, KV := NH/KVH, KVH*HD
 	o := kvh * G * HD
 	tk := start + 1
-	attendRows(out[o:], HD, q[o:], HD, kc[kvh*HD:], vc[kvh*HD:], KV, G, tk, tk, 0, HD, p, window)
+	attendRows(out[o:], HD, q[o:], HD, kc[kvh*HD*keyBlock:], vc[kvh*HD:], KV, G, tk, tk, 0, HD, p, window)
 }
 
 // attendRows computes M rows of attention over the first tk cached keys
-// and values k, v (row stride KV): q row i (stride ldq) sees the first
+// and values: k is one kv head's panels in the cache's key blocks (block
+// stride KV·keyBlock), v its values (row stride KV). q row i (stride ldq) sees the first
 // first+i·step keys (of which only the last window when window > 0), and
 // its output goes to out row i (stride ldo). p (≥ M·tk) is scratch for the
 // scores.
@@ -54,7 +56,7 @@ func attentionGroup(out, q, kc, vc []float32, start, kvh, NH, KVH, HD int, p []f
 func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV, M, tk, first, step, HD int, p []float32, window int) {
 	p = p[:M*tk]
 	scale := attnScale(HD)
-	kernels.Gemm(false, true, M, tk, HD, q, ldq, k, KV, 0, p, tk)
+	kernels.GemmPanels(M, tk, HD, q, ldq, k, KV*keyBlock, p, tk)
 	for i := 0; i < M; i++ {
 		visible := first + i*step
 		softmaxWindow(p[i*tk:(i+1)*tk], firstKey(visible-1, window), visible, scale)

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/artgo/art/engine/kernels"
+)
 
 // KVCache holds one sequence's keys and values (after RoPE) for every layer.
 // Positions [0, Len) are filled; Cap is the most positions it takes.
@@ -16,8 +20,16 @@ import "fmt"
 // over the kept rows sums exactly the products it summed over all rows,
 // in the same blocks (the dropped keys had probability zero), so logits do
 // not change by a bit.
+//
+// Values are stored as rows: row i of V[l] holds Config.KVDim() values.
+// Keys are stored in blocks of keyBlock rows laid out as the panels
+// kernels.GemmPanels reads (putKeys), so attention multiplies by them in
+// place instead of transposing them on every query: block b of K[l] is
+// K[l][b·keyBlock·KVDim:], and in it, value e of the block's row j is at
+// e·keyBlock + j (each kv head's HeadDim values form one HeadDim×keyBlock
+// panel). Layer l's K[l] thus holds rows(l) rounded up to keyBlock.
 type KVCache struct {
-	K, V [][]float32 // per layer, rows of Config.KVDim() values
+	K, V [][]float32 // per layer: key blocks, value rows
 	Len  int
 	Cap  int
 
@@ -33,9 +45,7 @@ func (m *Model) NewKVCache(capacity int) *KVCache {
 		base: make([]int, L), window: make([]int, L), kv: m.Config.KVDim()}
 	for l := range L {
 		c.window[l] = m.Config.Window(l)
-		n := c.boundRows(l)
-		c.K[l] = make([]float32, n*c.kv)
-		c.V[l] = make([]float32, n*c.kv)
+		c.K[l], c.V[l] = c.alloc(c.boundRows(l))
 	}
 	return c
 }
@@ -51,7 +61,32 @@ func (c *KVCache) boundRows(l int) int {
 }
 
 // rows is the number of positions layer l has room for.
-func (c *KVCache) rows(l int) int { return len(c.K[l]) / c.kv }
+func (c *KVCache) rows(l int) int { return len(c.V[l]) / c.kv }
+
+// alloc makes a layer's key blocks and value rows for n positions.
+func (c *KVCache) alloc(n int) (k, v []float32) {
+	return make([]float32, keyRows(n)*c.kv), make([]float32, n*c.kv)
+}
+
+// keyBlock is the number of positions in one block of keys: one panel of
+// kernels.GemmPanels. Sliding layers drop whole attention blocks, which
+// are whole key blocks.
+const keyBlock = kernels.PanelWidth
+
+// keyRows rounds n positions up to whole key blocks.
+func keyRows(n int) int { return (n + keyBlock - 1) / keyBlock * keyBlock }
+
+// putKeys writes key rows (kv values each) into the key blocks dst as
+// positions row, row+1, …
+func putKeys(dst []float32, row int, rows []float32, kv int) {
+	for i := range len(rows) / kv {
+		r := row + i
+		blk, j := dst[r/keyBlock*keyBlock*kv:], r%keyBlock
+		for e, x := range rows[i*kv : (i+1)*kv] {
+			blk[e*keyBlock+j] = x
+		}
+	}
+}
 
 // prepare makes room in layer l for the positions [start, end) about to
 // be appended, filled the positions before start: a sliding layer first
@@ -85,19 +120,19 @@ func (c *KVCache) slide(l, pos, filled int) {
 	if drop <= 0 {
 		return
 	}
-	held := (filled - c.base[l]) * c.kv
-	copy(c.K[l], c.K[l][drop*c.kv:held])
-	copy(c.V[l], c.V[l][drop*c.kv:held])
+	held := filled - c.base[l]
+	copy(c.K[l], c.K[l][drop*c.kv:keyRows(held)*c.kv])
+	copy(c.V[l], c.V[l][drop*c.kv:held*c.kv])
 	c.base[l] = nb
 }
 
 // resize gives layer l room for n rows, keeping its positions up to
 // filled.
 func (c *KVCache) resize(l, n, filled int) {
-	held := (filled - c.base[l]) * c.kv
-	k, v := make([]float32, n*c.kv), make([]float32, n*c.kv)
-	copy(k, c.K[l][:held])
-	copy(v, c.V[l][:held])
+	held := filled - c.base[l]
+	k, v := c.alloc(n)
+	copy(k, c.K[l][:min(len(k), keyRows(held)*c.kv)])
+	copy(v, c.V[l][:held*c.kv])
 	c.K[l], c.V[l] = k, v
 }
 
@@ -144,9 +179,9 @@ func (c *KVCache) CopyPrefix(src *KVCache, n int) error {
 		}
 		rows := max(0, n-b)
 		if rows > c.rows(l) {
-			c.K[l], c.V[l] = make([]float32, rows*c.kv), make([]float32, rows*c.kv)
+			c.K[l], c.V[l] = c.alloc(rows)
 		}
-		copy(c.K[l][:rows*c.kv], src.K[l][:rows*c.kv])
+		copy(c.K[l], src.K[l][:keyRows(rows)*c.kv])
 		copy(c.V[l][:rows*c.kv], src.V[l][:rows*c.kv])
 		c.base[l] = b
 	}

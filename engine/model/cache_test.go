@@ -12,7 +12,7 @@ func fullCache(m *Model, capacity int) *KVCache {
 	c := m.NewKVCache(capacity)
 	for l := range c.K {
 		c.window[l] = 0
-		c.K[l], c.V[l] = make([]float32, capacity*c.kv), make([]float32, capacity*c.kv)
+		c.K[l], c.V[l] = c.alloc(capacity)
 	}
 	return c
 }

@@ -135,7 +135,7 @@ func (p *batchPass) attend(att, q, k, v []float32, l int) {
 	for i, s := range p.segs {
 		c, t0 := s.Cache, p.offs[i]
 		r := c.prepare(l, c.Len, c.Len+s.N)
-		copy(c.K[l][r*KV:(r+s.N)*KV], k[t0*KV:(t0+s.N)*KV])
+		putKeys(c.K[l], r, k[t0*KV:(t0+s.N)*KV], KV)
 		copy(c.V[l][r*KV:(r+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
 	}
 	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim, p.cfg.Window(l))

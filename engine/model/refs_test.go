@@ -48,6 +48,9 @@ func attentionForwardRef(out, q, k, v []float32, T, NH, KVH, HD int) {
 
 // attentionWindowRef is attentionForwardRef with a sliding window of window keys (0: none).
 func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
+	keys := make([]float32, keyRows(T)*KVH*HD)
+	putKeys(keys, 0, k[:T*KVH*HD], KVH*HD)
+	k = keys
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {

@@ -38,10 +38,15 @@ type attnWork struct {
 	// are summed per kv head in a fixed order, so results do not depend on
 	// which worker ran which head.
 	dkh, dvh []float32
+	// kp and vp hold the sequence's keys and values as key blocks (the KV
+	// cache's layout, putKeys), so the products with Kᵀ and Vᵀ read them
+	// in place (kernels.GemmPanels) instead of transposing a block per
+	// query head.
+	kp, vp []float32
 }
 
-// ensure sizes w for T tokens, Q query columns and n workers.
-func (w *attnWork) ensure(T, Q, n int) {
+// ensure sizes w for T tokens, Q query and KV key columns and n workers.
+func (w *attnWork) ensure(T, Q, KV, n int) {
 	if T > w.cap {
 		*w = attnWork{cap: T}
 	}
@@ -52,6 +57,10 @@ func (w *attnWork) ensure(T, Q, n int) {
 	if len(w.dkh) < w.cap*Q {
 		w.dkh = make([]float32, w.cap*Q)
 		w.dvh = make([]float32, w.cap*Q)
+	}
+	if len(w.kp) < keyRows(w.cap)*KV {
+		w.kp = make([]float32, keyRows(w.cap)*KV)
+		w.vp = make([]float32, keyRows(w.cap)*KV)
 	}
 }
 
@@ -91,11 +100,12 @@ func blockEnd(i, T int) int { return min(T, (i/attnBlock+1)*attnBlock) }
 
 // scoresCausal sets p (T, T) to the attention probabilities of query head
 // h: the block lower triangle of softmax(scale·Q·Kᵀ) with the causal mask,
-// zero right of the diagonal within each diagonal block.
-func scoresCausal(p, q, k []float32, h, kvh, T, Q, KV, HD int, scale float32, window int) {
+// zero right of the diagonal within each diagonal block. kp holds the keys
+// as key blocks (attnWork.kp).
+func scoresCausal(p, q, kp []float32, h, kvh, T, Q, KV, HD int, scale float32, window int) {
 	for j0 := 0; j0 < T; j0 += attnBlock {
 		j1 := min(T, j0+attnBlock)
-		kernels.Gemm(false, true, T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, k[j0*KV+kvh*HD:], KV, 0, p[j0*T+j0:], T)
+		kernels.GemmPanels(T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, kp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, p[j0*T+j0:], T)
 	}
 	for i := 0; i < T; i++ {
 		softmaxWindow(p[i*T:i*T+blockEnd(i, T)], firstKey(i, window), i+1, scale)
@@ -109,11 +119,12 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, 
 	group := NH / KVH
 	scale := attnScale(HD)
 	nw := attnWorkers()
-	w.ensure(T, Q, nw)
+	w.ensure(T, Q, KV, nw)
+	putKeys(w.kp, 0, k[:T*KV], KV)
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p := w.p[wk]
-		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale, window)
+		scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
 		// O[j0:T] (+)= P[j0:T, j0:j1]·V[j0:j1], key block by key block.
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
@@ -135,18 +146,20 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 	group := NH / KVH
 	scale := attnScale(HD)
 	nw := attnWorkers()
-	w.ensure(T, Q, nw)
+	w.ensure(T, Q, KV, nw)
+	putKeys(w.kp, 0, k[:T*KV], KV)
+	putKeys(w.vp, 0, v[:T*KV], KV)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p, dp := w.p[wk], w.dp[wk]
-		scoresCausal(p, q, k, h, kvh, T, Q, KV, HD, scale, window)
+		scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
 			pb, dpb := p[j0*T+j0:], dp[j0*T+j0:]
 			// dV_h[j0:j1] = P[j0:T, j0:j1]ᵀ·dO[j0:T]; dP[j0:T, j0:j1] = dO[j0:T]·V[j0:j1]ᵀ
 			kernels.Gemm(true, false, j1-j0, HD, T-j0, pb, T, dout[j0*Q+h*HD:], Q, 0, dvh[j0*Q+h*HD:], Q)
-			kernels.Gemm(false, true, T-j0, j1-j0, HD, dout[j0*Q+h*HD:], Q, v[j0*KV+kvh*HD:], KV, 0, dpb, T)
+			kernels.GemmPanels(T-j0, j1-j0, HD, dout[j0*Q+h*HD:], Q, w.vp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, dpb, T)
 		}
 		// dS = P∘(dP − Σ_j P∘dP)·scale, row by row (masked entries have P = 0).
 		for i := 0; i < T; i++ {

@@ -643,12 +643,18 @@ func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows
 	return true
 }
 
-// packPanelsTAsm is packPanelsT's run of rows k-rows of B (rows weight rows
-// of one panel whose words are stride elements apart, from src[soff:]) on
-// the AVX-512 gathers.
-func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) bool {
+// packPanelsTAsm packs what it can of packPanelsT's run of rows k-rows of B
+// (rows weight rows of one panel whose words are stride elements apart,
+// from src[soff:]) and says how much: packed rows [0, done) at columns
+// [0, cols), and their zero columns ncols..63. The AVX-512 gathers pack the
+// whole run, the AVX2 tiles (packPanelsT256) its whole groups of 8 rows and
+// 8 columns.
+func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) (done, cols int) {
+	if active == varAVX2 {
+		return packPanelsT256(dst, doff, src, soff, stride, rows, ncols, dt)
+	}
 	if active != varAVX512 {
-		return false
+		return 0, 0
 	}
 	mask := ^uint64(0)
 	if ncols < 64 {
@@ -659,5 +665,5 @@ func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, n
 		f16 = 1
 	}
 	packColsU16_512(pf(dst, doff), ph(src, soff), uintptr(stride)*2, rows, mask, f16)
-	return true
+	return rows, ncols
 }

@@ -24,6 +24,6 @@ func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows
 	return false
 }
 
-func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) bool {
-	return false
+func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) (done, cols int) {
+	return 0, 0
 }

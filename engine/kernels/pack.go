@@ -122,7 +122,10 @@ func transposeF32(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 // weight row n) from w's 16-bit Linear panels p: dst[doff + i*64 + j] =
 // w[pc+i][col0+j] for i < kc and j < ncols (≤ 64), zero for j ≥ ncols.
 // w[n][k] sits at k-row k, word p.word(n) of panel n/64, so each run of
-// k-rows inside one source panel is a transpose of an L1-sized tile.
+// k-rows inside one source panel is a transpose of an L1-sized tile: on
+// AVX-512 gathered whole, on AVX2 in 8×8 tiles of contiguous reads (the
+// edges of a run that do not fill a tile, and the Go variant, in the loop
+// here; the same bits).
 func packPanelsT(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
 	if p.q8 != nil || p.q4 != nil {
 		packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols)
@@ -143,28 +146,33 @@ func packPanelsT(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
 			run, stride = min(kc-i, 16-n%16), 2
 		}
 		soff := (n/panelW)*K*panelW + col0*panelW + p.word(n)
-		if !packPanelsTAsm(dst, doff+i*panelW, src, soff, stride, run, ncols, dt) {
-			break
+		done, cols := packPanelsTAsm(dst, doff+i*panelW, src, soff, stride, run, ncols, dt)
+		if done == run && cols == ncols {
+			i += run
+			continue
+		}
+		// What the assembly left: columns cols.. of its rows, all of the
+		// others.
+		for r := range run {
+			j0 := 0
+			if r < done {
+				j0 = cols
+			}
+			d := dst[doff+(i+r)*panelW:][:panelW]
+			s := src[soff+r*stride:]
+			if dt == BF16 {
+				for j := j0; j < ncols; j++ {
+					d[j] = BF16ToF32(s[j*panelW])
+				}
+			} else {
+				for j := j0; j < ncols; j++ {
+					d[j] = tab[s[j*panelW]]
+				}
+			}
+			if r >= done {
+				clear(d[ncols:])
+			}
 		}
 		i += run
-		if i == kc {
-			return
-		}
-	}
-	for i := range kc {
-		n := pc + i
-		base := (n/panelW)*K*panelW + col0*panelW + p.word(n)
-		d := dst[doff+i*panelW:][:panelW]
-		s := src[base:]
-		if dt == BF16 {
-			for j := range ncols {
-				d[j] = BF16ToF32(s[j*panelW])
-			}
-		} else {
-			for j := range ncols {
-				d[j] = tab[s[j*panelW]]
-			}
-		}
-		clear(d[ncols:])
 	}
 }

@@ -206,32 +206,7 @@ func testLinearBackwardInputQuant(t *testing.T, dt DType, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := Dequantize(w)
-			dout := randSlice(r, sh.M*sh.N)
-			got := randSlice(r, sh.M*sh.K)
-			want := append([]float32(nil), got...)
-			refOut := append([]float32(nil), got...)
-			// The accumulated dinp's magnitudes, for the tolerance.
-			scale := make([]float64, len(got))
-			for m := range sh.M {
-				for k := range sh.K {
-					a := math.Abs(float64(got[m*sh.K+k]))
-					for n := range sh.N {
-						a += math.Abs(float64(dout[m*sh.N+n]) * float64(ref.F32[n*sh.K+k]))
-					}
-					scale[m*sh.K+k] = a
-				}
-			}
-			what := fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K)
-			LinearBackwardInput(got, dout, w, sh.M)
-			LinearBackwardInput(want, dout, ref, sh.M)
-			sameBits(t, what, got, want)
-			LinearBackwardInputRef(refOut, dout, ref, sh.M)
-			refWant := make([]float64, len(refOut))
-			for i, v := range refOut {
-				refWant[i] = float64(v)
-			}
-			closeTo(t, what+" vs LinearBackwardInputRef", got, refWant, scale)
+			checkBackwardInputAsF32(t, r, fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K), w, Dequantize(w), sh.M)
 		}
 	})
 }

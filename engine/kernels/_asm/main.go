@@ -80,6 +80,7 @@ func main() {
 	packs256(&mm)
 	write(filepath.Join(*dir, "matmul_amd64.s"), mm.b.Bytes())
 	writeQuant(*dir)
+	writePackT(*dir)
 
 	var vec gen
 	vec.raw(header)

@@ -468,32 +468,7 @@ func packT256q(g *gen, dt quantType) {
 	}
 	load()
 	g.label("transpose")
-	// Transpose: Yr holds columns 0..7 of k-row r; packed row j is
-	// column j of k-rows 0..7. Pairs of k-rows interleave, then pairs of
-	// pairs, then 128-bit halves swap.
-	g.p("VUNPCKLPS Y1, Y0, Y8")
-	g.p("VUNPCKHPS Y1, Y0, Y9")
-	g.p("VUNPCKLPS Y3, Y2, Y10")
-	g.p("VUNPCKHPS Y3, Y2, Y11")
-	g.p("VUNPCKLPS Y5, Y4, Y12")
-	g.p("VUNPCKHPS Y5, Y4, Y13")
-	g.p("VUNPCKLPS Y7, Y6, Y14")
-	g.p("VUNPCKHPS Y7, Y6, Y7")
-	g.p("VSHUFPS $0x44, Y10, Y8, Y0") // columns 0 | 4 of k-rows 0..3
-	g.p("VSHUFPS $0xEE, Y10, Y8, Y1") // 1 | 5
-	g.p("VSHUFPS $0x44, Y11, Y9, Y2") // 2 | 6
-	g.p("VSHUFPS $0xEE, Y11, Y9, Y3") // 3 | 7
-	g.p("VSHUFPS $0x44, Y14, Y12, Y4")
-	g.p("VSHUFPS $0xEE, Y14, Y12, Y5")
-	g.p("VSHUFPS $0x44, Y7, Y13, Y6")
-	g.p("VSHUFPS $0xEE, Y7, Y13, Y8")
-	for j, uv := range [][2]int{{0, 4}, {1, 5}, {2, 6}, {3, 8}} {
-		u, v := uv[0], uv[1] // column j | j+4 of k-rows 0..3 and of 4..7
-		g.p("VPERM2F128 $0x20, Y%d, Y%d, Y9", v, u)
-		g.p("VPERM2F128 $0x31, Y%d, Y%d, Y10", v, u)
-		g.p("VMOVUPS Y9, %d(R8)", 256*j)
-		g.p("VMOVUPS Y10, %d(R8)", 256*(j+4))
-	}
+	transpose8x8(g, "R8")
 	g.p("ADDQ $%d, SI", 8*dt.rowBytes)
 	g.p("ADDQ $32, R8")
 	g.p("INCQ R12")

@@ -1,0 +1,107 @@
+package main
+
+import "path/filepath"
+
+// writePackT writes pack_amd64.s, the AVX2 transposing packs of 16-bit
+// panels (the B block of LinearBackwardInput, package kernels' packPanelsT).
+// They live in a file of their own so the kernels' files are unchanged by
+// them.
+func writePackT(dir string) {
+	var g gen
+	g.raw(header)
+	packT256u16(&g, "bf16")
+	packT256u16(&g, "f16")
+	write(filepath.Join(dir, "pack_amd64.s"), g.b.Bytes())
+}
+
+// packT256u16 emits the AVX2 transposing pack of bf16 or f16 panels:
+// packed row i (a weight row, i.e. a column of the Linear panel) gets the
+// widened words of k-rows 0, 1, ... of the panel. It reads 8×8 tiles, 8
+// words of each of 8 consecutive k-rows (so no read is strided), widens
+// them to fp32 and transposes them in registers (transpose8x8), storing 8
+// columns of 8 packed rows:
+//
+//	packTBF16_256(dst *float32, src *uint16, groups, kg int)
+//	packTF16_256(dst *float32, src *uint16, groups, kg int)
+//
+// dst: packed row 0, column 0; rows 256 bytes apart. src: the word of
+// packed row 0 in k-row 0 of the panel; k-rows 128 bytes apart. groups:
+// runs of 8 packed rows; kg (≥ 1): 8-column groups.
+//
+// In a bf16 panel the words of consecutive weight rows are 2 apart (the
+// interleaved order of package kernels' bf16Word: rows 16s+i of a panel
+// half are its even or its odd words, by s), so 8 rows are the low words
+// of 8 dwords, 32 bytes from src, and the shift that widens them discards
+// the other words; the next 8 rows start 32 bytes on. The last dword of a
+// run may read one word past its last row: the panels keep padding after
+// their end. In an f16 panel they are 8 consecutive words, widened by one
+// VCVTPH2PS (exact, as the table of the Go loop: subnormals are
+// normalised, infinities kept, NaNs quieted with their payload); the next
+// 8 start 16 bytes on.
+func packT256u16(g *gen, dt string) {
+	name, groupBytes, isa := "packTBF16_256", 32, "AVX2"
+	if dt == "f16" {
+		name, groupBytes, isa = "packTF16_256", 16, "AVX2+F16C"
+	}
+	g.text(name, 32, name+": transposing pack of "+dt+" panels to fp32 rows of 64 ("+isa+").")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), BX")
+	g.p("MOVQ groups+16(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	g.label("group")
+	g.p("MOVQ BX, SI")
+	g.p("MOVQ DI, R8")
+	g.p("MOVQ kg+24(FP), R12")
+	g.label("kgroup")
+	for r := 0; r < 8; r++ {
+		if dt == "f16" {
+			g.p("VCVTPH2PS %d(SI), Y%d", 128*r, r)
+			continue
+		}
+		g.p("VMOVDQU %d(SI), Y%d", 128*r, r)
+		g.p("VPSLLD $16, Y%d, Y%d", r, r)
+	}
+	transpose8x8(g, "R8")
+	g.p("ADDQ $%d, SI", 8*128)
+	g.p("ADDQ $32, R8")
+	g.p("DECQ R12")
+	g.p("JNE kgroup")
+	g.p("ADDQ $%d, DI", 8*256)
+	g.p("ADDQ $%d, BX", groupBytes)
+	g.p("DECQ R9")
+	g.p("JNE group")
+	g.label("done")
+	g.ret()
+}
+
+// transpose8x8 emits the transpose of an 8×8 fp32 tile held in Y0..Y7 (Yr:
+// columns 0..7 of source row r) and its store: packed row j, column j of
+// source rows 0..7, at 256*j bytes from base. Clobbers Y0..Y14.
+func transpose8x8(g *gen, base string) {
+	// Pairs of rows interleave, then pairs of pairs, then 128-bit halves
+	// swap.
+	g.p("VUNPCKLPS Y1, Y0, Y8")
+	g.p("VUNPCKHPS Y1, Y0, Y9")
+	g.p("VUNPCKLPS Y3, Y2, Y10")
+	g.p("VUNPCKHPS Y3, Y2, Y11")
+	g.p("VUNPCKLPS Y5, Y4, Y12")
+	g.p("VUNPCKHPS Y5, Y4, Y13")
+	g.p("VUNPCKLPS Y7, Y6, Y14")
+	g.p("VUNPCKHPS Y7, Y6, Y7")
+	g.p("VSHUFPS $0x44, Y10, Y8, Y0") // columns 0 | 4 of rows 0..3
+	g.p("VSHUFPS $0xEE, Y10, Y8, Y1") // 1 | 5
+	g.p("VSHUFPS $0x44, Y11, Y9, Y2") // 2 | 6
+	g.p("VSHUFPS $0xEE, Y11, Y9, Y3") // 3 | 7
+	g.p("VSHUFPS $0x44, Y14, Y12, Y4")
+	g.p("VSHUFPS $0xEE, Y14, Y12, Y5")
+	g.p("VSHUFPS $0x44, Y7, Y13, Y6")
+	g.p("VSHUFPS $0xEE, Y7, Y13, Y8")
+	for j, uv := range [][2]int{{0, 4}, {1, 5}, {2, 6}, {3, 8}} {
+		u, v := uv[0], uv[1] // column j | j+4 of rows 0..3 and of 4..7
+		g.p("VPERM2F128 $0x20, Y%d, Y%d, Y9", v, u)
+		g.p("VPERM2F128 $0x31, Y%d, Y%d, Y10", v, u)
+		g.p("VMOVUPS Y9, %d(%s)", 256*j, base)
+		g.p("VMOVUPS Y10, %d(%s)", 256*(j+4), base)
+	}
+}

@@ -1,6 +1,7 @@
 // Command _asm generates the Go assembly of package kernels:
 // matmul_amd64.s (GEMM microkernels and packing loops), matmul_quant_amd64.s
-// (the AVX2 kernels over blockwise 8- and 4-bit weights, quant.go) and vec_amd64.s
+// (the AVX2 kernels over blockwise 8- and 4-bit weights, quant.go), pack_amd64.s
+// (the AVX2 transposing packs of 16-bit panels, packt.go) and vec_amd64.s
 // (vector helpers), for AVX-512 and AVX2+FMA.
 //
 // Run it from engine/kernels with `go generate` (see matmul_amd64.go), or by

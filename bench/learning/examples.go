@@ -165,7 +165,7 @@ var exampleBenches = map[string]exampleBench{
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
 			"--max-turns", "2", "--max-tokens", "256",
 			"--steps", "40", "--groups", "8", "--group-size", "8", "--lr", "5e-4", "--grad-accum", "16",
-			"--eval", "96", "--concurrency", "8"},
+			"--eval", "96", "--eval-repeats", "3", "--concurrency", "8"},
 		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; person stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%",
 				100*r.BeforeMetrics["stored"], 100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["person"], 100*r.AfterMetrics["person"],
@@ -272,8 +272,12 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	}
 	o := outcome{example: fmt.Sprintf("%s (`examples/%s`)", eb.name, eb.name), seed: seed, gain: r.After - r.Before, se: r.DiffStderr,
 		trained: r.TrainedSteps, compared: r.OnPolicySteps, maxDiff: r.MaxRolloutLogprobDiff}
-	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
-		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, r.EvalScenarios,
+	heldOut := fmt.Sprintf("%d held out", r.EvalScenarios)
+	if r.EvalRepeats > 1 {
+		heldOut += fmt.Sprintf(" × %d seeds", r.EvalRepeats)
+	}
+	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %s) | %s | %.0f s | %.0f s | **%.1f min** |",
+		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, heldOut,
 		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes())
 	return o, nil
 }

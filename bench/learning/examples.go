@@ -156,10 +156,12 @@ var exampleBenches = map[string]exampleBench{
 		// stores the fact in about half of the held-out episodes. (A base
 		// stopped at loss 0.068 on three-turn episodes never copied the
 		// name, and a 0.1 bonus for complete_task was then learned as a
-		// shortcut.) GRPO with groups of 8 takes the held-out reward
-		// 0.578 → 0.781 (4.6 paired SE); with groups of 4 it rose only to
-		// 0.651 (1.7 SE), few groups then having differing rewards
-		// (BENCHMARKS.md).
+		// shortcut.) Groups of 8, not 4: with 4, few groups had differing
+		// rewards (BENCHMARKS.md). Each held-out task runs 3 times, every
+		// episode with its own sampling seed, paired by task: one seed
+		// shared by all episodes had made the evaluation measure one
+		// stream of random draws rather than the policy (seed 3's base
+		// scored 0.781 so, 0.314 with a seed per episode).
 		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 500, batch: 32, lr: 3e-3,
 			evalEvery: 50},
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",

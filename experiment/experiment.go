@@ -42,10 +42,14 @@ type Report struct {
 	Steps           int                `json:"steps"` // GRPO steps run
 	SFTTrajectories int                `json:"sft_trajectories"`
 	EvalScenarios   int                `json:"eval_scenarios"`
-	SFTSeconds      float64            `json:"sft_seconds"`
-	RLSeconds       float64            `json:"rl_seconds"`
-	EvalSeconds     float64            `json:"eval_seconds"`
-	TotalSeconds    float64            `json:"total_seconds"`
+	// EvalRepeats is how many episodes each held-out scenario ran, each
+	// with its own sampling seed (0 or 1: one); DiffStderr pairs their
+	// mean per scenario.
+	EvalRepeats  int     `json:"eval_repeats,omitempty"`
+	SFTSeconds   float64 `json:"sft_seconds"`
+	RLSeconds    float64 `json:"rl_seconds"`
+	EvalSeconds  float64 `json:"eval_seconds"`
+	TotalSeconds float64 `json:"total_seconds"`
 	// TrainedSteps counts the steps that trained (not skipped);
 	// OnPolicySteps those that compared the trainer's logprobs with the
 	// sampler's (loss/rollout_logprob_abs_diff), and

@@ -11,8 +11,9 @@ import (
 )
 
 // HeldOut runs the held-out scenarios on the checkpoint of step, one
-// trajectory each (the same scenarios and sampling seeds every time, so
-// that evaluations pair up), and returns their groups.
+// trajectory each or several with different sampling seeds (the same
+// scenarios and seeds every time, so that evaluations pair up by the
+// trajectories' "scenario_id"), and returns their groups.
 type HeldOut func(ctx context.Context, step int) ([]art.TrajectoryGroup, error)
 
 // Run keeps the record of one training run of an example: it evaluates

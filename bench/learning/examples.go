@@ -156,16 +156,18 @@ var exampleBenches = map[string]exampleBench{
 		// stores the fact in about half of the held-out episodes. (A base
 		// stopped at loss 0.068 on three-turn episodes never copied the
 		// name, and a 0.1 bonus for complete_task was then learned as a
-		// shortcut.) GRPO with groups of 8 takes the held-out reward
-		// 0.578 → 0.781 (4.6 paired SE); with groups of 4 it rose only to
-		// 0.651 (1.7 SE), few groups then having differing rewards
-		// (BENCHMARKS.md).
+		// shortcut.) Groups of 8, not 4: with 4, few groups had differing
+		// rewards (BENCHMARKS.md). Each held-out task runs 3 times, every
+		// episode with its own sampling seed, paired by task: one seed
+		// shared by all episodes had made the evaluation measure one
+		// stream of random draws rather than the policy (seed 3's base
+		// scored 0.781 so, 0.314 with a seed per episode).
 		pretrain: &pretrainBench{ropeTheta: 1000, teacher: 4000, holdOut: 200, epochs: 20, maxSteps: 500, batch: 32, lr: 3e-3,
 			evalEvery: 50},
 		flags: []string{"--tools", "create_entities", "--system", "Store the fact.", "--sft-noise", "0.5",
 			"--max-turns", "2", "--max-tokens", "256",
 			"--steps", "40", "--groups", "8", "--group-size", "8", "--lr", "5e-4", "--grad-accum", "16",
-			"--eval", "96", "--concurrency", "8"},
+			"--eval", "96", "--eval-repeats", "3", "--concurrency", "8"},
 		notes: func(r experiment.Report) string {
 			return fmt.Sprintf("fact stored %.0f%% → %.0f%%; person stored %.0f%% → %.0f%%; complete_task %.0f%% → %.0f%%",
 				100*r.BeforeMetrics["stored"], 100*r.AfterMetrics["stored"], 100*r.BeforeMetrics["person"], 100*r.AfterMetrics["person"],
@@ -272,8 +274,12 @@ func runExample(ctx context.Context, eb exampleBench, bin string, seed uint64, v
 	}
 	o := outcome{example: fmt.Sprintf("%s (`examples/%s`)", eb.name, eb.name), seed: seed, gain: r.After - r.Before, se: r.DiffStderr,
 		trained: r.TrainedSteps, compared: r.OnPolicySteps, maxDiff: r.MaxRolloutLogprobDiff}
-	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %d held out) | %s | %.0f s | %.0f s | **%.1f min** |",
-		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, r.EvalScenarios,
+	heldOut := fmt.Sprintf("%d held out", r.EvalScenarios)
+	if r.EvalRepeats > 1 {
+		heldOut += fmt.Sprintf(" × %d seeds", r.EvalRepeats)
+	}
+	o.row = fmt.Sprintf("| %s | %d | %s | %d | %.3f → **%.3f** (%+.3f ± %.3f %s, %s) | %s | %.0f s | %.0f s | **%.1f min** |",
+		o.example, seed, strings.TrimSuffix(sftCol, "; "), r.Steps, r.Before, r.After, o.gain, se, seKind, heldOut,
 		eb.notes(r), baseSeconds+r.SFTSeconds, r.RLSeconds+r.EvalSeconds, total.Minutes())
 	return o, nil
 }

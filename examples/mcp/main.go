@@ -21,7 +21,11 @@
 // (RULER) rather than by the graph. --eval N runs N held-out tasks before
 // and after training (and every --eval-every steps) and prints the mean
 // reward with its paired standard error (--report writes the run's
-// summary). Checkpoints and logs go to <path>/<project>/models/<name>/.
+// summary). Every held-out episode samples with its own seed, the same
+// before and after; --eval-repeats R runs each task R times, with R seeds,
+// and pairs the mean of its episodes before and after, so that the error
+// reflects the policy more than the luck of one sample per task.
+// Checkpoints and logs go to <path>/<project>/models/<name>/.
 //
 // A tiny base that can use the tools is built from teacher transcripts:
 // --write-teacher FILE --teacher N writes N episodes (the real server's
@@ -39,6 +43,7 @@ import (
 	"io"
 	"log"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -67,6 +72,7 @@ type config struct {
 	teacher              int
 	sftNoise             float64
 	evalEvery            int
+	evalRepeats          int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -87,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.teacher, "teacher", 2000, "transcripts --write-teacher writes")
 	fs.Float64Var(&c.sftNoise, "sft-noise", 0, "fraction of teacher transcripts that err: half leave the fact out, half store nothing")
 	fs.IntVar(&c.evalEvery, "eval-every", 0, "also evaluate the held-out tasks every this many steps (0: only before and after)")
+	fs.IntVar(&c.evalRepeats, "eval-repeats", 1, "run each held-out task this many times, each with its own sampling seed (the same seeds before and after); the paired standard error is over tasks")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -97,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--sft-noise must be in [0, 1]")
 	case c.evalEvery < 0:
 		return c, errors.New("--eval-every must be >= 0")
+	case c.evalRepeats < 1:
+		return c, errors.New("--eval-repeats must be at least 1")
 	case c.generator == "" && c.Eval > len(heldOutPairs()):
 		return c, fmt.Errorf("--eval %d: there are only %d held-out tasks (person–fact pairs never trained on)", c.Eval, len(heldOutPairs()))
 	}
@@ -127,6 +136,9 @@ func main() {
 type task struct {
 	Text         string
 	Person, Fact string // empty for generated tasks (judged by RULER)
+	// Seed seeds every request of a held-out episode; 0 leaves training
+	// rollouts to the seeds the gather gives them.
+	Seed int64
 }
 
 var (
@@ -183,6 +195,25 @@ func heldOutTasks(n int, seed uint64) []task {
 	out := make([]task, min(n, len(held)))
 	for i := range out {
 		out[i] = held[i].task()
+	}
+	return out
+}
+
+// evalEpisodes returns the held-out episodes: each task repeats times,
+// each episode with its own sampling seed drawn from seed (all tasks once,
+// then all again, so that the first len(held) are the episodes of one
+// repeat). Seeds that differ from task to task keep the episodes
+// independent: with one seed for all, every episode would draw the same
+// random numbers at the same positions of its reply, and the tasks' names
+// sit at the same positions.
+func evalEpisodes(held []task, repeats int, seed uint64) []task {
+	r := rand.New(rand.NewPCG(seed, 3))
+	out := make([]task, 0, len(held)*repeats)
+	for range repeats {
+		for _, t := range held {
+			t.Seed = 1 + r.Int64N(math.MaxInt64-1) // never 0: unseeded
+			out = append(out, t)
+		}
 	}
 	return out
 }
@@ -287,20 +318,20 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		train, held = tasksOf(first), tasksOf(rest)
 	}
 
-	rollout := func(step int, seed *int64) func(context.Context, task) (art.Trajectory, error) {
+	rollout := func(step int) func(context.Context, task) (art.Trajectory, error) {
 		return func(ctx context.Context, t task) (art.Trajectory, error) {
 			srv, err := pool.get(ctx)
 			if err != nil {
 				return art.Trajectory{}, err
 			}
 			params := openai.ChatCompletionNewParams{MaxTokens: openai.Int(int64(cfg.maxTokens))}
-			if seed != nil {
-				params.Seed = openai.Int(*seed)
+			if t.Seed != 0 {
+				params.Seed = openai.Int(t.Seed)
 			}
 			agent := mcprl.Agent{Client: client, Model: model.InferenceName(step), SystemPrompt: cfg.system, MaxTurns: cfg.maxTurns, Params: params}
 			traj, err := agent.Run(ctx, srv.Server, tools, t.Text)
 			// The held-out tasks are distinct, so the text pairs each
-			// task's reward before and after (experiment.PairedStderr).
+			// task's rewards before and after (experiment.PairedStderr).
 			traj.Metadata["scenario_id"] = t.Text
 			if err == nil && t.Person != "" {
 				// Each call returned after the server saved the graph.
@@ -320,15 +351,16 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	var heldOut experiment.HeldOut
 	if len(held) > 0 {
+		episodes := evalEpisodes(held, cfg.evalRepeats, cfg.Seed)
 		heldOut = func(ctx context.Context, step int) ([]art.TrajectoryGroup, error) {
-			seed := int64(cfg.Seed)
 			o := gopts
 			o.Description = fmt.Sprintf("eval @%d", step)
-			return art.GatherGroups(ctx, held, 1, rollout(step, &seed), o)
+			return art.GatherGroups(ctx, episodes, 1, rollout(step), o)
 		}
 	}
 	run := experiment.NewRun("mcp", cfg.Flags, model, heldOut, out)
 	run.Unit, run.Metrics, run.EvalEvery = "task", []string{"stored", "person", "other_entities", "completed", "tool_calls", "tool_errors"}, cfg.evalEvery
+	run.Report.EvalRepeats = cfg.evalRepeats
 	maps.Copy(run.Report.Config, map[string]any{"max_turns": cfg.maxTurns, "max_tokens": cfg.maxTokens, "system": cfg.system,
 		"tools": cfg.tools, "generator": cfg.generator, "judge": cfg.judge, "sft_noise": cfg.sftNoise})
 	first, err := model.Step(ctx)
@@ -342,7 +374,7 @@ func train(ctx context.Context, cfg config, out io.Writer) error {
 		batch := train[(step*cfg.Groups)%len(train):][:min(cfg.Groups, len(train)-(step*cfg.Groups)%len(train))]
 		o := gopts
 		o.Description = fmt.Sprintf("step %d", step+1)
-		groups, err := art.GatherGroups(ctx, batch, cfg.GroupSize, rollout(-1, nil), o)
+		groups, err := art.GatherGroups(ctx, batch, cfg.GroupSize, rollout(-1), o)
 		if err != nil {
 			return err
 		}

@@ -7,26 +7,30 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
+	"github.com/artgo/art/experiment"
 	"github.com/artgo/art/internal/testassets"
 )
 
 // Ensure the example trains end to end on the real memory server from npm
 // with a tiny random model (offered one tool: the tiny model's context
-// holds 4096 bytes): a held-out evaluation, one training step with
-// the server started per rollout, and the before → after line.
+// holds 4096 bytes): a held-out evaluation (one task, twice, with two
+// seeds), one training step with the server started per rollout, the
+// before → after line and the report.
 func TestTrain_Smoke(t *testing.T) {
 	servers := testassets.Dir(t, testassets.MCPServers)
 	base, root := arttest.TinyModel(t), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg, err := parseFlags([]string{"--base-model", base, "--path", root, "--server-dir", servers, "--steps", "1", "--groups", "1",
-		"--group-size", "2", "--eval", "1", "--max-turns", "2", "--max-tokens", "16", "--tools", "create_entities", "--quiet"}, io.Discard)
+		"--group-size", "2", "--eval", "1", "--eval-repeats", "2", "--max-turns", "2", "--max-tokens", "16", "--tools", "create_entities", "--quiet",
+		"--report", filepath.Join(root, "report.json")}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +44,17 @@ func TestTrain_Smoke(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "examples", "models", "mcp-example", "checkpoints", "0001")); err != nil {
 		t.Error(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep experiment.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.EvalScenarios != 1 || rep.EvalRepeats != 2 {
+		t.Errorf("report: %d held-out tasks × %d, want 1 × 2", rep.EvalScenarios, rep.EvalRepeats)
 	}
 }
 
@@ -138,5 +153,43 @@ func TestWriteTeacher(t *testing.T) {
 	ms := first.Messages()
 	if len(ms) != 5 || ms[2].Role != art.RoleAssistant || len(ms[2].ToolCalls) != 2 || ms[3].Role != art.RoleTool || ms[4].Role != art.RoleTool {
 		t.Errorf("want system, user, one assistant turn with two calls, two tool results; got %+v", ms)
+	}
+}
+
+// Ensure every held-out episode has its own nonzero sampling seed (one seed
+// shared by all would give every episode the same random draws), that the
+// seeds depend only on --seed, and that each task runs --eval-repeats
+// times, all tasks once before any twice, so that a run with more repeats
+// replays the episodes of a run with fewer.
+func TestEvalEpisodes(t *testing.T) {
+	held := heldOutTasks(96, 3)
+	eps := evalEpisodes(held, 3, 3)
+	if len(eps) != 3*len(held) {
+		t.Fatalf("%d episodes, want %d", len(eps), 3*len(held))
+	}
+	seeds, runs := map[int64]bool{}, map[string]int{}
+	for i, e := range eps {
+		if e.Text != held[i%len(held)].Text || e.Person != held[i%len(held)].Person || e.Fact != held[i%len(held)].Fact {
+			t.Fatalf("episode %d is %q, want %q", i, e.Text, held[i%len(held)].Text)
+		}
+		if e.Seed <= 0 || seeds[e.Seed] {
+			t.Fatalf("episode %d: seed %d is not positive or repeats", i, e.Seed)
+		}
+		seeds[e.Seed] = true
+		runs[e.Text]++
+	}
+	for text, n := range runs {
+		if n != 3 {
+			t.Errorf("task %q runs %d times, want 3", text, n)
+		}
+	}
+	if one := evalEpisodes(held, 1, 3); !slices.Equal(one, eps[:len(held)]) {
+		t.Error("the episodes of one repeat differ from the first repeat of three")
+	}
+	if other := evalEpisodes(held, 1, 4); other[0].Seed == eps[0].Seed {
+		t.Error("--seed 4 gives the same sampling seeds as --seed 3")
+	}
+	if _, err := parseFlags([]string{"--base-model", "x", "--eval-repeats", "0"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--eval-repeats") {
+		t.Errorf("--eval-repeats 0: %v", err)
 	}
 }

@@ -66,30 +66,40 @@ func checkPackPanelsT(t *testing.T, dt DType, N, K int, bits []uint16, blocks []
 				if ncols <= 0 {
 					continue
 				}
-				const doff = 5
-				dst := make([]float32, doff+kc*panelW+3)
-				for i := range dst {
-					dst[i] = float32(math.NaN())
-				}
-				packPanelsT(dst, doff, p, pc, kc, col0, ncols)
-				for i := range kc {
-					for j := range panelW {
-						got, want := dst[doff+i*panelW+j], float32(0)
-						if j < ncols {
-							want = widen16(bits[(pc+i)*K+col0+j], dt)
-						}
-						if math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("%v %d×%d rows [%d,%d) cols %d+%d: packed (%d, %d) = %#x, want w[%d][%d] = %#x",
-								dt, N, K, pc, pc+kc, col0, ncols, i, j, math.Float32bits(got), pc+i, col0+j, math.Float32bits(want))
-						}
-					}
-				}
-				if math.Float32bits(dst[doff-1]) != math.Float32bits(float32(math.NaN())) ||
-					math.Float32bits(dst[doff+kc*panelW]) != math.Float32bits(float32(math.NaN())) {
-					t.Fatalf("%v rows [%d,%d) cols %d+%d: wrote outside the block", dt, pc, pc+kc, col0, ncols)
-				}
+				what := fmt.Sprintf("%v %d×%d rows [%d,%d) cols %d+%d", dt, N, K, pc, pc+kc, col0, ncols)
+				checkPackedBlock(t, what, kc, ncols, func(dst []float32, doff int) { packPanelsT(dst, doff, p, pc, kc, col0, ncols) },
+					func(i, j int) float32 { return widen16(bits[(pc+i)*K+col0+j], dt) })
 			}
 		}
+	}
+}
+
+// checkPackedBlock runs pack on a NaN-filled destination whose block (kc
+// packed rows of 64) starts at an offset, and fails unless packed row i
+// holds want(i, j) in its columns j < ncols and zeros after them, bit for
+// bit, and nothing outside the block was written.
+func checkPackedBlock(t *testing.T, what string, kc, ncols int, pack func(dst []float32, doff int), want func(i, j int) float32) {
+	t.Helper()
+	const doff = 5
+	nan := math.Float32bits(float32(math.NaN()))
+	dst := make([]float32, doff+kc*panelW+3)
+	for i := range dst {
+		dst[i] = math.Float32frombits(nan)
+	}
+	pack(dst, doff)
+	for i := range kc {
+		for j := range panelW {
+			got, w := dst[doff+i*panelW+j], float32(0)
+			if j < ncols {
+				w = want(i, j)
+			}
+			if math.Float32bits(got) != math.Float32bits(w) {
+				t.Fatalf("%s: packed (%d, %d) = %#x (%v), want %#x (%v)", what, i, j, math.Float32bits(got), got, math.Float32bits(w), w)
+			}
+		}
+	}
+	if math.Float32bits(dst[doff-1]) != nan || math.Float32bits(dst[doff+kc*panelW]) != nan {
+		t.Fatalf("%s: wrote outside the block", what)
 	}
 }
 

@@ -239,27 +239,9 @@ func testPackPanelsTQuant(t *testing.T, dt DType) {
 			pc, kc := pk[0], pk[1]
 			for col0 := 0; col0 < K; col0 += panelW {
 				ncols := min(panelW, K-col0)
-				const doff = 5
-				dst := make([]float32, doff+kc*panelW+3)
-				for i := range dst {
-					dst[i] = float32(math.NaN())
-				}
-				packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols)
-				for i := range kc {
-					for j := range panelW {
-						got, want := dst[doff+i*panelW+j], float32(0)
-						if j < ncols {
-							want = deq[(pc+i)*K+col0+j]
-						}
-						if math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("%v rows [%d,%d) cols %d+%d: packed (%d, %d) = %v, want w[%d][%d] = %v",
-								dt, pc, pc+kc, col0, ncols, i, j, got, pc+i, col0+j, want)
-						}
-					}
-				}
-				if !math.IsNaN(float64(dst[doff-1])) || !math.IsNaN(float64(dst[doff+kc*panelW])) {
-					t.Fatalf("%v rows [%d,%d) cols %d: wrote outside the block", dt, pc, pc+kc, col0)
-				}
+				what := fmt.Sprintf("%v rows [%d,%d) cols %d+%d", dt, pc, pc+kc, col0, ncols)
+				checkPackedBlock(t, what, kc, ncols, func(dst []float32, doff int) { packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols) },
+					func(i, j int) float32 { return deq[(pc+i)*K+col0+j] })
 			}
 		}
 	})

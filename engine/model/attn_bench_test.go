@@ -29,7 +29,7 @@ func BenchmarkTrainAttention(b *testing.B) {
 			c0 := cpuSecs()
 			defer func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }()
 			for b.Loop() {
-				trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, 0)
+				trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, 0, -1)
 			}
 		})
 		b.Run(fmt.Sprintf("T=%d/forward/full", T), func(b *testing.B) {
@@ -43,7 +43,7 @@ func BenchmarkTrainAttention(b *testing.B) {
 			c0 := cpuSecs()
 			defer func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }()
 			for b.Loop() {
-				trainAttentionBackward(&w, dq, dk, dv, dout, q, k, v, T, NH, KVH, HD, 0)
+				trainAttentionBackward(&w, dq, dk, dv, dout, q, k, v, T, NH, KVH, HD, 0, -1)
 			}
 		})
 		b.Run(fmt.Sprintf("T=%d/backward/full", T), func(b *testing.B) {

@@ -275,7 +275,7 @@ func TestTrainAttention_Window(t *testing.T) {
 		q, k, v := randVec(rng, c.T*Q, 1), randVec(rng, c.T*KV, 1), randVec(rng, c.T*KV, 1)
 		want, got := make([]float32, c.T*Q), make([]float32, c.T*Q)
 		attentionWindowRef(want, q, k, v, c.T, NH, KVH, HD, c.window)
-		trainAttentionForward(&w, got, q, k, v, c.T, NH, KVH, HD, c.window)
+		trainAttentionForward(&w, got, q, k, v, c.T, NH, KVH, HD, c.window, -1)
 		if d := maxRelDiff(got, want); d > 1e-5 {
 			t.Errorf("T=%d window %d: forward max relative difference %.3g", c.T, c.window, d)
 		}
@@ -289,9 +289,12 @@ func TestTrainAttention_Window(t *testing.T) {
 	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
 	cv := randVec(rng, T*Q, 1)
 	out := make([]float32, T*Q)
-	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, window); return dot64(cv, out) }
+	loss := func() float64 {
+		trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, window, -1)
+		return dot64(cv, out)
+	}
 	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
-	trainAttentionBackward(&w, dq, dk, dv, cv, q, k, v, T, NH, KVH, HD, window)
+	trainAttentionBackward(&w, dq, dk, dv, cv, q, k, v, T, NH, KVH, HD, window, -1)
 	checkGrad(t, "dq", q, dq, loss)
 	checkGrad(t, "dk", k, dk, loss)
 	checkGrad(t, "dv", v, dv, loss)

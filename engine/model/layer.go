@@ -134,7 +134,7 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 	clear(dq)
 	clear(dk)
 	clear(dv)
-	trainAttentionBackward(&a.attn, dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD, cfg.Window(l))
+	trainAttentionBackward(&a.attn, dq, dk, dv, datt, s.q[:T*Q], s.k[:T*KV], s.v[:T*KV], T, NH, KVH, HD, cfg.Window(l), l)
 	m.scaleQuery(dq)
 	rope.backward(dq, T, NH, HD)
 	rope.backward(dk, T, KVH, HD)

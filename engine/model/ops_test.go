@@ -33,7 +33,7 @@ func TestTrainAttention(t *testing.T) {
 			dout := randVec(rng, T*Q, 1)
 			want, got := make([]float32, T*Q), randVec(rng, T*Q, 1) // got starts dirty
 			attentionForwardRef(want, q, k, v, T, NH, KVH, HD)
-			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD, 0)
+			trainAttentionForward(&w, got, q, k, v, T, NH, KVH, HD, 0, -1)
 			if d := maxRelDiff(got, want); d > 1e-5 {
 				t.Errorf("forward: max relative difference %.3g", d)
 			}
@@ -42,7 +42,7 @@ func TestTrainAttention(t *testing.T) {
 			dq0, dk0, dv0 := init(T*Q), init(T*KV), init(T*KV)
 			dq1, dk1, dv1 := append([]float32(nil), dq0...), append([]float32(nil), dk0...), append([]float32(nil), dv0...)
 			attentionBackwardRef(dq0, dk0, dv0, dout, q, k, v, T, NH, KVH, HD)
-			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD, 0)
+			trainAttentionBackward(&w, dq1, dk1, dv1, dout, q, k, v, T, NH, KVH, HD, 0, -1)
 			for _, c := range []struct {
 				name      string
 				got, want []float32
@@ -59,12 +59,50 @@ func TestTrainAttention(t *testing.T) {
 	q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
 	c := randVec(rng, T*Q, 1)
 	out := make([]float32, T*Q)
-	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, 0); return dot64(c, out) }
+	loss := func() float64 { trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, 0, -1); return dot64(c, out) }
 	dq, dk, dv := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)
-	trainAttentionBackward(&w, dq, dk, dv, c, q, k, v, T, NH, KVH, HD, 0)
+	trainAttentionBackward(&w, dq, dk, dv, c, q, k, v, T, NH, KVH, HD, 0, -1)
 	checkGrad(t, "dq", q, dq, loss)
 	checkGrad(t, "dk", k, dk, loss)
 	checkGrad(t, "dv", v, dv, loss)
+}
+
+// TestTrainAttention_KeptProbs checks that the backward pass reading the
+// probabilities its forward pass kept gives the very bits of recomputing
+// them, with and without a sliding window, and that it reads them once.
+func TestTrainAttention_KeptProbs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	NH, KVH, HD := 4, 2, 8
+	Q, KV := NH*HD, KVH*HD
+	for _, T := range []int{1, attnBlock + 1, 2*attnBlock + 17} {
+		for _, window := range []int{0, 20} {
+			var w attnWork
+			q, k, v := randVec(rng, T*Q, 1), randVec(rng, T*KV, 1), randVec(rng, T*KV, 1)
+			dout := randVec(rng, T*Q, 1)
+			out := make([]float32, T*Q)
+			grads := func(layer int) [3][]float32 {
+				g := [3][]float32{make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV)}
+				trainAttentionBackward(&w, g[0], g[1], g[2], dout, q, k, v, T, NH, KVH, HD, window, layer)
+				return g
+			}
+			trainAttentionForward(&w, out, q, k, v, T, NH, KVH, HD, window, 1)
+			if len(w.keptT) < 2 || w.keptT[1] != T {
+				t.Fatalf("T=%d window=%d: forward kept no probabilities for layer 1", T, window)
+			}
+			kept := grads(1)
+			if w.keptT[1] != 0 {
+				t.Errorf("T=%d window=%d: kept probabilities not marked read", T, window)
+			}
+			recomputed := grads(-1)
+			for i, name := range []string{"dq", "dk", "dv"} {
+				for j := range kept[i] {
+					if math.Float32bits(kept[i][j]) != math.Float32bits(recomputed[i][j]) {
+						t.Fatalf("T=%d window=%d: %s[%d] = %v from kept probabilities, %v recomputed", T, window, name, j, kept[i][j], recomputed[i][j])
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestLayersMatchReference checks the row-parallel layers against the

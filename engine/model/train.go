@@ -276,7 +276,7 @@ func (p *seqPass) addDelta(out, inp []float32, l int, mod Module) {
 
 func (p *seqPass) attend(att, q, k, v []float32, l int) {
 	cfg := p.m.Config
-	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.Window(l))
+	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.Window(l), l)
 }
 
 // backDelta is addDelta's backward pass: it accumulates the input

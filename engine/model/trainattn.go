@@ -43,6 +43,36 @@ type attnWork struct {
 	// in place (kernels.GemmPanels) instead of transposing a block per
 	// query head.
 	kp, vp []float32
+	// kept[l] holds layer l's probabilities from the forward pass, one
+	// (T, T) matrix per query head, so the backward pass reads them
+	// instead of recomputing the scores (the same bits: the same
+	// products); keptT[l] is the T they were computed for (0: none). Only
+	// the first layers whose matrices fit keptBudget are kept.
+	kept  [][]float32
+	keptT []int
+}
+
+// keptBudget bounds the memory of attnWork.kept: all of a tiny model's
+// layers at ~1,000 tokens (where recomputing the scores was ~15 % of a
+// full-SFT step), a few of a 0.5B model's at 512.
+const keptBudget = 64 << 20
+
+// keptProbs returns the buffer for layer's probabilities of nh heads over
+// T tokens, or nil when keeping them would exceed keptBudget (or layer is
+// negative: a caller that does not run the backward pass).
+func (w *attnWork) keptProbs(layer, nh, T int) []float32 {
+	n := nh * T * T
+	if layer < 0 || (layer+1)*n*4 > keptBudget {
+		return nil
+	}
+	for len(w.kept) <= layer {
+		w.kept = append(w.kept, nil)
+		w.keptT = append(w.keptT, 0)
+	}
+	if cap(w.kept[layer]) < n {
+		w.kept[layer] = make([]float32, n, min(nh*w.cap*w.cap, keptBudget/4/(layer+1)))
+	}
+	return w.kept[layer][:n]
 }
 
 // ensure sizes w for T tokens, Q query and KV key columns and n workers.
@@ -113,17 +143,26 @@ func scoresCausal(p, q, kp []float32, h, kvh, T, Q, KV, HD int, scale float32, w
 }
 
 // trainAttentionForward is causal attention over a whole sequence: out
-// (T, Q) from q (T, Q) and k, v (T, KV), all post-RoPE.
-func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, window int) {
+// (T, Q) from q (T, Q) and k, v (T, KV), all post-RoPE. It keeps the
+// probabilities of layer (if they fit) for trainAttentionBackward of the
+// same layer and inputs; layer < 0 keeps nothing.
+func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, window, layer int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
 	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, KV, nw)
 	putKeys(w.kp, 0, k[:T*KV], KV)
+	kept := w.keptProbs(layer, NH, T)
+	if kept != nil {
+		w.keptT[layer] = 0 // until every head's are in
+	}
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p := w.p[wk]
+		if kept != nil {
+			p = kept[h*T*T : (h+1)*T*T]
+		}
 		scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
 		// O[j0:T] (+)= P[j0:T, j0:j1]·V[j0:j1], key block by key block.
 		for j0 := 0; j0 < T; j0 += attnBlock {
@@ -135,25 +174,39 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, 
 			kernels.Gemm(false, false, T-j0, HD, j1-j0, p[j0*T+j0:], T, v[j0*KV+kvh*HD:], KV, beta, out[j0*Q+h*HD:], Q)
 		}
 	})
+	if kept != nil {
+		w.keptT[layer] = T
+	}
 }
 
 // trainAttentionBackward is trainAttentionForward's gradient: given dout
-// (T, Q) it accumulates dq (T, Q), dk and dv (T, KV). The probabilities are
-// recomputed per head instead of being kept, so only one (T, T) matrix per
-// worker is alive at a time.
-func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD, window int) {
+// (T, Q) it accumulates dq (T, Q), dk and dv (T, KV). It must follow the
+// forward pass of the same layer and inputs (as Model.TrainBackward
+// follows TrainForward): the probabilities that pass kept are read, the
+// others are recomputed per head, one (T, T) matrix per worker at a time.
+// layer < 0 recomputes them all.
+func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T, NH, KVH, HD, window, layer int) {
 	Q, KV := NH*HD, KVH*HD
 	group := NH / KVH
 	scale := attnScale(HD)
 	nw := attnWorkers()
 	w.ensure(T, Q, KV, nw)
+	var kept []float32
+	if layer >= 0 && layer < len(w.keptT) && w.keptT[layer] == T {
+		kept = w.kept[layer][:NH*T*T]
+		w.keptT[layer] = 0 // read once
+	}
 	putKeys(w.kp, 0, k[:T*KV], KV)
 	putKeys(w.vp, 0, v[:T*KV], KV)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p, dp := w.p[wk], w.dp[wk]
-		scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
+		if kept != nil {
+			p = kept[h*T*T : (h+1)*T*T]
+		} else {
+			scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
+		}
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
 			pb, dpb := p[j0*T+j0:], dp[j0*T+j0:]

@@ -49,13 +49,24 @@ const expChunk = 1 << 16
 // ExpShift sets x[i] = Expf(x[i] - shift) and returns Σ x[i] (the new
 // values) and Σ x[i]·(old x[i] - shift), the pieces of a log-sum-exp and
 // of an entropy. The sums are accumulated in float64.
-func ExpShift(x []float32, shift float32) (sum, dot float64) {
+func ExpShift(x []float32, shift float32) (sum, dot float64) { return expShift(x, shift, true) }
+
+// ExpShiftSum is ExpShift without the second sum (a softmax's), the same
+// bits of the first.
+func ExpShiftSum(x []float32, shift float32) float64 {
+	sum, _ := expShift(x, shift, false)
+	return sum
+}
+
+// expShift is ExpShift; without dot, the second sum it returns is
+// meaningless (the assembly may skip it).
+func expShift(x []float32, shift float32, dot bool) (float64, float64) {
 	var acc [2]float64
 	n := len(x)
 	for i := 0; i < n; {
 		if full := (n - i) / expBlock * expBlock; full > 0 {
 			m := min(full, expChunk)
-			done := expShiftAsm(x[i:i+m], shift, &acc)
+			done := expShiftAsm(x[i:i+m], shift, &acc, dot)
 			i += done
 			if done == m {
 				continue

@@ -23,7 +23,7 @@ func swiglu512(h, gate, up *float32, n int) int
 func swigluBack512(dgate, dup, dh, gate, up *float32, n int) int
 
 //go:noescape
-func expShift256(x *float32, n int, shift float32, acc *[2]float64) int
+func expShift256(x *float32, n int, shift float32, acc *[2]float64, dot bool) int
 
 //go:noescape
 func max256(x *float32, n int) float32
@@ -34,7 +34,7 @@ func swiglu256(h, gate, up *float32, n int) int
 //go:noescape
 func swigluBack256(dgate, dup, dh, gate, up *float32, n int) int
 
-func expShiftAsm(x []float32, shift float32, acc *[2]float64) int {
+func expShiftAsm(x []float32, shift float32, acc *[2]float64, dot bool) int {
 	if len(x) == 0 {
 		return 0
 	}
@@ -42,7 +42,7 @@ func expShiftAsm(x []float32, shift float32, acc *[2]float64) int {
 	case varAVX512:
 		return expShift512(&x[0], len(x), shift, acc)
 	case varAVX2:
-		return expShift256(&x[0], len(x), shift, acc)
+		return expShift256(&x[0], len(x), shift, acc, dot)
 	}
 	return 0
 }

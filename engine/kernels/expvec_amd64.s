@@ -90,6 +90,75 @@
 	VPERMILPD $1, X9, X8; \
 	VADDSD X8, Xacc, Xacc
 
+// TSUM4 adds to the float64 lanes of S, in element order, eight
+// elements of each of four blocks (m0..m3, 8 float32 each): lane b of S
+// gets block b's elements one after another, the additions of a block's
+// sequential sum, four blocks at a time. The four rows are transposed
+// (column j: the j-th element of every block) and each column widened and
+// added. Clobbers Y0-Y9.
+#define TSUM4(m0, m1, m2, m3, S) \
+	VMOVUPS m0, Y0; \
+	VMOVUPS m1, Y1; \
+	VMOVUPS m2, Y2; \
+	VMOVUPS m3, Y3; \
+	VUNPCKLPS Y1, Y0, Y4; \
+	VUNPCKHPS Y1, Y0, Y5; \
+	VUNPCKLPS Y3, Y2, Y6; \
+	VUNPCKHPS Y3, Y2, Y7; \
+	VSHUFPS $0x44, Y6, Y4, Y0; \
+	VSHUFPS $0xee, Y6, Y4, Y1; \
+	VSHUFPS $0x44, Y7, Y5, Y2; \
+	VSHUFPS $0xee, Y7, Y5, Y3; \
+	VCVTPS2PD X0, Y8; \
+	VADDPD Y8, S, S; \
+	VCVTPS2PD X1, Y8; \
+	VADDPD Y8, S, S; \
+	VCVTPS2PD X2, Y8; \
+	VADDPD Y8, S, S; \
+	VCVTPS2PD X3, Y8; \
+	VADDPD Y8, S, S; \
+	VEXTRACTF128 $1, Y0, X9; \
+	VCVTPS2PD X9, Y8; \
+	VADDPD Y8, S, S; \
+	VEXTRACTF128 $1, Y1, X9; \
+	VCVTPS2PD X9, Y8; \
+	VADDPD Y8, S, S; \
+	VEXTRACTF128 $1, Y2, X9; \
+	VCVTPS2PD X9, Y8; \
+	VADDPD Y8, S, S; \
+	VEXTRACTF128 $1, Y3, X9; \
+	VCVTPS2PD X9, Y8; \
+	VADDPD Y8, S, S
+
+// LANESADD adds the four float64 lanes of Y(S) to the scalar Xacc in lane
+// order. Clobbers X8, X9.
+#define LANESADD(Ys, Xs, Xacc) \
+	VADDSD Xs, Xacc, Xacc; \
+	VPERMILPD $1, Xs, X8; \
+	VADDSD X8, Xacc, Xacc; \
+	VEXTRACTF128 $1, Ys, X9; \
+	VADDSD X9, Xacc, Xacc; \
+	VPERMILPD $1, X9, X8; \
+	VADDSD X8, Xacc, Xacc
+
+// EXPVEC sets the 8 elements at off(SI)(DX*4) to Expf(x - shift) and,
+// with dot, stores their products e·d at poff(SP). Clobbers Y0-Y5.
+#define EXPVEC(off, poff) \
+	VMOVUPS off(SI)(DX*4), Y0; \
+	VSUBPS Y15, Y0, Y0; \
+	EXPY0; \
+	VMOVUPS Y4, off(SI)(DX*4); \
+	VMULPS Y0, Y4, Y5; \
+	VMOVUPS Y5, poff(SP)
+
+// INRANGE8 ands into Y14 the lanes of the 8 elements at off(SI)(DX*4)
+// whose x - shift Expf computes without math.Exp. Clobbers Y0, Y1.
+#define INRANGE8(off) \
+	VMOVUPS off(SI)(DX*4), Y0; \
+	VSUBPS Y15, Y0, Y0; \
+	VCMPPS $0x12, 288(SP), Y0, Y1; \
+	VANDPS Y1, Y14, Y14
+
 // EXPCONSTS broadcasts Expf's constants: Z16 log2e, Z17 0.5, Z18 ln2hi,
 // Z19 ln2lo, Z20..Z23 1/720, 1/120, 1/24, 1/6, Z28 1, Z29 88, Z30 -87.3,
 // Z9 the exponent bias 127 (int32). Clobbers AX.
@@ -327,20 +396,63 @@ reduce:
 	VZEROUPPER
 	RET
 
-// func expShift256(x *float32, n int, shift float32, acc *[2]float64) int
+// func expShift256(x *float32, n int, shift float32, acc *[2]float64, dot bool) int
 // Blocks of 16 (n a multiple of 16). Each block's sums start from zero
 // and run in element order, then are added to acc: the float64 operations
 // ExpShift does when it runs a block in Go, so the sums have the same bits
-// whichever does the block.
-TEXT ·expShift256(SB), NOSPLIT, $416-40
+// whichever does the block. Four blocks at a time, their sequential sums
+// run side by side in the lanes of one register (a sequential sum's
+// additions wait on each other: one block at a time, they were the
+// limit); without dot, acc[1] is left as it is there.
+TEXT ·expShift256(SB), NOSPLIT, $672-48
 	EXPCONSTS256
 	MOVQ x+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS shift+16(FP), Y15
 	MOVQ acc+24(FP), DI
+	MOVBLZX dot+32(FP), R9
 	VMOVSD 0(DI), X10
 	VMOVSD 8(DI), X11
 	XORQ DX, DX
+
+group:
+	LEAQ 64(DX), AX
+	CMPQ AX, CX
+	JGT loop
+	VPCMPEQD Y14, Y14, Y14 // all ones
+	INRANGE8(0)
+	INRANGE8(32)
+	INRANGE8(64)
+	INRANGE8(96)
+	INRANGE8(128)
+	INRANGE8(160)
+	INRANGE8(192)
+	INRANGE8(224)
+	VMOVMSKPS Y14, BX
+	CMPL BX, $0xff
+	JNE loop // a block the Go code must do: one block at a time up to it
+	EXPVEC(0, 416)
+	EXPVEC(32, 448)
+	EXPVEC(64, 480)
+	EXPVEC(96, 512)
+	EXPVEC(128, 544)
+	EXPVEC(160, 576)
+	EXPVEC(192, 608)
+	EXPVEC(224, 640)
+	VXORPD Y12, Y12, Y12
+	TSUM4(0(SI)(DX*4), 64(SI)(DX*4), 128(SI)(DX*4), 192(SI)(DX*4), Y12)
+	TSUM4(32(SI)(DX*4), 96(SI)(DX*4), 160(SI)(DX*4), 224(SI)(DX*4), Y12)
+	LANESADD(Y12, X12, X10)
+	TESTQ R9, R9
+	JEQ nextgroup
+	VXORPD Y13, Y13, Y13
+	TSUM4(416(SP), 480(SP), 544(SP), 608(SP), Y13)
+	TSUM4(448(SP), 512(SP), 576(SP), 640(SP), Y13)
+	LANESADD(Y13, X13, X11)
+
+nextgroup:
+	ADDQ $64, DX
+	JMP group
 
 loop:
 	CMPQ DX, CX
@@ -375,8 +487,12 @@ loop:
 
 done:
 	VMOVSD X10, 0(DI)
+	TESTQ R9, R9
+	JEQ out
 	VMOVSD X11, 8(DI)
-	MOVQ DX, ret+32(FP)
+
+out:
+	MOVQ DX, ret+40(FP)
 	VZEROUPPER
 	RET
 

@@ -113,24 +113,56 @@ func TestExpf(t *testing.T) {
 	}
 }
 
-// BenchmarkExpShift compares the vectorised log-sum-exp pass with the
-// reference on an LM-head row.
+// BenchmarkExpShift compares the vectorised log-sum-exp pass, with and
+// without its second sum, with the reference on an LM-head row.
 func BenchmarkExpShift(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	x := expInputs(r, 151936, 10, false)
 	y := make([]float32, len(x))
-	for _, ref := range []bool{false, true} {
-		b.Run(fmt.Sprintf("ref=%v", ref), func(b *testing.B) {
+	for _, kind := range []string{"ExpShift", "ExpShiftSum", "ref"} {
+		b.Run(kind, func(b *testing.B) {
 			b.SetBytes(int64(4 * len(x)))
 			for b.Loop() {
 				copy(y, x)
-				if ref {
-					ExpShiftRef(y, 10)
-				} else {
+				switch kind {
+				case "ExpShift":
 					ExpShift(y, 10)
+				case "ExpShiftSum":
+					ExpShiftSum(y, 10)
+				default:
+					ExpShiftRef(y, 10)
 				}
 			}
 		})
+	}
+}
+
+// TestExpVec_AVX2SumOrder checks the AVX2 sums' bits against Go's on many
+// short rows whose values span a wide range: there a float64 sum rounds,
+// so adding a block's elements in another order changes its last bits
+// (long rows of the test below hide that: their totals absorb it).
+func TestExpVec_AVX2SumOrder(t *testing.T) {
+	if bestVariant() < varAVX2 {
+		t.Skip("this CPU has no AVX2")
+	}
+	saved := active
+	defer func() { active = saved }()
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 20000 {
+		n := []int{64, 80, 128, 208}[trial%4] // whole groups of 4 blocks and single blocks after them
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(5 - 60*r.Float64())
+		}
+		active = varGo
+		ws, wd := ExpShift(append([]float32(nil), x...), 0)
+		active = varAVX2
+		gs, gd := ExpShift(append([]float32(nil), x...), 0)
+		gsum := ExpShiftSum(append([]float32(nil), x...), 0)
+		if math.Float64bits(gs) != math.Float64bits(ws) || math.Float64bits(gd) != math.Float64bits(wd) ||
+			math.Float64bits(gsum) != math.Float64bits(ws) {
+			t.Fatalf("row %d (n=%d): AVX2 sums %v, %v (ExpShiftSum %v); Go %v, %v", trial, n, gs, gd, gsum, ws, wd)
+		}
 	}
 }
 
@@ -149,12 +181,16 @@ func TestExpVec_AVX2SameBitsAsGo(t *testing.T) {
 		x, h, dg, du []float32
 		sum, dot     float64
 		max          float32
+		xs           []float32 // ExpShiftSum's
+		sumOnly      float64
 	}
 	run := func(v variant, x, g, u, dh []float32, shift float32) result {
 		active = v
 		var res result
 		res.x = append([]float32(nil), x...)
 		res.sum, res.dot = ExpShift(res.x, shift)
+		res.xs = append([]float32(nil), x...)
+		res.sumOnly = ExpShiftSum(res.xs, shift)
 		res.max = Max(x)
 		n := len(g)
 		res.h, res.dg, res.du = make([]float32, n), make([]float32, n), make([]float32, n)
@@ -176,15 +212,15 @@ func TestExpVec_AVX2SameBitsAsGo(t *testing.T) {
 			g, u, dh := expInputs(r, n, 12, special), expInputs(r, n, 2, false), expInputs(r, n, 2, false)
 			want, got := run(varGo, x, g, u, dh, 4.25), run(varAVX2, x, g, u, dh, 4.25)
 			name := fmt.Sprintf("n=%d/special=%v", n, special)
-			for what, pair := range map[string][2][]float32{"ExpShift": {got.x, want.x}, "SwiGLU": {got.h, want.h},
+			for what, pair := range map[string][2][]float32{"ExpShift": {got.x, want.x}, "ExpShiftSum": {got.xs, want.x}, "SwiGLU": {got.h, want.h},
 				"SwiGLUBackward dgate": {got.dg, want.dg}, "SwiGLUBackward dup": {got.du, want.du}} {
 				if i := same(pair[0], pair[1]); i >= 0 {
 					t.Fatalf("%s %s: index %d: AVX2 %v, Go %v", what, name, i, pair[0][i], pair[1][i])
 				}
 			}
 			sameF64 := func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) || a != a && b != b }
-			if !sameF64(got.sum, want.sum) || !sameF64(got.dot, want.dot) {
-				t.Fatalf("ExpShift %s: sums %v, %v; Go %v, %v", name, got.sum, got.dot, want.sum, want.dot)
+			if !sameF64(got.sum, want.sum) || !sameF64(got.dot, want.dot) || !sameF64(got.sumOnly, want.sum) {
+				t.Fatalf("ExpShift %s: sums %v, %v (ExpShiftSum %v); Go %v, %v", name, got.sum, got.dot, got.sumOnly, want.sum, want.dot)
 			}
 			if math.Float32bits(got.max) != math.Float32bits(want.max) {
 				t.Fatalf("Max %s: AVX2 %v, Go %v", name, got.max, want.max)

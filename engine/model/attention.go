@@ -146,7 +146,7 @@ func attnScale(HD int) float32 { return float32(1 / math.Sqrt(float64(HD))) }
 func softmaxCausal(row []float32, visible int, scale float32) {
 	v := row[:visible]
 	kernels.Scale(scale, v)
-	sum, _ := kernels.ExpShift(v, kernels.Max(v))
+	sum := kernels.ExpShiftSum(v, kernels.Max(v))
 	kernels.Scale(float32(1/sum), v)
 	clear(row[visible:])
 }

@@ -463,6 +463,16 @@ func TestVectors(t *testing.T) {
 				}
 			}
 
+			copy(y1, a)
+			copy(y2, a)
+			SoftmaxGrad(y1, b, 0.3, 0.125)
+			SoftmaxGradRef(y2, b, 0.3, 0.125)
+			for i := range y1 {
+				if math.Float32bits(y1[i]) != math.Float32bits(y2[i]) {
+					t.Fatalf("SoftmaxGrad n=%d: index %d: got %v; want %v", n, i, y1[i], y2[i])
+				}
+			}
+
 			src := make([]uint16, n)
 			for i := range src {
 				src[i] = uint16(r.Uint32())

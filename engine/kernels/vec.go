@@ -59,6 +59,24 @@ func ScaleRef(alpha float32, x []float32) {
 	}
 }
 
+// SoftmaxGrad computes dp[i] = p[i]·(dp[i] − c)·scale, the last step of a
+// softmax's backward pass (c = Σ p·dp), rounded as written.
+func SoftmaxGrad(dp, p []float32, c, scale float32) {
+	checkSame("SoftmaxGrad", len(dp), len(p))
+	done := softmaxGradAsm(dp, p, c, scale)
+	for i := done; i < len(dp); i++ {
+		dp[i] = p[i] * (dp[i] - c) * scale
+	}
+}
+
+// SoftmaxGradRef is the reference for SoftmaxGrad.
+func SoftmaxGradRef(dp, p []float32, c, scale float32) {
+	checkSame("SoftmaxGradRef", len(dp), len(p))
+	for i := range dp {
+		dp[i] = p[i] * (dp[i] - c) * scale
+	}
+}
+
 // WidenBF16 writes the fp32 value of each bfloat16 src[i] to dst[i] (exact).
 // len(dst) must equal len(src).
 func WidenBF16(dst []float32, src []uint16) {

@@ -29,6 +29,9 @@ func scale256(alpha float32, x *float32, n int)
 //go:noescape
 func widen256(dst *float32, src *uint16, n int)
 
+//go:noescape
+func softmaxGrad256(dp, p *float32, n int, c, scale float32)
+
 // vecChunk bounds one assembly call (elements), keeping calls short.
 const vecChunk = 1 << 20
 
@@ -91,6 +94,20 @@ func scaleAsm(alpha float32, x []float32, n int) int {
 		} else {
 			scale256(alpha, &x[i], m)
 		}
+	}
+	return done
+}
+
+// softmaxGradAsm does SoftmaxGrad's first done elements, in AVX2 on
+// every variant that has it (the same operations per element, so the same
+// bits).
+func softmaxGradAsm(dp, p []float32, c, scale float32) int {
+	if vecBlock() == 0 {
+		return 0
+	}
+	done := len(dp) / 8 * 8
+	for i := 0; i < done; i += vecChunk {
+		softmaxGrad256(&dp[i], &p[i], min(vecChunk, done-i), c, scale)
 	}
 	return done
 }

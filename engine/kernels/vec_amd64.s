@@ -239,6 +239,29 @@ done:
 	VZEROUPPER
 	RET
 
+// softmaxGrad256: dp[i] = p[i]·(dp[i] − c)·scale, n a multiple of 8 (AVX2).
+TEXT ·softmaxGrad256(SB), NOSPLIT, $0-32
+	MOVQ dp+0(FP), DI
+	MOVQ p+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS c+24(FP), Y8
+	VBROADCASTSS scale+28(FP), Y9
+	TESTQ CX, CX
+	JEQ done
+loop8:
+	VMOVUPS (DI), Y0
+	VSUBPS Y8, Y0, Y0
+	VMULPS (SI), Y0, Y0
+	VMULPS Y9, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNE loop8
+done:
+	VZEROUPPER
+	RET
+
 // widen256: dst[i] = bf16 src[i] as fp32, n a multiple of 8 (AVX2).
 TEXT ·widen256(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI

@@ -156,9 +156,6 @@ func softmaxCausal(row []float32, visible int, scale float32) {
 // scores before scaling, in place: dS = P∘(dP − Σ_j P∘dP)·scale, zero where
 // masked.
 func softmaxCausalBackward(dp, p []float32, visible int, scale float32) {
-	pdp := kernels.Dot(p[:visible], dp[:visible])
-	for j := 0; j < visible; j++ {
-		dp[j] = p[j] * (dp[j] - pdp) * scale
-	}
+	kernels.SoftmaxGrad(dp[:visible], p[:visible], kernels.Dot(p[:visible], dp[:visible]), scale)
 	clear(dp[visible:])
 }

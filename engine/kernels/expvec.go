@@ -64,15 +64,18 @@ func expShift(x []float32, shift float32, dot bool) (float64, float64) {
 	var acc [2]float64
 	n := len(x)
 	for i := 0; i < n; {
-		if full := (n - i) / expBlock * expBlock; full > 0 {
-			m := min(full, expChunk)
+		m := min(n-i, expChunk)
+		if !expShiftTails() {
+			m = m / expBlock * expBlock
+		}
+		if m > 0 {
 			done := expShiftAsm(x[i:i+m], shift, &acc, dot)
 			i += done
 			if done == m {
 				continue
 			}
 		}
-		// The block the assembly stopped at, or the tail: in Go.
+		// The block the assembly stopped at, or a tail it does not take: in Go.
 		j := min(i+expBlock, n)
 		s, d := expShiftGo(x[i:j], shift)
 		acc[0] += s

@@ -5,10 +5,10 @@ package kernels
 import "math"
 
 // The exponential row operations implemented (by hand) in expvec_amd64.s,
-// for AVX-512 and AVX2. Each processes n elements (a multiple of 16) from
-// the start and returns how many it did: all of them, or up to the first
-// block (16, or 8 for the AVX2 SwiGLU) holding an exponent argument above
-// 88 or NaN, which the caller does in Go.
+// for AVX-512 and AVX2. Each processes n elements (a multiple of 16; any n
+// for expShift256) from the start and returns how many it did: all of
+// them, or up to the first block (16, or 8 for the AVX2 SwiGLU) holding an
+// exponent argument above 88 or NaN, which the caller does in Go.
 
 //go:noescape
 func expShift512(x *float32, n int, shift float32, acc *[2]float64) int
@@ -33,6 +33,10 @@ func swiglu256(h, gate, up *float32, n int) int
 
 //go:noescape
 func swigluBack256(dgate, dup, dh, gate, up *float32, n int) int
+
+// expShiftTails reports whether expShiftAsm takes a partial last block
+// (the AVX2 code masks it; the AVX-512 code takes whole blocks only).
+func expShiftTails() bool { return active == varAVX2 }
 
 func expShiftAsm(x []float32, shift float32, acc *[2]float64, dot bool) int {
 	if len(x) == 0 {

@@ -397,7 +397,8 @@ reduce:
 	RET
 
 // func expShift256(x *float32, n int, shift float32, acc *[2]float64, dot bool) int
-// Blocks of 16 (n a multiple of 16). Each block's sums start from zero
+// Blocks of 16, the last one partial when n is not a multiple of 16 (its
+// missing lanes masked: never read or written). Each block's sums start from zero
 // and run in element order, then are added to acc: the float64 operations
 // ExpShift does when it runs a block in Go, so the sums have the same bits
 // whichever does the block. Four blocks at a time, their sequential sums
@@ -457,6 +458,9 @@ nextgroup:
 loop:
 	CMPQ DX, CX
 	JGE done
+	LEAQ 16(DX), AX
+	CMPQ AX, CX
+	JGT tail
 	VMOVUPS (SI)(DX*4), Y0
 	VSUBPS Y15, Y0, Y0 // d = x - shift, lanes 0-7
 	VMOVUPS 32(SI)(DX*4), Y14
@@ -484,6 +488,50 @@ loop:
 	VADDSD X13, X11, X11
 	ADDQ $16, DX
 	JMP loop
+
+tail:
+	// r = n - DX < 16 elements left: a block whose lanes from r on are
+	// neither read nor written, with d = 0 there and e = +0, which leaves
+	// a sum that starts at +0 unchanged: the sums of Go's r-element block.
+	MOVQ CX, AX
+	SUBQ DX, AX
+	LEAQ tailmask<>(SB), R8
+	SHLQ $2, AX
+	SUBQ AX, R8
+	VMOVDQU 64(R8), Y12 // lanes 0-7 valid
+	VMOVDQU 96(R8), Y13 // lanes 8-15 valid
+	VMASKMOVPS (SI)(DX*4), Y12, Y0
+	VSUBPS Y15, Y0, Y0
+	VANDPS Y12, Y0, Y0
+	VMASKMOVPS 32(SI)(DX*4), Y13, Y14
+	VSUBPS Y15, Y14, Y14
+	VANDPS Y13, Y14, Y14
+	OUTOFRANGE256(Y0, Y1)
+	MOVL BX, R8
+	OUTOFRANGE256(Y14, Y1)
+	ANDL R8, BX
+	CMPL BX, $0xff
+	JNE done
+	VMOVUPS Y13, 416(SP)
+	EXPY0
+	VANDPS Y12, Y4, Y4
+	VMASKMOVPS Y4, Y12, (SI)(DX*4)
+	VXORPD X12, X12, X12
+	VXORPD X13, X13, X13
+	VMULPS Y0, Y4, Y5
+	SEQADD8(Y4, X4, X12)
+	SEQADD8(Y5, X5, X13)
+	VMOVAPS Y14, Y0
+	EXPY0
+	VMOVUPS 416(SP), Y1
+	VANDPS Y1, Y4, Y4
+	VMASKMOVPS Y4, Y1, 32(SI)(DX*4)
+	VMULPS Y0, Y4, Y5
+	SEQADD8(Y4, X4, X12)
+	SEQADD8(Y5, X5, X13)
+	VADDSD X12, X10, X10
+	VADDSD X13, X11, X11
+	MOVQ CX, DX
 
 done:
 	VMOVSD X10, 0(DI)
@@ -622,3 +670,39 @@ reduce:
 	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// tailmask: 16 lanes of all ones, then 16 of zeros; the 16 lanes read from
+// tailmask+64-4r are r ones, then zeros.
+DATA tailmask<>+0(SB)/4, $0xffffffff
+DATA tailmask<>+4(SB)/4, $0xffffffff
+DATA tailmask<>+8(SB)/4, $0xffffffff
+DATA tailmask<>+12(SB)/4, $0xffffffff
+DATA tailmask<>+16(SB)/4, $0xffffffff
+DATA tailmask<>+20(SB)/4, $0xffffffff
+DATA tailmask<>+24(SB)/4, $0xffffffff
+DATA tailmask<>+28(SB)/4, $0xffffffff
+DATA tailmask<>+32(SB)/4, $0xffffffff
+DATA tailmask<>+36(SB)/4, $0xffffffff
+DATA tailmask<>+40(SB)/4, $0xffffffff
+DATA tailmask<>+44(SB)/4, $0xffffffff
+DATA tailmask<>+48(SB)/4, $0xffffffff
+DATA tailmask<>+52(SB)/4, $0xffffffff
+DATA tailmask<>+56(SB)/4, $0xffffffff
+DATA tailmask<>+60(SB)/4, $0xffffffff
+DATA tailmask<>+64(SB)/4, $0
+DATA tailmask<>+68(SB)/4, $0
+DATA tailmask<>+72(SB)/4, $0
+DATA tailmask<>+76(SB)/4, $0
+DATA tailmask<>+80(SB)/4, $0
+DATA tailmask<>+84(SB)/4, $0
+DATA tailmask<>+88(SB)/4, $0
+DATA tailmask<>+92(SB)/4, $0
+DATA tailmask<>+96(SB)/4, $0
+DATA tailmask<>+100(SB)/4, $0
+DATA tailmask<>+104(SB)/4, $0
+DATA tailmask<>+108(SB)/4, $0
+DATA tailmask<>+112(SB)/4, $0
+DATA tailmask<>+116(SB)/4, $0
+DATA tailmask<>+120(SB)/4, $0
+DATA tailmask<>+124(SB)/4, $0
+GLOBL tailmask<>(SB), RODATA|NOPTR, $128

@@ -140,7 +140,8 @@ func BenchmarkExpShift(b *testing.B) {
 // TestExpVec_AVX2SumOrder checks the AVX2 sums' bits against Go's on many
 // short rows whose values span a wide range: there a float64 sum rounds,
 // so adding a block's elements in another order changes its last bits
-// (long rows of the test below hide that: their totals absorb it).
+// (long rows of the test below hide that: their totals absorb it). It also
+// checks every element, and that nothing after a row is written.
 func TestExpVec_AVX2SumOrder(t *testing.T) {
 	if bestVariant() < varAVX2 {
 		t.Skip("this CPU has no AVX2")
@@ -148,20 +149,39 @@ func TestExpVec_AVX2SumOrder(t *testing.T) {
 	saved := active
 	defer func() { active = saved }()
 	r := rand.New(rand.NewPCG(5, 6))
+	// Whole groups of 4 blocks, single blocks after them and a partial
+	// last block (the AVX2 code masks its missing lanes).
+	lengths := []int{64, 80, 128, 208, 5, 37, 71, 143}
 	for trial := range 20000 {
-		n := []int{64, 80, 128, 208}[trial%4] // whole groups of 4 blocks and single blocks after them
+		n := lengths[trial%len(lengths)]
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = float32(5 - 60*r.Float64())
 		}
+		// Each row sits in a buffer with sentinels after it, which no
+		// variant may touch.
+		row := func() []float32 {
+			buf := append(append([]float32(nil), x...), make([]float32, 16)...)
+			for i := n; i < len(buf); i++ {
+				buf[i] = float32(i)
+			}
+			return buf
+		}
 		active = varGo
-		ws, wd := ExpShift(append([]float32(nil), x...), 0)
+		wx := row()
+		ws, wd := ExpShift(wx[:n], 0)
 		active = varAVX2
-		gs, gd := ExpShift(append([]float32(nil), x...), 0)
-		gsum := ExpShiftSum(append([]float32(nil), x...), 0)
+		gx, sx := row(), row()
+		gs, gd := ExpShift(gx[:n], 0)
+		gsum := ExpShiftSum(sx[:n], 0)
 		if math.Float64bits(gs) != math.Float64bits(ws) || math.Float64bits(gd) != math.Float64bits(wd) ||
 			math.Float64bits(gsum) != math.Float64bits(ws) {
 			t.Fatalf("row %d (n=%d): AVX2 sums %v, %v (ExpShiftSum %v); Go %v, %v", trial, n, gs, gd, gsum, ws, wd)
+		}
+		for i := range wx {
+			if math.Float32bits(gx[i]) != math.Float32bits(wx[i]) || math.Float32bits(sx[i]) != math.Float32bits(wx[i]) {
+				t.Fatalf("row %d (n=%d): element %d: AVX2 %v (ExpShiftSum %v); Go %v", trial, n, i, gx[i], sx[i], wx[i])
+			}
 		}
 	}
 }

@@ -65,15 +65,10 @@ func expShift(x []float32, shift float32, dot bool) (float64, float64) {
 	n := len(x)
 	for i := 0; i < n; {
 		m := min(n-i, expChunk)
-		if !expShiftTails() {
-			m = m / expBlock * expBlock
-		}
-		if m > 0 {
-			done := expShiftAsm(x[i:i+m], shift, &acc, dot)
-			i += done
-			if done == m {
-				continue
-			}
+		done := expShiftAsm(x[i:i+m], shift, &acc, dot)
+		i += done
+		if done == m {
+			continue
 		}
 		// The block the assembly stopped at, or a tail it does not take: in Go.
 		j := min(i+expBlock, n)

@@ -34,17 +34,18 @@ func swiglu256(h, gate, up *float32, n int) int
 //go:noescape
 func swigluBack256(dgate, dup, dh, gate, up *float32, n int) int
 
-// expShiftTails reports whether expShiftAsm takes a partial last block
-// (the AVX2 code masks it; the AVX-512 code takes whole blocks only).
-func expShiftTails() bool { return active == varAVX2 }
-
+// expShiftAsm does ExpShift's first elements of x and returns how many:
+// the AVX2 code takes a partial last block too (masked), the AVX-512 code
+// whole blocks only.
 func expShiftAsm(x []float32, shift float32, acc *[2]float64, dot bool) int {
 	if len(x) == 0 {
 		return 0
 	}
 	switch active {
 	case varAVX512:
-		return expShift512(&x[0], len(x), shift, acc)
+		if n := len(x) / expBlock * expBlock; n > 0 {
+			return expShift512(&x[0], n, shift, acc)
+		}
 	case varAVX2:
 		return expShift256(&x[0], len(x), shift, acc, dot)
 	}

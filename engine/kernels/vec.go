@@ -64,9 +64,7 @@ func ScaleRef(alpha float32, x []float32) {
 func SoftmaxGrad(dp, p []float32, c, scale float32) {
 	checkSame("SoftmaxGrad", len(dp), len(p))
 	done := softmaxGradAsm(dp, p, c, scale)
-	for i := done; i < len(dp); i++ {
-		dp[i] = p[i] * (dp[i] - c) * scale
-	}
+	SoftmaxGradRef(dp[done:], p[done:], c, scale)
 }
 
 // SoftmaxGradRef is the reference for SoftmaxGrad.

@@ -196,7 +196,9 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 		kept = w.kept[layer][:NH*T*T]
 		w.keptT[layer] = 0 // read once
 	}
-	putKeys(w.kp, 0, k[:T*KV], KV)
+	if kept == nil { // the scores are recomputed
+		putKeys(w.kp, 0, k[:T*KV], KV)
+	}
 	putKeys(w.vp, 0, v[:T*KV], KV)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]
 	forHeads(NH, nw, func(wk, h int) {

@@ -42,26 +42,16 @@ func FuzzHistory(f *testing.F) {
 }
 
 // FuzzReadTrajectories reads arbitrary bytes as a trajectories parquet
-// file: a damaged file is an error, never a panic.
+// file: a damaged file is an error, never a panic or a crash out of memory.
+// The seeds include the hostile files of TestReadTrajectories_HostileSizes.
 func FuzzReadTrajectories(f *testing.F) {
-	d, err := New(f.TempDir(), "p", "m")
-	if err != nil {
-		f.Fatal(err)
-	}
-	rows := []TrajectoryRow{
-		{GroupIndex: 0, Reward: 1, Metrics: `{"win":1}`, Logs: []string{"a"}, Messages: []MessageRow{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "3"}}},
-		{GroupIndex: 1, Reward: -0.5, GroupMetadata: `{"k":"v"}`, Tools: `[]`, Messages: []MessageRow{{Role: "assistant", ToolCalls: `[{"id":"c"}]`}}},
-	}
-	if err := d.WriteTrajectories("train", 3, rows); err != nil {
-		f.Fatal(err)
-	}
-	good, err := os.ReadFile(d.TrajectoriesPath("train", 3))
-	if err != nil {
-		f.Fatal(err)
-	}
+	good := goodTrajectoriesFile(f)
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add([]byte("PAR1"))
+	for _, h := range hostileTrajectoryFiles(f, good) {
+		f.Add(h.data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "t.parquet")
 		if err := os.WriteFile(path, data, 0o644); err != nil {

@@ -93,12 +93,30 @@ func (d *ModelDir) ReadTrajectories(split string, step int) ([]TrajectoryRow, er
 
 // ReadTrajectoriesFile reads the rows of a trajectories parquet file, whether
 // written by WriteTrajectories or by ART.
+// A damaged or hostile file gives an error, with memory and time bounded by
+// its size (see decodeTrajectories).
 func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
-	rows, err := parquet.ReadFile[TrajectoryRow](path)
+	rows, err := readTrajectoriesFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("store: read trajectories %s: %w", path, err)
 	}
 	return rows, nil
+}
+
+func readTrajectoriesFile(path string) ([]TrajectoryRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxTrajectoriesFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxTrajectoriesFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxTrajectoriesFile)
+	}
+	return decodeTrajectories(data)
 }
 
 // ListTrajectories returns, for each split with trajectories, the steps that

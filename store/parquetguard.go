@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -58,12 +59,22 @@ func decodeTrajectories(data []byte) (rows []TrajectoryRow, err error) {
 	reader := parquet.NewGenericReader[TrajectoryRow](file)
 	defer reader.Close()
 	for {
-		// A fresh batch each time: the reader reuses the slices inside
-		// the rows it is given.
+		// A fresh batch each time, so that no row kept shares memory
+		// with one read later.
 		batch := make([]TrajectoryRow, readBatch)
 		n, err := reader.Read(batch)
 		rows = append(rows, batch[:n]...)
 		if err == io.EOF {
+			if !hasLogprobs(file.Schema()) {
+				// parquet-go fills the absent column of a file whose
+				// lists may hold nulls (DuckDB's, pyarrow's: ART's) with
+				// one zero token per message.
+				for i := range rows {
+					for j := range rows[i].Messages {
+						rows[i].Messages[j].Logprobs = nil
+					}
+				}
+			}
 			return rows, nil
 		}
 		if err != nil {
@@ -73,6 +84,17 @@ func decodeTrajectories(data []byte) (rows []TrajectoryRow, err error) {
 			return nil, fmt.Errorf("damaged parquet file: more rows than the %d it declares", file.NumRows())
 		}
 	}
+}
+
+// hasLogprobs reports whether the file has the messages' logprobs column
+// (ours; ART's files do not).
+func hasLogprobs(s *parquet.Schema) bool {
+	for _, path := range s.Columns() {
+		if len(path) > 0 && path[0] == "messages" && slices.Contains(path, "logprobs") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkFooter checks both magic marks, that the footer's declared length

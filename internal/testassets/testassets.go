@@ -30,6 +30,9 @@ const (
 	// MCPServers holds node_modules with @modelcontextprotocol/server-memory
 	// and server-everything (scripts/install-mcp-servers.sh).
 	MCPServers = "mcp-servers"
+	// DuckDB holds node_modules with @duckdb/node-api and its Linux x64
+	// bindings (scripts/install-duckdb.sh).
+	DuckDB = "duckdb"
 )
 
 // Root returns the repository root (the directory holding go.mod), found by
@@ -59,8 +62,11 @@ func Dir(tb testing.TB, name string) string {
 	dir := filepath.Join(Root(tb), ".assets", name)
 	if _, err := os.Stat(dir); err != nil {
 		script := "scripts/fetch-assets.sh"
-		if name == MCPServers {
+		switch name {
+		case MCPServers:
 			script = "scripts/install-mcp-servers.sh"
+		case DuckDB:
+			script = "scripts/install-duckdb.sh"
 		}
 		msg := "asset " + name + " not fetched: run " + script + " (needs npm)"
 		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {

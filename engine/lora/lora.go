@@ -142,12 +142,20 @@ func newZero(mcfg model.Config, c Config) (*Adapter, error) {
 			continue
 		}
 		for _, m := range mods {
+			if m.Parent() == "mlp" && mcfg.IsMoE(l) {
+				// A mixture-of-experts layer has no dense gate, up and
+				// down: its experts and router stay frozen.
+				continue
+			}
 			out, in := m.Dims(mcfg)
 			p := &pair{layer: l, mod: m, in: in, out: out}
 			a.pairs[l][m] = p
 			a.order = append(a.order, p)
 			n += c.Rank * (in + out)
 		}
+	}
+	if len(a.order) == 0 {
+		return nil, fmt.Errorf("lora: target modules %v adapt nothing in this model (its mixture-of-experts layers adapt q_proj, k_proj, v_proj and o_proj only)", c.TargetModules)
 	}
 	a.params = make([]float32, n)
 	a.grads = make([]float32, n)

@@ -44,6 +44,17 @@ type Config struct {
 	HiddenActivation      string   `json:"hidden_activation,omitempty"` // Gemma's name for hidden_act
 	AttnLogitSoftcapping  *float64 `json:"attn_logit_softcapping,omitempty"`
 	FinalLogitSoftcapping *float64 `json:"final_logit_softcapping,omitempty"`
+
+	// Mixture of experts (Family.MoE: qwen3_moe). Layer l routes each
+	// row to NumExpertsPerTok of NumExperts SwiGLU experts of width
+	// MoEIntermediateSize unless it is in MLPOnlyLayers (a dense MLP of
+	// IntermediateSize) or (l+1) is not a multiple of DecoderSparseStep.
+	NumExperts          int   `json:"num_experts,omitempty"`
+	NumExpertsPerTok    int   `json:"num_experts_per_tok,omitempty"`
+	MoEIntermediateSize int   `json:"moe_intermediate_size,omitempty"`
+	NormTopKProb        bool  `json:"norm_topk_prob,omitempty"`
+	DecoderSparseStep   int   `json:"decoder_sparse_step,omitempty"`
+	MLPOnlyLayers       []int `json:"mlp_only_layers,omitempty"`
 }
 
 // RopeScaling is config.json's rope_scaling; the "llama3" and "linear"
@@ -245,6 +256,11 @@ func (c Config) NumParams() int64 {
 		layer += 2*F + C
 	}
 	n := V*C + int64(c.NumLayers)*layer + C
+	for l := range c.NumLayers {
+		if c.IsMoE(l) { // experts and a router instead of the dense MLP
+			n += int64(c.NumExperts)*3*C*int64(c.MoEIntermediateSize) + int64(c.NumExperts)*C - 3*C*F
+		}
+	}
 	if !c.TieWordEmbeddings {
 		n += V * C
 	}

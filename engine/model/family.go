@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // A Family is one architecture (one model_type): what its layer does
@@ -44,6 +45,9 @@ type Family struct {
 	// QueryPreAttnScalar: attention scores are scaled by
 	// query_pre_attn_scalar^-½ instead of HD^-½ (Gemma).
 	QueryPreAttnScalar bool
+	// MoE: layers route each row to a few of many SwiGLU experts
+	// (Config.IsMoE, moe.go; Qwen3-MoE).
+	MoE bool
 	// LocalRope: sliding-window layers rotate with rope_local_base_freq
 	// and no rope scaling; full-attention layers with rope_theta and
 	// rope_scaling (Gemma 3).
@@ -72,6 +76,7 @@ func init() {
 	register(&Family{ModelType: "llama", Architecture: "LlamaForCausalLM"})
 	register(&Family{ModelType: "qwen2", Architecture: "Qwen2ForCausalLM", QKVBias: true, defaults: noQwenWindow})
 	register(&Family{ModelType: "qwen3", Architecture: "Qwen3ForCausalLM", QKNorm: true, defaults: noQwenWindow})
+	register(&Family{ModelType: "qwen3_moe", Architecture: "Qwen3MoeForCausalLM", QKNorm: true, MoE: true, defaults: qwenMoEDefaults})
 	register(&Family{ModelType: "mistral", Architecture: "MistralForCausalLM",
 		// Mistral 7B v0.1 slides a 4096-key window on every layer;
 		// later versions set sliding_window to null.
@@ -97,6 +102,21 @@ func noQwenWindow(c *Config, _ map[string]json.RawMessage) error {
 		return fmt.Errorf("use_sliding_window is not supported for %s", c.ModelType)
 	}
 	return nil
+}
+
+// qwenMoEDefaults are Qwen3MoeConfig's defaults for the MoE keys a
+// config.json may leave out.
+func qwenMoEDefaults(c *Config, raw map[string]json.RawMessage) error {
+	if c.DecoderSparseStep == 0 {
+		c.DecoderSparseStep = 1
+	}
+	return noQwenWindow(c, raw)
+}
+
+// IsMoE reports whether layer l is a mixture of experts.
+func (c *Config) IsMoE(l int) bool {
+	return c.family().MoE && c.NumExperts > 0 && c.DecoderSparseStep > 0 &&
+		(l+1)%c.DecoderSparseStep == 0 && !slices.Contains(c.MLPOnlyLayers, l)
 }
 
 // gemma3Defaults are Gemma3TextConfig's defaults for the keys a
@@ -179,6 +199,26 @@ func (c *Config) validateFamily() []error {
 	}
 	if f.sliding != nil && c.SlidingWindow != nil && *c.SlidingWindow <= 0 {
 		errs = append(errs, fmt.Errorf("sliding_window must be > 0, got %d", *c.SlidingWindow))
+	}
+	if f.MoE {
+		pos := func(name string, v int) {
+			if v <= 0 {
+				errs = append(errs, fmt.Errorf("%s must be > 0, got %d", name, v))
+			}
+		}
+		pos("num_experts", c.NumExperts)
+		pos("moe_intermediate_size", c.MoEIntermediateSize)
+		pos("decoder_sparse_step", c.DecoderSparseStep)
+		if c.NumExpertsPerTok < 1 || c.NumExpertsPerTok > c.NumExperts {
+			errs = append(errs, fmt.Errorf("num_experts_per_tok must be in [1, num_experts = %d], got %d", c.NumExperts, c.NumExpertsPerTok))
+		}
+		for _, l := range c.MLPOnlyLayers {
+			if l < 0 || l >= c.NumLayers {
+				errs = append(errs, fmt.Errorf("mlp_only_layers holds %d; layers are 0..%d", l, c.NumLayers-1))
+			}
+		}
+	} else if c.NumExperts != 0 {
+		errs = append(errs, fmt.Errorf("num_experts is set, but %s models have no experts (qwen3_moe has)", c.ModelType))
 	}
 	if f.ModelType == "gemma3_text" {
 		if len(c.LayerTypes) != c.NumLayers {

@@ -149,7 +149,16 @@ func baseGrads(t *testing.T, m *Model, tokens []int, gw []float64) map[string][]
 		out[p+"input_layernorm.weight"] = g.AttnNorm[l]
 		out[p+mlpNormName(f)] = g.MLPNorm[l]
 		for mod := range NumModules {
-			out[p+mod.Parent()+"."+mod.String()+".weight"] = g.Proj[l][mod]
+			if g.Proj[l][mod] != nil {
+				out[p+mod.Parent()+"."+mod.String()+".weight"] = g.Proj[l][mod]
+			}
+		}
+		if g.Router[l] != nil {
+			out[p+"mlp.gate.weight"] = g.Router[l]
+		}
+		for e, x := range g.Experts[l] {
+			pe := fmt.Sprintf("%smlp.experts.%d.", p, e)
+			out[pe+"gate_proj.weight"], out[pe+"up_proj.weight"], out[pe+"down_proj.weight"] = x.Gate, x.Up, x.Down
 		}
 		if f.QKNorm {
 			out[p+"self_attn.q_norm.weight"], out[p+"self_attn.k_norm.weight"] = g.QNorm[l], g.KNorm[l]

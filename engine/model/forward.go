@@ -31,6 +31,7 @@ type Workspace struct {
 	hidden     []float32 // (T, C) final-normed output
 	rope       ropeTable // the angles of pos
 	ropeLocal  ropeTable // the same for Family.LocalRope's sliding layers
+	moe        *moeActs  // mixture-of-experts layers' activations, or nil
 }
 
 func (ws *Workspace) ensure(cfg Config, T int) {
@@ -51,6 +52,9 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 	ws.gate = make([]float32, T*F)
 	ws.up = make([]float32, T*F)
 	ws.pos = make([]int, T)
+	if cfg.NumExperts > 0 {
+		ws.moe = newMoEActs(cfg, T, true)
+	}
 }
 
 // layer lays a layer's activations onto the workspace: nothing is kept for a backward pass, so the residual stream
@@ -59,7 +63,7 @@ func (ws *Workspace) ensure(cfg Config, T int) {
 func (ws *Workspace) layer(cfg Config) layerActs {
 	s := layerActs{
 		in: ws.x, xn1: ws.xn, q: ws.q, k: ws.k, v: ws.v, att: ws.att,
-		mid: ws.mid, xn2: ws.xn, gate: ws.gate, up: ws.up, h: ws.gate,
+		mid: ws.mid, xn2: ws.xn, gate: ws.gate, up: ws.up, h: ws.gate, moe: ws.moe,
 	}
 	if cfg.family().SandwichNorms {
 		s.ao, s.mo = ws.tmp, ws.tmp

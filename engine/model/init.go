@@ -30,6 +30,10 @@ var presets = map[string]Config{
 	"qwen3-0.6b": {ModelType: "qwen3", HiddenSize: 1024, IntermediateSize: 3072, NumLayers: 28, NumHeads: 16,
 		NumKVHeads: 8, HeadDim: 128, VocabSize: 151936, MaxPositions: 40960, RMSNormEps: 1e-6, RopeTheta: 1e6,
 		TieWordEmbeddings: true},
+	// Qwen3-30B-A3B: 128 experts, 8 of them per token, ~3B parameters active.
+	"qwen3-30b-a3b": {ModelType: "qwen3_moe", HiddenSize: 2048, IntermediateSize: 6144, NumLayers: 48, NumHeads: 32,
+		NumKVHeads: 4, HeadDim: 128, VocabSize: 151936, MaxPositions: 40960, RMSNormEps: 1e-6, RopeTheta: 1e6,
+		NumExperts: 128, NumExpertsPerTok: 8, MoEIntermediateSize: 768, NormTopKProb: true, DecoderSparseStep: 1},
 	// Mistral 7B v0.1: the Llama 2 tokenizer and a 4096-key sliding window.
 	"mistral-7b": {ModelType: "mistral", HiddenSize: 4096, IntermediateSize: 14336, NumLayers: 32, NumHeads: 32,
 		NumKVHeads: 8, HeadDim: 128, VocabSize: 32000, MaxPositions: 32768, RMSNormEps: 1e-5, RopeTheta: 10000,
@@ -81,10 +85,13 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 		if c.VocabSize == 0 {
 			c.TieWordEmbeddings = true
 		}
-	case "qwen3":
+	case "qwen3", "qwen3_moe":
 		if c.RopeTheta == 0 {
 			c.RopeTheta = 1e6
 			c.TieWordEmbeddings = true
+		}
+		if arch == "qwen3_moe" && c.NumExperts == 0 {
+			moeTestShape(&c)
 		}
 	case "mistral":
 		testShapeDefaults(&c)
@@ -110,6 +117,17 @@ func Preset(arch, shape string, tokenizerVocab int) (Config, error) {
 	}
 	c.TorchDType = "float32"
 	return c, c.Validate()
+}
+
+// moeTestShape gives the tiny and small shapes experts at sizes a test
+// reaches: tiny has 4 experts, 2 a token, renormalised, on every layer;
+// small 8 experts, 3 a token, not renormalised, on every second layer
+// (the others dense), so the tests see both kinds of layer.
+func moeTestShape(c *Config) {
+	c.NumExperts, c.NumExpertsPerTok, c.MoEIntermediateSize, c.NormTopKProb, c.DecoderSparseStep = 4, 2, c.HiddenSize/2, true, 1
+	if c.NumLayers > 2 {
+		c.NumExperts, c.NumExpertsPerTok, c.NormTopKProb, c.DecoderSparseStep = 8, 3, false, 2
+	}
 }
 
 // InitOptions controls RandomWeights.

@@ -31,6 +31,9 @@ type layerActs struct {
 	rstdq, rstdk []float32 // (T*NH), (T*KVH)
 	ao, mo       []float32 // (T, C) SandwichNorms: o_proj and down_proj outputs before their norms
 	rstd3, rstd4 []float32 // (T)
+	// moe holds a mixture-of-experts layer's activations (moe.go) in place
+	// of gate, up and h; nil for a dense layer.
+	moe *moeActs
 }
 
 // layerPass is what differs between the passes through a layer: where the
@@ -56,7 +59,6 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 	w := &m.W.Layers[l]
 	in, xn1, q, k, v := s.in[:T*C], s.xn1[:T*C], s.q[:T*Q], s.k[:T*KV], s.v[:T*KV]
 	att, mid, xn2 := s.att[:T*Q], s.mid[:T*C], s.xn2[:T*C]
-	gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
 	qpre, kpre := or(s.qpre, T*Q, q), or(s.kpre, T*KV, k)
 	ao, mo := or(s.ao, T*C, mid), or(s.mo, T*C, next[:T*C])
 
@@ -79,14 +81,19 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 	addInPlace(mid, in)
 
 	rmsNormForward(xn2, s.rstd2, mid, w.MLPNorm, T, C, cfg.RMSNormEps)
-	kernels.LinearMulti(xn2, T,
-		kernels.LinearOp{Out: gate, W: w.Gate, Bias: w.GateBias},
-		kernels.LinearOp{Out: up, W: w.Up, Bias: w.UpBias})
-	p.addDelta(gate, xn2, l, ModGate)
-	p.addDelta(up, xn2, l, ModUp)
-	m.gluForward(h, gate, up, T, F)
-	kernels.Linear(mo, h, w.Down, w.DownBias, T)
-	p.addDelta(mo, h, l, ModDown)
+	if cfg.IsMoE(l) {
+		m.moeForward(s.moe, mo, xn2, T, l)
+	} else {
+		gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
+		kernels.LinearMulti(xn2, T,
+			kernels.LinearOp{Out: gate, W: w.Gate, Bias: w.GateBias},
+			kernels.LinearOp{Out: up, W: w.Up, Bias: w.UpBias})
+		p.addDelta(gate, xn2, l, ModGate)
+		p.addDelta(up, xn2, l, ModUp)
+		m.gluForward(h, gate, up, T, F)
+		kernels.Linear(mo, h, w.Down, w.DownBias, T)
+		p.addDelta(mo, h, l, ModDown)
+	}
 	m.outNormForward(next, s.rstd4, mo, w.MLPOutNorm, T)
 	addInPlace(next, mid)
 }
@@ -114,15 +121,19 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 
 	// MLP block, backwards.
 	dmo := m.outNormBackward(a, dres, s.mo, s.rstd4, w.MLPOutNorm, dMLPOutNorm)
-	clear(dh)
-	kernels.LinearBackwardInput(dh, dmo, w.Down, T)
-	p.backDelta(dh, dmo, s.h[:T*F], l, ModDown)
-	m.gluBackward(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T, F)
 	clear(dxn)
-	kernels.LinearBackwardInput(dxn, dgate, w.Gate, T)
-	kernels.LinearBackwardInput(dxn, dup, w.Up, T)
-	p.backDelta(dxn, dgate, s.xn2[:T*C], l, ModGate)
-	p.backDelta(dxn, dup, s.xn2[:T*C], l, ModUp)
+	if cfg.IsMoE(l) {
+		m.moeBackward(s.moe, a.moeWork, a.Base, dxn, dmo, s.xn2[:T*C], T, l)
+	} else {
+		clear(dh)
+		kernels.LinearBackwardInput(dh, dmo, w.Down, T)
+		p.backDelta(dh, dmo, s.h[:T*F], l, ModDown)
+		m.gluBackward(dgate, dup, dh, s.gate[:T*F], s.up[:T*F], T, F)
+		kernels.LinearBackwardInput(dxn, dgate, w.Gate, T)
+		kernels.LinearBackwardInput(dxn, dup, w.Up, T)
+		p.backDelta(dxn, dgate, s.xn2[:T*C], l, ModGate)
+		p.backDelta(dxn, dup, s.xn2[:T*C], l, ModUp)
+	}
 	copy(dmid, dres)
 	rmsNormBackward(dmid, dMLPNorm, dxn, s.mid[:T*C], w.MLPNorm, s.rstd2[:T], T, C)
 

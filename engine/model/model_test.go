@@ -37,6 +37,8 @@ var parityCases = []parityCase{
 	{name: "mistral-small-window-f16-tied", arch: "mistral", shape: "small", dtype: kernels.F16, tied: true},
 	{name: "gemma3-tiny-local-global-f32-tied", arch: "gemma3", shape: "tiny", dtype: kernels.F32, tied: true},
 	{name: "gemma3-small-bf16-untied", arch: "gemma3", shape: "small", dtype: kernels.BF16},
+	{name: "qwen3_moe-tiny-experts-f32-tied", arch: "qwen3_moe", shape: "tiny", dtype: kernels.F32, tied: true},
+	{name: "qwen3_moe-small-sparse-step-bf16-untied", arch: "qwen3_moe", shape: "small", dtype: kernels.BF16},
 }
 
 // writeRandomModel saves a random model of the case's shape into a temp dir.

@@ -103,8 +103,8 @@ func (w *Weights) Quantize(q Quantization) error {
 		return err
 	}
 	for l := range w.Layers {
-		for mod := range NumModules {
-			if err := do(w.Layers[l].proj(mod), fmt.Sprintf("layer %d %s", l, mod)); err != nil {
+		for _, m := range w.Layers[l].mats() {
+			if err := do(m.p, fmt.Sprintf("layer %d %s", l, m.name)); err != nil {
 				return err
 			}
 		}

@@ -33,6 +33,7 @@ type Acts struct {
 	// family parts' gradient scratch (layerfamily.go)
 	dqpre, dkpre, dy []float32
 	head             headWork // LM-head chunk scratch
+	moeWork          *moeWork // mixture-of-experts layers' gradient scratch, or nil
 
 	// Base, when set, also receives gradients for every base weight (the
 	// embedding and LM head, the RMSNorm weights and the projections):
@@ -54,7 +55,15 @@ type BaseGrads struct {
 	// The family's extra norms, per layer; nil when it has none.
 	QNorm, KNorm            [][]float32 // (HD)
 	AttnOutNorm, MLPOutNorm [][]float32 // (C)
+	// Mixture-of-experts layers: the router's and each expert's
+	// gradients (their Proj entries of gate, up and down are nil); nil
+	// for a dense layer.
+	Router  [][]float32 // (E, C)
+	Experts [][]ExpertGrads
 }
+
+// ExpertGrads are one expert's weight gradients, shaped like its weights.
+type ExpertGrads struct{ Gate, Up, Down []float32 }
 
 // NewBaseGrads allocates zeroed gradients for every base weight of m.
 func (m *Model) NewBaseGrads() *BaseGrads {
@@ -64,15 +73,28 @@ func (m *Model) NewBaseGrads() *BaseGrads {
 	if !cfg.TieWordEmbeddings {
 		g.LMHead = make([]float32, V*C)
 	}
-	for range cfg.NumLayers {
+	for l := range cfg.NumLayers {
 		g.AttnNorm = append(g.AttnNorm, make([]float32, C))
 		g.MLPNorm = append(g.MLPNorm, make([]float32, C))
 		var p [NumModules][]float32
 		for mod := range NumModules {
-			out, in := mod.Dims(cfg)
-			p[mod] = make([]float32, out*in)
+			if *m.W.Layers[l].proj(mod) != nil {
+				out, in := mod.Dims(cfg)
+				p[mod] = make([]float32, out*in)
+			}
 		}
 		g.Proj = append(g.Proj, p)
+		var router []float32
+		var experts []ExpertGrads
+		if cfg.IsMoE(l) {
+			Fm := cfg.MoEIntermediateSize
+			router = make([]float32, cfg.NumExperts*C)
+			for range cfg.NumExperts {
+				experts = append(experts, ExpertGrads{make([]float32, Fm*C), make([]float32, Fm*C), make([]float32, C*Fm)})
+			}
+		}
+		g.Router = append(g.Router, router)
+		g.Experts = append(g.Experts, experts)
 	}
 	g.addFamilyNorms(cfg)
 	return g
@@ -87,8 +109,18 @@ func (g *BaseGrads) Slices() [][]float32 {
 	}
 	out = append(out, g.AttnNorm...)
 	out = append(out, g.MLPNorm...)
-	for _, p := range g.Proj {
-		out = append(out, p[:]...)
+	for l, p := range g.Proj {
+		for _, d := range p {
+			if d != nil {
+				out = append(out, d)
+			}
+		}
+		if g.Router[l] != nil {
+			out = append(out, g.Router[l])
+		}
+		for _, e := range g.Experts[l] {
+			out = append(out, e.Gate, e.Up, e.Down)
+		}
 	}
 	for _, n := range [][][]float32{g.QNorm, g.KNorm, g.AttnOutNorm, g.MLPOutNorm} {
 		out = append(out, n...)
@@ -114,10 +146,12 @@ func (m *Model) BaseParams() ([][]float32, error) {
 		out = append(out, m.W.Layers[l].MLPNorm)
 	}
 	for l := range m.W.Layers {
-		for mod := range NumModules {
-			w := *m.W.Layers[l].proj(mod)
+		// The order of BaseGrads.Slices: the projections, the router,
+		// each expert's gate, up and down.
+		for _, lm := range m.W.Layers[l].mats() {
+			w := *lm.p
 			if w.DType != kernels.F32 {
-				return nil, fmt.Errorf("model: full fine-tuning needs F32 weights, layer %d %s is %v", l, mod, w.DType)
+				return nil, fmt.Errorf("model: full fine-tuning needs F32 weights, layer %d %s is %v", l, lm.name, w.DType)
 			}
 			out = append(out, w.F32)
 		}
@@ -150,9 +184,8 @@ func (l *Layer) proj(m Module) **kernels.Mat {
 func (m *Model) RefreshBase() {
 	C, V := m.Config.HiddenSize, m.Config.VocabSize
 	for l := range m.W.Layers {
-		for mod := range NumModules {
-			p := m.W.Layers[l].proj(mod)
-			if (*p).DType == kernels.F32 {
+		for _, lm := range m.W.Layers[l].mats() {
+			if p := lm.p; (*p).DType == kernels.F32 {
 				*p = kernels.NewMatF32((*p).Rows, (*p).Cols, append([]float32(nil), (*p).F32...))
 			}
 		}
@@ -180,11 +213,18 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 	cfg := m.Config
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	f := func(n int) []float32 { return make([]float32, n) }
-	full := func() layerActs {
+	// layerFor allocates the activations of layer l (any dense layer
+	// when l < 0, the recomputing work space: it holds both kinds).
+	layerFor := func(l int) layerActs {
 		s := layerActs{
 			in: f(maxT * C), rstd1: f(maxT), xn1: f(maxT * C), q: f(maxT * Q), k: f(maxT * KV), v: f(maxT * KV),
 			att: f(maxT * Q), mid: f(maxT * C), rstd2: f(maxT), xn2: f(maxT * C),
-			gate: f(maxT * F), up: f(maxT * F), h: f(maxT * F),
+		}
+		if l < 0 || !cfg.IsMoE(l) {
+			s.gate, s.up, s.h = f(maxT*F), f(maxT*F), f(maxT*F)
+		}
+		if (l < 0 && cfg.NumExperts > 0) || (l >= 0 && cfg.IsMoE(l)) {
+			s.moe = newMoEActs(cfg, maxT, false)
 		}
 		m.familyActs(&s, maxT)
 		return s
@@ -194,11 +234,11 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 		if recompute {
 			a.layers[l] = layerActs{in: f(maxT * C)}
 		} else {
-			a.layers[l] = full()
+			a.layers[l] = layerFor(l)
 		}
 	}
 	if recompute {
-		a.work = full()
+		a.work = layerFor(-1)
 		a.work.in = nil // points at the recomputed layer's stored input
 		a.workNext = f(maxT * C)
 	}
@@ -212,6 +252,9 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 	a.dres, a.dmid, a.dxn, a.dhidden = f(maxT*C), f(maxT*C), f(maxT*C), f(maxT*C)
 	a.dq, a.datt, a.dk, a.dv = f(maxT*Q), f(maxT*Q), f(maxT*KV), f(maxT*KV)
 	a.dgate, a.dup, a.dh = f(maxT*F), f(maxT*F), f(maxT*F)
+	if cfg.NumExperts > 0 {
+		a.moeWork = newMoEWork(cfg, maxT)
+	}
 	return a
 }
 

@@ -26,6 +26,43 @@ type Layer struct {
 	QNorm, KNorm []float32 // (HD)
 	// SandwichNorms families: norm weights of the attention and MLP outputs.
 	AttnOutNorm, MLPOutNorm []float32 // (C)
+	// Mixture-of-experts layers (Config.IsMoE) have a router and experts
+	// instead of Gate, Up and Down (which are then nil).
+	Router  *kernels.Mat // (E, C): mlp.gate
+	Experts []Expert
+}
+
+// Expert is one SwiGLU expert of a mixture-of-experts layer.
+type Expert struct {
+	Gate, Up *kernels.Mat // (Fm, C)
+	Down     *kernels.Mat // (C, Fm)
+}
+
+// layerMat is one weight matrix field of a layer and its module's name.
+type layerMat struct {
+	name string
+	p    **kernels.Mat
+}
+
+// mats returns every weight matrix field of the layer that is set: the
+// projections, the router and the experts'.
+func (l *Layer) mats() []layerMat {
+	var out []layerMat
+	for mod := range NumModules {
+		if p := l.proj(mod); *p != nil {
+			out = append(out, layerMat{mod.String(), p})
+		}
+	}
+	if l.Router != nil {
+		out = append(out, layerMat{"router", &l.Router})
+	}
+	for e := range l.Experts {
+		x := &l.Experts[e]
+		for i, p := range []**kernels.Mat{&x.Gate, &x.Up, &x.Down} {
+			out = append(out, layerMat{fmt.Sprintf("expert %d %s", e, Module(int(ModGate)+i)), p})
+		}
+	}
+	return out
 }
 
 // Norm weights hold the factor that multiplies the normalised row: with
@@ -77,10 +114,28 @@ func tensorTable(cfg Config, w *Weights) []tensorRef {
 			tensorRef{name: p + "self_attn.v_proj.weight", shape: []int{KV, C}, mat: &l.V},
 			tensorRef{name: p + "self_attn.o_proj.weight", shape: []int{C, Q}, mat: &l.O},
 			tensorRef{name: p + mlpNormName(fam), shape: []int{C}, vec: &l.MLPNorm},
-			tensorRef{name: p + "mlp.gate_proj.weight", shape: []int{F, C}, mat: &l.Gate},
-			tensorRef{name: p + "mlp.up_proj.weight", shape: []int{F, C}, mat: &l.Up},
-			tensorRef{name: p + "mlp.down_proj.weight", shape: []int{C, F}, mat: &l.Down},
 		)
+		if cfg.IsMoE(i) {
+			E, Fm := cfg.NumExperts, cfg.MoEIntermediateSize
+			if len(l.Experts) != E {
+				l.Experts = make([]Expert, E)
+			}
+			refs = append(refs, tensorRef{name: p + "mlp.gate.weight", shape: []int{E, C}, mat: &l.Router})
+			for e := range l.Experts {
+				x, pe := &l.Experts[e], fmt.Sprintf("%smlp.experts.%d.", p, e)
+				refs = append(refs,
+					tensorRef{name: pe + "gate_proj.weight", shape: []int{Fm, C}, mat: &x.Gate},
+					tensorRef{name: pe + "up_proj.weight", shape: []int{Fm, C}, mat: &x.Up},
+					tensorRef{name: pe + "down_proj.weight", shape: []int{C, Fm}, mat: &x.Down},
+				)
+			}
+		} else {
+			refs = append(refs,
+				tensorRef{name: p + "mlp.gate_proj.weight", shape: []int{F, C}, mat: &l.Gate},
+				tensorRef{name: p + "mlp.up_proj.weight", shape: []int{F, C}, mat: &l.Up},
+				tensorRef{name: p + "mlp.down_proj.weight", shape: []int{C, F}, mat: &l.Down},
+			)
+		}
 		if cfg.AttentionBias {
 			refs = append(refs,
 				tensorRef{name: p + "self_attn.q_proj.bias", shape: []int{Q}, vec: &l.QBias},
@@ -124,9 +179,8 @@ func ignorableTensor(name string) bool {
 // the process's peak memory.
 func (w *Weights) Prepack() {
 	for l := range w.Layers {
-		for _, m := range []*kernels.Mat{w.Layers[l].Q, w.Layers[l].K, w.Layers[l].V, w.Layers[l].O,
-			w.Layers[l].Gate, w.Layers[l].Up, w.Layers[l].Down} {
-			m.Prepack()
+		for _, m := range w.Layers[l].mats() {
+			(*m.p).Prepack()
 		}
 		// Give each layer's stored copies back as we go, so the peak is
 		// the packed weights plus one layer, not both copies of all.

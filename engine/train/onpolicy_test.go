@@ -25,36 +25,50 @@ import (
 // than one attention key block. Trainer.Step then reports
 // loss/rollout_logprob_abs_diff = 0 for the turns its starting policy
 // sampled.
+//
+// A mixture-of-experts model (qwen3_moe) too: the trainer routes every
+// token to the experts the sampler did, with no routing replay.
 func TestOnPolicy_SamplerEqualsTrainer(t *testing.T) {
 	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.Q8, kernels.Q4} {
-		t.Run(dt.String(), func(t *testing.T) { testOnPolicy(t, dt) })
+		t.Run(dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen2", dt) })
+	}
+	for _, dt := range []kernels.DType{kernels.BF16, kernels.Q8} {
+		t.Run("qwen3_moe-"+dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen3_moe", dt) })
 	}
 }
 
-func testOnPolicy(t *testing.T, dt kernels.DType) {
+func testOnPolicy(t *testing.T, arch string, dt kernels.DType) {
 	z := byteTokenizer(t)
-	cfg, err := model.Preset("qwen2", "tiny", z.Tok.VocabSize())
+	cfg, err := model.Preset(arch, "tiny", z.Tok.VocabSize())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.IntermediateSize = 600 // down_proj sums over K = 600: three K blocks
+	// down_proj sums over K = 600: three K blocks (with experts, each
+	// expert's down_proj).
+	cfg.IntermediateSize, cfg.MoEIntermediateSize = 600, 600*min(cfg.NumExperts, 1)
 	init := model.InitOptions{Seed: 3, DType: dt, Std: 0.2}
 	quant := map[kernels.DType]model.Quantization{kernels.Q8: model.Q8, kernels.Q4: model.Q4}[dt]
 	if quant != model.NoQuantization {
 		// Whole blocks of 32, in three K blocks of 208 that start
 		// inside blocks of 32.
-		cfg.IntermediateSize, init.DType = 608, kernels.F32
+		cfg.IntermediateSize, cfg.MoEIntermediateSize, init.DType = 608, 608*min(cfg.NumExperts, 1), kernels.F32
 	}
 	m, err := model.New(cfg, model.RandomWeights(cfg, init))
 	if err != nil {
 		t.Fatal(err)
 	}
+	down := func() *kernels.Mat {
+		if l := m.W.Layers[0]; l.Down != nil {
+			return l.Down
+		}
+		return m.W.Layers[0].Experts[0].Down
+	}
 	if quant != model.NoQuantization {
 		if err := m.W.Quantize(quant); err != nil {
 			t.Fatal(err)
 		}
-		if m.W.Layers[0].Down.DType != dt || m.W.Embed.DType != dt {
-			t.Fatalf("Quantize left down_proj %v, embedding %v", m.W.Layers[0].Down.DType, m.W.Embed.DType)
+		if down().DType != dt || m.W.Embed.DType != dt {
+			t.Fatalf("Quantize left down_proj %v, embedding %v", down().DType, m.W.Embed.DType)
 		}
 	}
 	a, err := lora.New(cfg, lora.Config{Rank: 8, Alpha: 16}, 2)

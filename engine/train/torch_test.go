@@ -77,6 +77,14 @@ var loraParityCases = []loraParityCase{
 		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 0.2, epsHigh: 0.28,
 		lens: []int{70, 25}, advs: []float64{-0.9, 1.3}, weights: []float64{1.1, 0.8},
 	},
+	{
+		// Dense and mixture-of-experts layers in turn: the adapter reaches
+		// the dense layers' MLP and the expert layers' attention only,
+		// and the gradient flows through the frozen router and experts.
+		name: "qwen3_moe-small-sparse-step-f32-untied", arch: "qwen3_moe", shape: "small", dtype: kernels.F32,
+		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
+		lens: []int{45, 20}, advs: []float64{1.2, -0.8}, weights: []float64{1, 0.9},
+	},
 }
 
 // refSeq is one row of the request to torch_lora_ref.py: per-token arrays

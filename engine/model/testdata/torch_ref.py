@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent float64 PyTorch reference for engine/model (Llama, Qwen2,
-Qwen3, Mistral, Gemma 3 text).
+Qwen3, Qwen3-MoE, Mistral, Gemma 3 text).
 
 Usage: /usr/bin/python3 torch_ref.py MODEL_DIR < request.json > response.json
 request:  {"tokens": [int, ...],
@@ -97,6 +97,35 @@ def layer_types(cfg):
     return [(None, False)] * L
 
 
+def is_moe(cfg, l):
+    """Qwen3MoeDecoderLayer: experts unless the layer is in mlp_only_layers
+    or (l+1) is not a multiple of decoder_sparse_step."""
+    if cfg["model_type"] != "qwen3_moe" or cfg.get("num_experts", 0) <= 0:
+        return False
+    step = cfg.get("decoder_sparse_step", 1)
+    return l not in cfg.get("mlp_only_layers", []) and (l + 1) % step == 0
+
+
+def moe_mlp(cfg, W, h, p, act_fn):
+    """Qwen3MoeSparseMoeBlock: softmax router, top-k experts, weights
+    renormalised when norm_topk_prob, each expert a SwiGLU MLP."""
+    k = cfg["num_experts_per_tok"]
+    probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
+    weights, experts = torch.topk(probs, k, dim=-1)
+    if cfg.get("norm_topk_prob", False):
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(cfg["num_experts"]):
+        rows, rank = torch.where(experts == e)
+        if len(rows) == 0:
+            continue
+        pe = f"{p}mlp.experts.{e}."
+        x = h[rows]
+        y = (act_fn(x @ W[pe + "gate_proj.weight"].T) * (x @ W[pe + "up_proj.weight"].T)) @ W[pe + "down_proj.weight"].T
+        out = out.index_add(0, rows, y * weights[rows, rank, None])
+    return out
+
+
 def logits(cfg, W, tokens, lin_hook=None):
     """The model's logits (T, V) for tokens, following the transformers
     modeling code of cfg's model_type. lin_hook(x, name) may return a delta
@@ -112,7 +141,7 @@ def logits(cfg, W, tokens, lin_hook=None):
     qkv_bias = mt == "qwen2" or cfg.get("attention_bias", False)
     o_bias = mt != "qwen2" and cfg.get("attention_bias", False)
     mlp_bias = cfg.get("mlp_bias", False)
-    qk_norm = mt in ("qwen3", "gemma3_text")
+    qk_norm = mt in ("qwen3", "qwen3_moe", "gemma3_text")
     act = cfg.get("hidden_activation") or cfg.get("hidden_act", "silu")
     if gemma:
         scaling = cfg["query_pre_attn_scalar"] ** -0.5
@@ -182,9 +211,12 @@ def logits(cfg, W, tokens, lin_hook=None):
         else:
             x = x + o
             h = norm(x, p + "post_attention_layernorm.weight")
-        g = lin(h, p + "mlp.gate_proj", mlp_bias)
-        u = lin(h, p + "mlp.up_proj", mlp_bias)
-        d = lin(act_fn(g) * u, p + "mlp.down_proj", mlp_bias)
+        if is_moe(cfg, l):
+            d = moe_mlp(cfg, W, h, p, act_fn)
+        else:
+            g = lin(h, p + "mlp.gate_proj", mlp_bias)
+            u = lin(h, p + "mlp.up_proj", mlp_bias)
+            d = lin(act_fn(g) * u, p + "mlp.down_proj", mlp_bias)
         if gemma:
             d = norm(d, p + "post_feedforward_layernorm.weight")
         x = x + d

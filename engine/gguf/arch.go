@@ -38,11 +38,12 @@ var archLayouts = map[string]archLayout{
 	"mistral":     {arch: "llama", interleave: true, act: "silu", check: checkLlamaRope},
 	"qwen2":       {arch: "qwen2", act: "silu", check: checkQwen2},
 	"qwen3":       {arch: "qwen3", act: "silu", check: checkQwen3},
+	"qwen3_moe":   {arch: "qwen3moe", act: "silu", check: checkQwen3MoE, kvs: expertKVs},
 	"gemma3_text": {arch: "gemma3", act: "gelu_pytorch_tanh", check: checkGemma3, kvs: gemma3KVs},
 }
 
 // exportableTypes lists archLayouts' keys for error messages.
-const exportableTypes = "llama, mistral, qwen2, qwen3, gemma3_text"
+const exportableTypes = "llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text"
 
 // checkLlamaRope: llama.cpp's llama architecture holds Llama 3's rope
 // scaling (as the rope_freqs tensor) and no other.
@@ -74,6 +75,30 @@ func checkQwen3(cfg model.Config, layers []model.Layer, bad func(string, ...any)
 		bad("rope_scaling %q cannot be exported for qwen3", t)
 	}
 	noBiases("qwen3", layers, bad)
+}
+
+// checkQwen3MoE holds Qwen3-MoE to what llama.cpp's qwen3moe hard-codes:
+// every layer a mixture of experts, their weights renormalised.
+func checkQwen3MoE(cfg model.Config, layers []model.Layer, bad func(string, ...any)) {
+	checkQwen3(cfg, layers, bad)
+	if !cfg.NormTopKProb {
+		bad("llama.cpp's qwen3moe renormalises the chosen experts' weights; norm_topk_prob is false")
+	}
+	for l := range cfg.NumLayers {
+		if !cfg.IsMoE(l) {
+			bad("llama.cpp's qwen3moe makes every layer a mixture of experts; layer %d is dense (decoder_sparse_step %d, mlp_only_layers %v)", l, cfg.DecoderSparseStep, cfg.MLPOnlyLayers)
+			break
+		}
+	}
+}
+
+// expertKVs: how many experts, how many a token, and their width.
+func expertKVs(cfg model.Config, key func(string) string) []KV {
+	return []KV{
+		{key("expert_count"), uint32(cfg.NumExperts)},
+		{key("expert_used_count"), uint32(cfg.NumExpertsPerTok)},
+		{key("expert_feed_forward_length"), uint32(cfg.MoEIntermediateSize)},
+	}
 }
 
 // checkGemma3 holds Gemma 3 to what llama.cpp's gemma3 hard-codes rather

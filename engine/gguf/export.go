@@ -242,9 +242,23 @@ func checkModel(m *model.Model) error {
 		mat(p+"k_proj", l.K, KV, C)
 		mat(p+"v_proj", l.V, KV, C)
 		mat(p+"o_proj", l.O, C, Q)
-		mat(p+"gate_proj", l.Gate, F, C)
-		mat(p+"up_proj", l.Up, F, C)
-		mat(p+"down_proj", l.Down, C, F)
+		if cfg.IsMoE(i) {
+			E, Fm := cfg.NumExperts, cfg.MoEIntermediateSize
+			mat(p+"router", l.Router, E, C)
+			if len(l.Experts) != E {
+				bad("%shas %d experts, config says %d", p, len(l.Experts), E)
+			}
+			for e, x := range l.Experts {
+				pe := fmt.Sprintf("%sexpert %d ", p, e)
+				mat(pe+"gate_proj", x.Gate, Fm, C)
+				mat(pe+"up_proj", x.Up, Fm, C)
+				mat(pe+"down_proj", x.Down, C, Fm)
+			}
+		} else {
+			mat(p+"gate_proj", l.Gate, F, C)
+			mat(p+"up_proj", l.Up, F, C)
+			mat(p+"down_proj", l.Down, C, F)
+		}
 		vec(p+"q bias", l.QBias, Q, true)
 		vec(p+"k bias", l.KBias, KV, true)
 		vec(p+"v bias", l.VBias, KV, true)
@@ -269,13 +283,30 @@ func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 	cfg := m.Config
 	w := &m.W
 	var ts []Tensor
-	matrix := func(name string, x *kernels.Mat, rowOrder []int) {
-		dt := dt
-		if (dt == Q8_0 || dt == Q4_0) && x.Cols%q8Block != 0 {
-			dt = F16
+	typeFor := func(cols int) Type {
+		if (dt == Q8_0 || dt == Q4_0) && cols%q8Block != 0 {
+			return F16
 		}
+		return dt
+	}
+	matrix := func(name string, x *kernels.Mat, rowOrder []int) {
+		dt := typeFor(x.Cols)
 		ts = append(ts, Tensor{Name: name, Dims: []uint64{uint64(x.Cols), uint64(x.Rows)}, Type: dt,
 			WriteData: func(out io.Writer) error { return writeMatrix(out, name, x, rowOrder, dt) }})
+	}
+	// experts stacks one matrix of every expert into a 3-D tensor,
+	// expert-major, as llama.cpp's *_exps tensors hold them.
+	experts := func(name string, xs []*kernels.Mat) {
+		dt := typeFor(xs[0].Cols)
+		ts = append(ts, Tensor{Name: name, Dims: []uint64{uint64(xs[0].Cols), uint64(xs[0].Rows), uint64(len(xs))}, Type: dt,
+			WriteData: func(out io.Writer) error {
+				for e, x := range xs {
+					if err := writeMatrix(out, fmt.Sprintf("%s expert %d", name, e), x, nil, dt); err != nil {
+						return err
+					}
+				}
+				return nil
+			}})
 	}
 	vector := func(name string, x []float32, order []int) {
 		if x == nil {
@@ -311,6 +342,20 @@ func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 		vector(p+"attn_output.bias", l.OBias, nil)
 		familyTensors(vector, p, l)
 		vector(p+"ffn_norm.weight", l.MLPNorm, nil)
+		if l.Router != nil {
+			// The router stays unquantized (as the engine keeps it):
+			// F32 holds any checkpoint dtype exactly.
+			ts = append(ts, Tensor{Name: p + "ffn_gate_inp.weight", Dims: []uint64{uint64(l.Router.Cols), uint64(l.Router.Rows)}, Type: F32,
+				WriteData: func(out io.Writer) error { return writeMatrix(out, p+"ffn_gate_inp.weight", l.Router, nil, F32) }})
+			var gate, up, down []*kernels.Mat
+			for _, x := range l.Experts {
+				gate, up, down = append(gate, x.Gate), append(up, x.Up), append(down, x.Down)
+			}
+			experts(p+"ffn_gate_exps.weight", gate)
+			experts(p+"ffn_up_exps.weight", up)
+			experts(p+"ffn_down_exps.weight", down)
+			continue
+		}
 		matrix(p+"ffn_gate.weight", l.Gate, nil)
 		vector(p+"ffn_gate.bias", l.GateBias, nil)
 		matrix(p+"ffn_up.weight", l.Up, nil)

@@ -145,6 +145,9 @@ func loadTensor(set *safetensors.Set, r tensorRef, info safetensors.TensorInfo, 
 	default:
 		return fmt.Errorf("tensor %s has dtype %v; want F32, BF16 or F16", r.name, info.DType)
 	}
+	if r.unquantized {
+		return nil
+	}
 	qm, err := q.quantize(*r.mat, r.name)
 	*r.mat = qm
 	return err

@@ -48,9 +48,10 @@ func ParseQuantization(s string) (Quantization, error) {
 
 // LoadOptions change how Load stores a model.
 type LoadOptions struct {
-	// Quantize stores every weight matrix (embedding, projections, LM
-	// head) quantized as it is read; a matrix whose rows are not whole
-	// blocks of the type stays in its checkpoint dtype.
+	// Quantize stores every weight matrix (embedding, projections,
+	// experts, LM head) quantized as it is read; a matrix whose rows are
+	// not whole blocks of the type, and a mixture of experts' router,
+	// stay in their checkpoint dtype.
 	Quantize Quantization
 }
 
@@ -104,6 +105,9 @@ func (w *Weights) Quantize(q Quantization) error {
 	}
 	for l := range w.Layers {
 		for _, m := range w.Layers[l].mats() {
+			if m.p == &w.Layers[l].Router { // as Load: see tensorRef.unquantized
+				continue
+			}
 			if err := do(m.p, fmt.Sprintf("layer %d %s", l, m.name)); err != nil {
 				return err
 			}

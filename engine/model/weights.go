@@ -85,6 +85,10 @@ type tensorRef struct {
 	// offset is added to a vector at load and taken off at save (Gemma's
 	// norms: the checkpoint holds weight, the engine 1 + weight).
 	offset float32
+	// unquantized: the matrix keeps its checkpoint dtype when the model
+	// is loaded quantized (a router: small, and its top-k choice is
+	// discontinuous in its logits; llama.cpp keeps it unquantized too).
+	unquantized bool
 }
 
 // tensorTable lists every tensor a checkpoint of cfg must contain, with its
@@ -120,7 +124,7 @@ func tensorTable(cfg Config, w *Weights) []tensorRef {
 			if len(l.Experts) != E {
 				l.Experts = make([]Expert, E)
 			}
-			refs = append(refs, tensorRef{name: p + "mlp.gate.weight", shape: []int{E, C}, mat: &l.Router})
+			refs = append(refs, tensorRef{name: p + "mlp.gate.weight", shape: []int{E, C}, mat: &l.Router, unquantized: true})
 			for e := range l.Experts {
 				x, pe := &l.Experts[e], fmt.Sprintf("%smlp.experts.%d.", p, e)
 				refs = append(refs,

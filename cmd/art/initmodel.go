@@ -24,10 +24,12 @@ tokenizer_config.json with a chat template) holding random weights in the
 shape of a real model. No pretrained weights can be downloaded here, so tests,
 benchmarks and demos start from such folders.
 
---arch picks the family: qwen2, llama, qwen3, mistral (sliding-window
-attention) or gemma3 (Gemma 3 text: model_type gemma3_text). Shapes named after
-a real model (qwen3-0.6b, mistral-7b, gemma-3-270m, ...) fix their family;
-tiny and small fit any family.
+--arch picks the family: qwen2, llama, qwen3, qwen3_moe (mixture of experts),
+mistral (sliding-window attention) or gemma3 (Gemma 3 text: model_type
+gemma3_text). Shapes named after a real model (qwen3-0.6b, qwen3-30b-a3b,
+mistral-7b, gemma-3-270m, ...) fix their family; tiny and small fit any family
+(qwen3_moe's tiny has 4 experts, 2 a token; its small 8 experts, 3 a token, on
+every second layer).
 
 --tokenizer takes a folder with tokenizer.json and tokenizer_config.json (for
 example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
@@ -35,6 +37,7 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 		Example: `  art init-model --arch qwen2 --shape qwen2.5-0.5b --tokenizer .assets/qwen3 --dtype bf16 --out ./qwen-random
   art init-model --arch qwen3 --shape qwen3-0.6b --tokenizer .assets/qwen3 --dtype bf16 --out ./qwen3-random
   art init-model --arch gemma3 --shape tiny --tokenizer bytes --out ./gemma-tiny
+  art init-model --arch qwen3_moe --shape small --tokenizer .assets/qwen3 --out ./moe-small
   art init-model --arch qwen2 --shape tiny --tokenizer bytes --out ./tiny`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

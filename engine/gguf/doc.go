@@ -38,4 +38,8 @@
 //     llama.cpp's converter does.
 //   - Gemma 3: llama.cpp wants its norm weights with the +1 already added,
 //     which is how the engine holds them (model.Family.NormPlusOne).
+//   - Qwen3-MoE: llama.cpp's "qwen3moe" stacks each layer's experts into
+//     3-D tensors (ffn_gate_exps, ffn_up_exps, ffn_down_exps, expert-major)
+//     and reads the router as ffn_gate_inp, written in F32 as the engine
+//     keeps it unquantized.
 package gguf

@@ -1,6 +1,7 @@
 // Package model loads Hugging Face decoder-only transformers (the Llama,
-// Qwen2, Qwen3, Mistral and Gemma 3 text families, each described in
-// family.go) and runs their forward and backward passes in fp32 on the CPU.
+// Qwen2, Qwen3, Qwen3-MoE, Mistral and Gemma 3 text families, each described
+// in family.go; the mixture of experts in moe.go) and runs their forward and
+// backward passes in fp32 on the CPU.
 //
 // The code follows llm.c: each layer is a plain function over []float32
 // buffers with its shapes in the doc comment, outputs first, then inputs,
@@ -10,7 +11,8 @@
 //	C   hidden size (channels)
 //	NH  query heads, KVH key/value heads, HD head dimension
 //	Q   NH*HD, KV KVH*HD
-//	F   MLP intermediate size
+//	F   MLP intermediate size (Fm: one expert's)
+//	E   experts of a mixture-of-experts layer, k of them chosen per row
 //	V   vocabulary size
 //	L   number of layers
 //

@@ -23,9 +23,11 @@ func echoSequences(t *testing.T, z *Tokenizer, n int) []Sequence {
 	return out
 }
 
-func tinyF32(t *testing.T, vocab int) *model.Model {
+func tinyF32(t *testing.T, vocab int) *model.Model { return tinyArchF32(t, "qwen2", vocab) }
+
+func tinyArchF32(t *testing.T, arch string, vocab int) *model.Model {
 	t.Helper()
-	cfg, err := model.Preset("qwen2", "tiny", vocab)
+	cfg, err := model.Preset(arch, "tiny", vocab)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,10 +40,17 @@ func tinyF32(t *testing.T, vocab int) *model.Model {
 
 // Ensure full SFT trains every weight: the loss falls, StepSequences
 // reports the loss before its update (as Loss measures it), and the
-// embedding, norms and projections all change.
+// embedding, norms and projections (a mixture of experts' router and
+// experts) all change.
 func TestFullSFT_LossFalls(t *testing.T) {
+	for _, arch := range []string{"qwen2", "qwen3_moe"} {
+		t.Run(arch, func(t *testing.T) { testFullSFTLossFalls(t, arch) })
+	}
+}
+
+func testFullSFTLossFalls(t *testing.T, arch string) {
 	z := byteTokenizer(t)
-	m := tinyF32(t, z.Tok.VocabSize())
+	m := tinyArchF32(t, arch, z.Tok.VocabSize())
 	f, err := NewFullSFT(m)
 	if err != nil {
 		t.Fatal(err)

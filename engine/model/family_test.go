@@ -170,8 +170,16 @@ func baseGrads(t *testing.T, m *Model, tokens []int, gw []float64) map[string][]
 	return out
 }
 
-// Real config.json files: Qwen3-0.6B, Mistral-7B-v0.1, gemma-3-270m.
+// Real config.json files: Qwen3-0.6B, Qwen3-30B-A3B, Mistral-7B-v0.1,
+// gemma-3-270m.
 const (
+	realQwen3MoE = `{"architectures":["Qwen3MoeForCausalLM"],"attention_bias":false,"decoder_sparse_step":1,
+		"head_dim":128,"hidden_act":"silu","hidden_size":2048,"intermediate_size":6144,"max_position_embeddings":40960,
+		"max_window_layers":48,"mlp_only_layers":[],"model_type":"qwen3_moe","moe_intermediate_size":768,
+		"norm_topk_prob":true,"num_attention_heads":32,"num_experts":128,"num_experts_per_tok":8,"num_hidden_layers":48,
+		"num_key_value_heads":4,"output_router_logits":false,"rms_norm_eps":1e-06,"rope_scaling":null,
+		"rope_theta":1000000.0,"router_aux_loss_coef":0.001,"sliding_window":null,"tie_word_embeddings":false,
+		"use_sliding_window":false,"vocab_size":151936}`
 	realQwen3 = `{"architectures":["Qwen3ForCausalLM"],"attention_bias":false,"head_dim":128,"hidden_act":"silu",
 		"hidden_size":1024,"intermediate_size":3072,"max_position_embeddings":40960,"max_window_layers":28,
 		"model_type":"qwen3","num_attention_heads":16,"num_hidden_layers":28,"num_key_value_heads":8,
@@ -197,9 +205,10 @@ func TestPreset_RealShapes(t *testing.T) {
 		tokenizerVocab      int
 		params              int64
 	}{
-		{"qwen3", "qwen3-0.6b", realQwen3, 151669, 596049920},     // 0.44B without the embeddings
-		{"mistral", "mistral-7b", realMistral, 32000, 7241732096}, // Mistral 7B v0.1
-		{"gemma3", "gemma-3-270m", realGemma3, 262144, 268098176}, // gemma-3-270m
+		{"qwen3", "qwen3-0.6b", realQwen3, 151669, 596049920},             // 0.44B without the embeddings
+		{"qwen3_moe", "qwen3-30b-a3b", realQwen3MoE, 151669, 30532122624}, // "30.5B in total"
+		{"mistral", "mistral-7b", realMistral, 32000, 7241732096},         // Mistral 7B v0.1
+		{"gemma3", "gemma-3-270m", realGemma3, 262144, 268098176},         // gemma-3-270m
 	}
 	for _, c := range cases {
 		got, err := Preset(c.arch, c.shape, c.tokenizerVocab)
@@ -216,6 +225,9 @@ func TestPreset_RealShapes(t *testing.T) {
 		// What the preset leaves out is metadata the engine does not read.
 		got.TorchDType, want.TorchDType = "", ""
 		want.UseSlidingWindow, want.HiddenActivation = nil, ""
+		if len(want.MLPOnlyLayers) == 0 {
+			want.MLPOnlyLayers = nil
+		}
 		if !reflect.DeepEqual(got, want) {
 			g, _ := json.Marshal(got)
 			w, _ := json.Marshal(want)
@@ -245,7 +257,19 @@ func TestFamilies_ParseConfig(t *testing.T) {
 	if c.NumParams() != 268098176 { // gemma-3-270m's published count
 		t.Errorf("gemma-3-270m: %d parameters", c.NumParams())
 	}
+	c, err = ParseConfig([]byte(realQwen3MoE))
+	if err != nil || !c.IsMoE(0) || !c.IsMoE(47) || !c.NormTopKProb {
+		t.Fatalf("qwen3_moe: %v, MoE layers 0 %v 47 %v, norm_topk_prob %v", err, c.IsMoE(0), c.IsMoE(47), c.NormTopKProb)
+	}
+	sparse := strings.Replace(strings.Replace(realQwen3MoE, `"decoder_sparse_step":1`, `"decoder_sparse_step":2`, 1), `"mlp_only_layers":[]`, `"mlp_only_layers":[3]`, 1)
+	if c, err = ParseConfig([]byte(sparse)); err != nil || c.IsMoE(0) || !c.IsMoE(1) || c.IsMoE(3) || !c.IsMoE(5) {
+		t.Fatalf("qwen3_moe with decoder_sparse_step 2, mlp_only_layers [3]: %v, MoE layers 0–5 %v %v %v %v", err, c.IsMoE(0), c.IsMoE(1), c.IsMoE(3), c.IsMoE(5))
+	}
 	bad := []struct{ json, want string }{
+		{strings.Replace(realQwen3MoE, `"num_experts_per_tok":8`, `"num_experts_per_tok":129`, 1), "num_experts_per_tok"},
+		{strings.Replace(realQwen3MoE, `"moe_intermediate_size":768`, `"moe_intermediate_size":0`, 1), "moe_intermediate_size"},
+		{strings.Replace(realQwen3MoE, `"mlp_only_layers":[]`, `"mlp_only_layers":[48]`, 1), "mlp_only_layers"},
+		{strings.Replace(qwen3, `"model_type"`, `"num_experts":8,"model_type"`, 1), "no experts"},
 		{strings.Replace(gemma, `"final_logit_softcapping":null`, `"final_logit_softcapping":30.0`, 1), "softcapping"},
 		{strings.Replace(gemma, `"gemma3_text"`, `"gemma3"`, 1), "gemma3_text"},
 		{strings.Replace(qwen3, `"use_sliding_window":false`, `"use_sliding_window":true`, 1), "use_sliding_window"},

@@ -233,11 +233,11 @@ func (m *Model) moeBackward(a *moeActs, w *moeWork, base *BaseGrads, dx, dout, x
 		}
 	}
 	// Through the weights, the top-k and the softmax to the logits.
-	p := make([]float64, E)
+	p, dp := make([]float64, E), make([]float64, E)
 	for t := range T {
 		softmax64(p, a.logits[t*E:(t+1)*E])
 		experts, dweight := a.expert[t*k:(t+1)*k], w.dweight[t*k:(t+1)*k]
-		dp := make([]float64, E)
+		clear(dp)
 		if cfg.NormTopKProb {
 			// w_j = p_j / S, S = Σ p_i: ∂L/∂p_j = (dw_j − Σ_i dw_i w_i) / S.
 			var sum, dot float64

@@ -69,25 +69,33 @@ type LinearOp struct {
 	Out  []float32
 	W    *Mat
 	Bias []float32 // nil or length N
+	// In, when set, holds this product's own M input rows (M×K) in
+	// place of LinearMulti's: products of different inputs in one
+	// parallel region (the experts of a mixture, each over its rows).
+	In []float32
+	M  int
 }
 
 // LinearMulti computes several Linear products of the same input rows
-// (inp, M×K for every W) in one parallel region: the same results as
-// calling Linear for each op, with one fork and join instead of one per
-// op, and the small products spread over the cores too. Used for the q, k,
-// v and the gate, up projections of a layer. Outputs must not overlap inp
-// or each other.
+// (inp, M×K for every W, unless an op brings its own) in one parallel
+// region: the same results as calling Linear for each op, with one fork
+// and join instead of one per op, and the small products spread over the
+// cores too. Used for the q, k, v and the gate, up projections of a layer.
+// Outputs must not overlap any input or each other.
 func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 	t := runtime.GOMAXPROCS(0)
 	var js []job
 	var est float64
 	for _, op := range ops {
-		w := op.W
-		if t <= 1 || M == 0 || w.Rows == 0 || w.Cols == 0 {
-			Linear(op.Out, inp, w, op.Bias, M)
+		w, in, m := op.W, inp, M
+		if op.In != nil {
+			in, m = op.In, op.M
+		}
+		if t <= 1 || m == 0 || w.Rows == 0 || w.Cols == 0 {
+			Linear(op.Out, in, w, op.Bias, m)
 			continue
 		}
-		j, ok := linearJob(op.Out, inp, w, op.Bias, M)
+		j, ok := linearJob(op.Out, in, w, op.Bias, m)
 		if !ok {
 			continue
 		}
@@ -98,7 +106,7 @@ func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 	case len(js) == 0:
 	case est < parallelMinNs:
 		for i := range js {
-			js[i].part(0, M, 0, js[i].panels())
+			js[i].part(0, js[i].M, 0, js[i].panels())
 		}
 	default:
 		runJobs(t, js)

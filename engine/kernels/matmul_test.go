@@ -587,10 +587,17 @@ func TestLinearMulti(t *testing.T) {
 					if i%2 == 0 {
 						bias = randSlice(r, N)
 					}
-					out := randSlice(r, M*N)
-					ref := make([]float32, M*N)
-					Linear(ref, inp, w, bias, M)
-					ops = append(ops, LinearOp{Out: out, W: w, Bias: bias})
+					op := LinearOp{W: w, Bias: bias}
+					in, m := inp, M
+					if i%2 == 1 { // its own input rows, as a mixture's experts
+						m = 1 + (M+i)%7
+						in = randSlice(r, m*K)
+						op.In, op.M = in, m
+					}
+					op.Out = randSlice(r, m*N)
+					ref := make([]float32, m*N)
+					Linear(ref, in, w, bias, m)
+					ops = append(ops, op)
 					want = append(want, ref)
 				}
 				LinearMulti(inp, M, ops...)

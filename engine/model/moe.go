@@ -136,19 +136,24 @@ func (m *Model) moeForward(a *moeActs, out, x []float32, T, l int) {
 	for s, t := range a.row[:T*k] {
 		copy(a.x[s*C:(s+1)*C], x[int(t)*C:(int(t)+1)*C])
 	}
+	// Every chosen expert's products in one parallel region each (gate
+	// and up, then down): a decoding token has k experts of one row.
+	var gateUp, down []kernels.LinearOp
 	for e, ex := range m.W.Layers[l].Experts {
 		s0, s1 := a.start[e], a.start[e+1]
 		if s0 == s1 {
 			continue
 		}
-		n := s1 - s0
-		gate, up, h := a.gate[s0*Fm:s1*Fm], a.up[s0*Fm:s1*Fm], a.h[s0*Fm:s1*Fm]
-		kernels.LinearMulti(a.x[s0*C:s1*C], n,
-			kernels.LinearOp{Out: gate, W: ex.Gate},
-			kernels.LinearOp{Out: up, W: ex.Up})
-		m.gluForward(h, gate, up, n, Fm)
-		kernels.Linear(a.y[s0*C:s1*C], h, ex.Down, nil, n)
+		x := a.x[s0*C : s1*C]
+		gateUp = append(gateUp,
+			kernels.LinearOp{Out: a.gate[s0*Fm : s1*Fm], W: ex.Gate, In: x, M: s1 - s0},
+			kernels.LinearOp{Out: a.up[s0*Fm : s1*Fm], W: ex.Up, In: x, M: s1 - s0})
+		down = append(down, kernels.LinearOp{Out: a.y[s0*C : s1*C], W: ex.Down, In: a.h[s0*Fm : s1*Fm], M: s1 - s0})
 	}
+	slots := T * k
+	kernels.LinearMulti(nil, 0, gateUp...)
+	m.gluForward(a.h[:slots*Fm], a.gate[:slots*Fm], a.up[:slots*Fm], slots, Fm)
+	kernels.LinearMulti(nil, 0, down...)
 	for t := range T {
 		o := out[t*C : (t+1)*C]
 		for j := range k {

@@ -166,11 +166,7 @@ func ParseConfig(b []byte) (Config, error) {
 // Validate reports the first inconsistent field of c.
 func (c Config) Validate() error {
 	var errs []error
-	pos := func(name string, v int) {
-		if v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be > 0, got %d", name, v))
-		}
-	}
+	pos := func(name string, v int) { checkPositive(&errs, name, v) }
 	pos("hidden_size", c.HiddenSize)
 	pos("intermediate_size", c.IntermediateSize)
 	pos("num_hidden_layers", c.NumLayers)
@@ -214,6 +210,13 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.validateFamily()...)
 	return errors.Join(errs...)
+}
+
+// checkPositive adds to errs that config field name must be > 0 when v is not.
+func checkPositive(errs *[]error, name string, v int) {
+	if v <= 0 {
+		*errs = append(*errs, fmt.Errorf("%s must be > 0, got %d", name, v))
+	}
 }
 
 // hasOBias reports whether o_proj has a bias: attention_bias covers all

@@ -201,14 +201,9 @@ func (c *Config) validateFamily() []error {
 		errs = append(errs, fmt.Errorf("sliding_window must be > 0, got %d", *c.SlidingWindow))
 	}
 	if f.MoE {
-		pos := func(name string, v int) {
-			if v <= 0 {
-				errs = append(errs, fmt.Errorf("%s must be > 0, got %d", name, v))
-			}
-		}
-		pos("num_experts", c.NumExperts)
-		pos("moe_intermediate_size", c.MoEIntermediateSize)
-		pos("decoder_sparse_step", c.DecoderSparseStep)
+		checkPositive(&errs, "num_experts", c.NumExperts)
+		checkPositive(&errs, "moe_intermediate_size", c.MoEIntermediateSize)
+		checkPositive(&errs, "decoder_sparse_step", c.DecoderSparseStep)
 		if c.NumExpertsPerTok < 1 || c.NumExpertsPerTok > c.NumExperts {
 			errs = append(errs, fmt.Errorf("num_experts_per_tok must be in [1, num_experts = %d], got %d", c.NumExperts, c.NumExpertsPerTok))
 		}

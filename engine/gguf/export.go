@@ -289,11 +289,11 @@ func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 		}
 		return dt
 	}
-	matrix := func(name string, x *kernels.Mat, rowOrder []int) {
-		dt := typeFor(x.Cols)
+	matrixAs := func(name string, x *kernels.Mat, rowOrder []int, dt Type) {
 		ts = append(ts, Tensor{Name: name, Dims: []uint64{uint64(x.Cols), uint64(x.Rows)}, Type: dt,
 			WriteData: func(out io.Writer) error { return writeMatrix(out, name, x, rowOrder, dt) }})
 	}
+	matrix := func(name string, x *kernels.Mat, rowOrder []int) { matrixAs(name, x, rowOrder, typeFor(x.Cols)) }
 	// experts stacks one matrix of every expert into a 3-D tensor,
 	// expert-major, as llama.cpp's *_exps tensors hold them.
 	experts := func(name string, xs []*kernels.Mat) {
@@ -345,8 +345,7 @@ func modelTensors(m *model.Model, layout archLayout, dt Type) []Tensor {
 		if l.Router != nil {
 			// The router stays unquantized (as the engine keeps it):
 			// F32 holds any checkpoint dtype exactly.
-			ts = append(ts, Tensor{Name: p + "ffn_gate_inp.weight", Dims: []uint64{uint64(l.Router.Cols), uint64(l.Router.Rows)}, Type: F32,
-				WriteData: func(out io.Writer) error { return writeMatrix(out, p+"ffn_gate_inp.weight", l.Router, nil, F32) }})
+			matrixAs(p+"ffn_gate_inp.weight", l.Router, nil, F32)
 			var gate, up, down []*kernels.Mat
 			for _, x := range l.Experts {
 				gate, up, down = append(gate, x.Gate), append(up, x.Up), append(down, x.Down)

@@ -105,7 +105,7 @@ func (w *Weights) Quantize(q Quantization) error {
 	}
 	for l := range w.Layers {
 		for _, m := range w.Layers[l].mats() {
-			if m.p == &w.Layers[l].Router { // as Load: see tensorRef.unquantized
+			if m.unquantized {
 				continue
 			}
 			if err := do(m.p, fmt.Sprintf("layer %d %s", l, m.name)); err != nil {

@@ -213,17 +213,17 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 	cfg := m.Config
 	C, Q, KV, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	f := func(n int) []float32 { return make([]float32, n) }
-	// layerFor allocates the activations of layer l (any dense layer
-	// when l < 0, the recomputing work space: it holds both kinds).
-	layerFor := func(l int) layerActs {
+	// layerFor allocates a layer's activations: a dense MLP's, a
+	// mixture's, or (the recomputing work space) both.
+	layerFor := func(dense, experts bool) layerActs {
 		s := layerActs{
 			in: f(maxT * C), rstd1: f(maxT), xn1: f(maxT * C), q: f(maxT * Q), k: f(maxT * KV), v: f(maxT * KV),
 			att: f(maxT * Q), mid: f(maxT * C), rstd2: f(maxT), xn2: f(maxT * C),
 		}
-		if l < 0 || !cfg.IsMoE(l) {
+		if dense {
 			s.gate, s.up, s.h = f(maxT*F), f(maxT*F), f(maxT*F)
 		}
-		if (l < 0 && cfg.NumExperts > 0) || (l >= 0 && cfg.IsMoE(l)) {
+		if experts {
 			s.moe = newMoEActs(cfg, maxT, false)
 		}
 		m.familyActs(&s, maxT)
@@ -234,11 +234,11 @@ func (m *Model) newActs(maxT int, recompute bool) *Acts {
 		if recompute {
 			a.layers[l] = layerActs{in: f(maxT * C)}
 		} else {
-			a.layers[l] = layerFor(l)
+			a.layers[l] = layerFor(!cfg.IsMoE(l), cfg.IsMoE(l))
 		}
 	}
 	if recompute {
-		a.work = layerFor(-1)
+		a.work = layerFor(true, cfg.NumExperts > 0)
 		a.work.in = nil // points at the recomputed layer's stored input
 		a.workNext = f(maxT * C)
 	}

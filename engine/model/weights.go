@@ -38,10 +38,12 @@ type Expert struct {
 	Down     *kernels.Mat // (C, Fm)
 }
 
-// layerMat is one weight matrix field of a layer and its module's name.
+// layerMat is one weight matrix field of a layer and its module's name;
+// unquantized as in tensorRef.
 type layerMat struct {
-	name string
-	p    **kernels.Mat
+	name        string
+	p           **kernels.Mat
+	unquantized bool
 }
 
 // mats returns every weight matrix field of the layer that is set: the
@@ -50,16 +52,16 @@ func (l *Layer) mats() []layerMat {
 	var out []layerMat
 	for mod := range NumModules {
 		if p := l.proj(mod); *p != nil {
-			out = append(out, layerMat{mod.String(), p})
+			out = append(out, layerMat{name: mod.String(), p: p})
 		}
 	}
 	if l.Router != nil {
-		out = append(out, layerMat{"router", &l.Router})
+		out = append(out, layerMat{"router", &l.Router, true})
 	}
 	for e := range l.Experts {
 		x := &l.Experts[e]
 		for i, p := range []**kernels.Mat{&x.Gate, &x.Up, &x.Down} {
-			out = append(out, layerMat{fmt.Sprintf("expert %d %s", e, Module(int(ModGate)+i)), p})
+			out = append(out, layerMat{name: fmt.Sprintf("expert %d %s", e, Module(int(ModGate)+i)), p: p})
 		}
 	}
 	return out

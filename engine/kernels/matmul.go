@@ -66,9 +66,21 @@ const parallelMinNs = 25_000
 // decoding does. The tests keep it correct; flip it after a quiet A/B.
 var useM8 = false
 
+// useM8AVX2 enables the 8-row AVX2 kernels (k256*m8) for groups of 8 rows
+// on 16-bit and quantized panels: one pass over the weights, called over whole panels like
+// a decoding row, prefetching each panel's next sum block through all of
+// its compute (see kernel256m8 in _asm).
+var useM8AVX2 = true
+
 // m8 reports whether the job's streamed panels run 8 rows at a time.
 func (j *job) m8() bool {
-	return active == varAVX512 && useM8 && (j.kind == bPanelsBF16 || j.kind == bPanelsF16)
+	switch j.kind {
+	case bPanelsBF16, bPanelsF16:
+		return active == varAVX512 && useM8 || active == varAVX2 && useM8AVX2
+	case bPanelsQ8, bPanelsQ4:
+		return hasQuantKernels() && useM8AVX2
+	}
+	return false
 }
 
 // bKind says where B comes from and how a block of it becomes panels.
@@ -301,13 +313,14 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// Streaming: B is read in place, panel group by panel group, so it
 	// streams from memory once, each panel in the same K blocks as the
 	// blocked path (one summation order at any M).
-	if m1-m0 <= 6 {
-		// One row micro-panel (a decoding row, up to 6 rows): each call
-		// streams whole panels, all of K, and the kernels add each K
-		// block's sums to C as the blocked path does (tileArgs.kb). So the
-		// weights stream through in one sequential pass, with few calls.
-		// (Not the 8-row kernel: it sums one block per call, so whole-K
-		// calls would jump from panel to panel every block.)
+	if m1-m0 <= 6 || m1-m0 == 8 && active == varAVX2 && j.m8() {
+		// One row micro-panel (a decoding row, up to 6 rows, or a group of
+		// 8 on the AVX2 8-row kernel): each call streams whole panels, all
+		// of K, and the kernels add each K block's sums to C as the
+		// blocked path does (tileArgs.kb). So the weights stream through
+		// in one sequential pass, with few calls. (Not the AVX-512 8-row
+		// kernel: it sums one block per call, so whole-K calls would jump
+		// from panel to panel every block.)
 		ncp := max(1, min(p1-p0, maxCallElems/(j.K*panelW)))
 		for jp := p0; jp < p1; jp += ncp {
 			j.block(&buf, m0, m1, 0, j.K, jp, min(ncp, p1-jp), true)
@@ -422,7 +435,7 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		}
 	case (j.kind == bPanelsQ8 || j.kind == bPanelsQ4) && stream && hasQuantKernels():
 		G := K / qBlock
-		return append(out, bblock{boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols,
+		return append(out, bblock{boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true,
 			q: qArgs{q8: j.tp.q8, q4: j.tp.q4, s: j.tp.qs, soff: jp*G*panelW + pc/qBlock*panelW, sstride: G * panelW, k0: pc % qBlock}})
 	case j.kind == bPanelsQ8 || j.kind == bPanelsQ4:
 		d := need(np * kc * panelW)

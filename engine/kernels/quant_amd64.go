@@ -27,6 +27,9 @@ func k256q8m5(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *floa
 func k256q8m6(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
 //go:noescape
+func k256q8m8(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
 func k256q4m1(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
 //go:noescape
@@ -43,6 +46,9 @@ func k256q4m5(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *floa
 
 //go:noescape
 func k256q4m6(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k256q4m8(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
 // hasQuantKernels reports whether the active variant reads Q8 and Q4
 // panels in place (AVX2; the others widen them to fp32 blocks). The
@@ -72,6 +78,8 @@ func call256q(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias *
 			k256q4m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 		case 6:
 			k256q4m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 8:
+			k256q4m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 		}
 		return
 	}
@@ -89,6 +97,8 @@ func call256q(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias *
 		k256q8m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 	case 6:
 		k256q8m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+	case 8:
+		k256q8m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 	}
 }
 

@@ -37,8 +37,9 @@ const (
 
 // tileArgs describes one microkernel call: C[mr × ncols] (+)= A[mr × k] ·
 // B[k × ncols], where B is np consecutive 64-column panels. mr is at most 6,
-// or 8 for contiguous pre-packed 16-bit panels (prefetch > 0), which the
-// AVX-512 variant runs in one pass over B and the others as 6 + 2 rows.
+// or 8 for contiguous pre-packed 16-bit or quantized panels (prefetch >
+// 0), which the AVX-512 (16-bit only) and AVX2 variants run in one pass
+// over B and Go as 6 + 2 rows.
 //
 // All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
 // B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
@@ -91,7 +92,7 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
-	if t.mr > 6 && active != varAVX512 {
+	if t.mr > 6 && active == varGo {
 		// Six rows, then the rest.
 		u := *t
 		u.mr = 6
@@ -125,7 +126,7 @@ func (t *tileArgs) check() {
 		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
 			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
 	}
-	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
+	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil && t.q.q8 == nil && t.q.q4 == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
 		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d kb=%d", t.mr, t.np, t.ncols, t.kb))
 	}
 	if t.k > 0 {

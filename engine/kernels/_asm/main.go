@@ -76,6 +76,9 @@ func main() {
 		for mr := 1; mr <= 6; mr++ {
 			kernel256(&mm, dt, mr)
 		}
+		if dt != "f32" {
+			kernel256m8(&mm, dt)
+		}
 	}
 	packs512(&mm)
 	packs256(&mm)
@@ -133,37 +136,26 @@ func blockLen(g *gen, left, sfx string) {
 	g.p("SUBQ CX, %s", left)
 }
 
-// aRow returns the address of A row r (0..5) at byte displacement d:
-// rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, index R11 = lda.
-func aRow(r, d int) string {
-	base := "SI"
-	if r >= 3 {
-		base = "DI"
-		r -= 3
-	}
-	switch r {
-	case 0:
-		return fmt.Sprintf("%d(%s)", d, base)
-	case 1:
-		return fmt.Sprintf("%d(%s)(R11*1)", d, base)
-	}
-	return fmt.Sprintf("%d(%s)(R11*2)", d, base)
-}
+// aRow returns the address of A row r (0..7) at byte displacement d:
+// rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, rows 6..7 from R9 =
+// SI + 6*lda (the 8-row kernel), index R11 = lda.
+func aRow(r, d int) string { return rowAddr([3]string{"SI", "DI", "R9"}, "R11", r, d) }
 
-// cRow is aRow for C: rows from DX and R13 = DX + 3*ldc, index R8 = ldc.
-func cRow(r, d int) string {
-	base := "DX"
-	if r >= 3 {
-		base = "R13"
-		r -= 3
-	}
-	switch r {
+// cRow is aRow for C: rows from DX, R13 = DX + 3*ldc and R9 = DX + 6*ldc,
+// index R8 = ldc.
+func cRow(r, d int) string { return rowAddr([3]string{"DX", "R13", "R9"}, "R8", r, d) }
+
+// rowAddr addresses row r at byte displacement d from bases[r/3], each
+// base three rows after the one before, rows index bytes apart.
+func rowAddr(bases [3]string, index string, r, d int) string {
+	base := bases[r/3]
+	switch r % 3 {
 	case 0:
 		return fmt.Sprintf("%d(%s)", d, base)
 	case 1:
-		return fmt.Sprintf("%d(%s)(R8*1)", d, base)
+		return fmt.Sprintf("%d(%s)(%s*1)", d, base, index)
 	}
-	return fmt.Sprintf("%d(%s)(R8*2)", d, base)
+	return fmt.Sprintf("%d(%s)(%s*2)", d, base, index)
 }
 
 // bRow returns the address of B k-row u (0..3) of the unrolled loop at byte
@@ -522,7 +514,14 @@ func kernel256(g *gen, dt string, mr int) {
 		}
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
-	// The later blocks of the panel add to C; A and B move on by the block.
+	blockEnd256(g, "R9")
+}
+
+// blockEnd256 emits the end of an AVX2 kernel's sum block: the later blocks
+// of the panel add to C, A and B move on by the block; after a panel's last
+// block C, the bias and B move to the next panel, np counting down in
+// panels (a register or a local).
+func blockEnd256(g *gen, panels string) {
 	g.label("blockend")
 	g.p("MOVQ $1, fl-8(SP)")
 	g.p("MOVQ kl-16(SP), CX")
@@ -535,9 +534,122 @@ func kernel256(g *gen, dt string, mr int) {
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
 	g.p("ADDQ pstride+32(FP), R14")
-	g.p("DECQ R9")
+	g.p("DECQ %s", panels)
 	g.p("JNE panel")
 	g.ret()
+}
+
+// kernel256m8 emits the 8-row AVX2 microkernel over np 16-bit panels (f16,
+// or interleaved bf16) for a decoding group of eight sequences: per panel,
+// per sum block, eight passes over the block, pass s computing eight
+// columns (f16: 8s..8s+7; bf16: the even or odd words of kernel256's group
+// s/2) for all eight rows. 6 + 2 rows read each weight from memory once
+// too, but all in the six-row pass, which waits on memory while the
+// two-row pass leaves it idle; here every pass prefetches (into L2) its
+// eighth of the lines of the panel's next sum block, so the weights stream
+// in evenly under all of the compute. Called over whole panels (all of K),
+// the block after a panel's last is the next panel's first.
+//
+// Registers: Y0..Y7 the accumulators of rows 0..7, Y8 the B vector, Y9 and
+// Y10 broadcasts, Y15 the bf16 high-half mask; A rows from SI, DI and R9
+// (aRow). R8 holds the prefetch distance (kb k-rows) in the k-loop and ldc
+// in the epilogue, so np counts down in a local.
+func kernel256m8(g *gen, dt string) {
+	bf16 := dt == "bf16"
+	const mr = 8
+	name := fmt.Sprintf("k256%sm8", dt)
+	g.textFrame(name, kernelLocals+16, kernelArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX2+FMA).", name, dt))
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ ldb+24(FP), R12")
+	g.p("MOVQ np+40(FP), CX")
+	g.p("MOVQ CX, np-32(SP)")
+	g.p("MOVQ kb+96(FP), CX")
+	g.p("IMULQ R12, CX")
+	g.p("MOVQ CX, pd-40(SP)")
+	g.p("MOVQ c+48(FP), DX")
+	g.p("MOVQ bias+88(FP), AX")
+	if bf16 {
+		g.p("MOVL $0xffff0000, CX")
+		g.p("MOVQ CX, X15")
+		g.p("VPBROADCASTD X15, Y15")
+	}
+	g.label("panel")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ flags+80(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k+64(FP), R15")
+	g.label("block")
+	blockLen(g, "R15", "")
+	g.p("MOVQ CX, kl-16(SP)")
+	for s := 0; s < 8; s++ {
+		sfx := fmt.Sprint(s)
+		// b is the pass's byte offset in a B k-row, c its columns' in a C row.
+		b, c := 16*s, 32*s
+		if bf16 {
+			h := s / 2
+			b = 64*(h/2) + 32*(h%2)
+			c = 4*(32*(h/2)+8*(h%2)) + 64*(s%2)
+		}
+		g.p("MOVQ R10, SI")
+		g.p("LEAQ (SI)(R11*2), DI")
+		g.p("ADDQ R11, DI")
+		g.p("LEAQ (DI)(R11*2), R9")
+		g.p("ADDQ R11, R9")
+		g.p("MOVQ R14, BX")
+		g.p("LEAQ (BX)(R12*2), R13")
+		g.p("MOVQ pd-40(SP), R8")
+		for r := 0; r < mr; r++ {
+			g.p("VXORPS Y%d, Y%d, Y%d", r, r, r)
+		}
+		body := func(u int) {
+			if u == 0 {
+				// Line s of the next block's four k-rows at BX.
+				g.p("PREFETCHT1 %d(BX)(R8*1)", 64*s)
+			}
+			if s == 0 && u%2 == 0 {
+				// The current block into L1 ahead of the first pass, as
+				// kernel256 does (it is in L2 unless the block is the call's
+				// first).
+				if u == 0 {
+					prefetchRows(g, "BX", 0, 128, 2)
+				} else {
+					prefetchRows(g, "R13", 0, 128, 2)
+				}
+			}
+			if bf16 {
+				g.p("VMOVDQU %s, Y8", bRow(u, b))
+				if s%2 == 0 {
+					g.p("VPSLLD $16, Y8, Y8")
+				} else {
+					g.p("VPAND Y15, Y8, Y8")
+				}
+			} else {
+				g.p("VCVTPH2PS %s, Y8", bRow(u, b))
+			}
+			for r := 0; r < mr; r++ {
+				y := 9 + r%2
+				g.p("VBROADCASTSS %s, Y%d", aRow(r, 4*u), y)
+				g.p("VFMADD231PS Y8, Y%d, Y%d", y, r)
+			}
+		}
+		g.p("MOVQ kl-16(SP), CX")
+		kloop256(g, mr, sfx, "epilogue"+sfx, body,
+			func() {
+				g.p("LEAQ (BX)(R12*4), BX")
+				g.p("LEAQ (R13)(R12*4), R13")
+			},
+			func() { g.p("ADDQ R12, BX") })
+		g.label("epilogue" + sfx)
+		g.p("MOVQ ldc+56(FP), R8")
+		var outs []accOut
+		for r := 0; r < mr; r++ {
+			outs = append(outs, accOut{r, r, c})
+		}
+		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
+	}
+	blockEnd256(g, "np-32(SP)")
 }
 
 // kloop256 emits the k-row loop of the AVX2 kernels over CX k-rows: four
@@ -555,6 +667,9 @@ func kloop256(g *gen, mr int, sfx, done string, body func(u int), step4, step1 f
 	if mr > 3 {
 		g.p("ADDQ $16, DI")
 	}
+	if mr > 6 {
+		g.p("ADDQ $16, R9")
+	}
 	step4()
 	g.p("SUBQ $4, CX")
 	g.p("CMPQ CX, $4")
@@ -568,6 +683,9 @@ func kloop256(g *gen, mr int, sfx, done string, body func(u int), step4, step1 f
 	if mr > 3 {
 		g.p("ADDQ $4, DI")
 	}
+	if mr > 6 {
+		g.p("ADDQ $4, R9")
+	}
 	step1()
 	g.p("DECQ CX")
 	g.p("JNE loop1" + sfx)
@@ -580,12 +698,16 @@ type accOut struct{ r, acc, off int }
 // epilogue256 emits the end of a sum block of the AVX2 kernels: with the
 // block's flags (read from flags into CX), add C (bit 0) and the bias from
 // AX (bit 1) to the accumulators outs, then store them into C (rows from
-// DX; R13 = DX + 3*ldc is set here for rows 3..5).
+// DX; R13 = DX + 3*ldc and R9 = DX + 6*ldc are set here for rows 3..7).
 func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
 	g.p("MOVQ %s, CX", flags)
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")
 		g.p("ADDQ R8, R13")
+	}
+	if mr > 6 {
+		g.p("LEAQ (R13)(R8*2), R9")
+		g.p("ADDQ R8, R9")
 	}
 	g.p("TESTQ $1, CX")
 	g.p("JEQ nocadd" + sfx)
@@ -1094,6 +1216,49 @@ func vec256(g *gen) {
 	g.p("VMULPS (DI), Y8, Y0")
 	g.p("VMOVUPS Y0, (DI)")
 	g.p("ADDQ $32, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JNE loop8")
+	g.label("done")
+	g.ret()
+
+	g.text("prefetchRows", 32, "prefetchRows: PREFETCHT0 every 64-byte line of rows rows of width bytes, stride bytes apart, from p (any amd64).")
+	g.p("MOVQ p+0(FP), SI")
+	g.p("MOVQ rows+8(FP), CX")
+	g.p("MOVQ width+16(FP), DX")
+	g.p("MOVQ stride+24(FP), R8")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.p("TESTQ DX, DX")
+	g.p("JEQ done")
+	g.label("row")
+	g.p("XORQ AX, AX")
+	g.label("line")
+	g.p("PREFETCHT0 (SI)(AX*1)")
+	g.p("ADDQ $64, AX")
+	g.p("CMPQ AX, DX")
+	g.p("JLT line")
+	g.p("ADDQ R8, SI")
+	g.p("DECQ CX")
+	g.p("JNE row")
+	g.label("done")
+	g.p("RET")
+
+	g.text("softmaxGrad256", 32, "softmaxGrad256: dp[i] = p[i]·(dp[i] − c)·scale, n a multiple of 8 (AVX2).")
+	g.p("MOVQ dp+0(FP), DI")
+	g.p("MOVQ p+8(FP), SI")
+	g.p("MOVQ n+16(FP), CX")
+	g.p("VBROADCASTSS c+24(FP), Y8")
+	g.p("VBROADCASTSS scale+28(FP), Y9")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.label("loop8")
+	g.p("VMOVUPS (DI), Y0")
+	g.p("VSUBPS Y8, Y0, Y0")
+	g.p("VMULPS (SI), Y0, Y0")
+	g.p("VMULPS Y9, Y0, Y0")
+	g.p("VMOVUPS Y0, (DI)")
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $32, SI")
 	g.p("SUBQ $8, CX")
 	g.p("JNE loop8")
 	g.label("done")

@@ -17,6 +17,7 @@ func writeQuant(dir string) {
 		for mr := 2; mr <= 6; mr++ {
 			kernel256q(&g, dt, mr)
 		}
+		kernel256qm8(&g, dt)
 		widen256q(&g, dt)
 	}
 	for _, dt := range []quantType{q8, q4} {
@@ -174,7 +175,100 @@ func kernel256q(g *gen, dt quantType, mr int) {
 		}
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
-	quantBlockEnd(g, dt)
+	quantBlockEnd(g, dt, "R9")
+}
+
+// kernel256qm8 emits the 8-row kernel k256{q8,q4}m8 for a decoding group
+// of eight sequences: kernel256m8's plan (eight passes over each sum block,
+// pass p computing eight columns of all eight rows, every pass
+// prefetching its share of the panel's next sum block into L2) with
+// kernel256q's arithmetic (each weight d·q, exact, then one FMA chain per
+// output), so each weight is widened once for the eight rows instead of
+// once in the six-row pass and again in the two-row one, and the results
+// are the bits of the other kernels.
+//
+// Registers: Y0..Y7 the accumulators of rows 0..7, Y8 the weights, Y9 and
+// Y10 broadcasts, Y11 the pass's eight scales of the current block of 32
+// k-rows. A rows from SI, DI and R9 (aRow); R8 holds the prefetch distance
+// in the k-loop and ldc in the epilogue; np counts down in a local. R10,
+// R14, R15, R12, R13 and CX as in kernel256q.
+func kernel256qm8(g *gen, dt quantType) {
+	const mr = 8
+	name := "k256" + dt.name + "m8"
+	g.textFrame(name, quantLocals+16, quantArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX2+FMA+F16C).", name, dt.name))
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ np+32(FP), CX")
+	g.p("MOVQ CX, np-56(SP)")
+	g.p("MOVQ kb+104(FP), CX")
+	g.p("IMULQ $%d, CX", dt.rowBytes)
+	g.p("MOVQ CX, pd-64(SP)")
+	g.p("MOVQ c+40(FP), DX")
+	g.p("MOVQ bias+80(FP), AX")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ s+88(FP), R15")
+	g.p("MOVQ R15, ps-32(SP)")
+	quantPanelStart(g)
+	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
+	for p := 0; p < 8; p++ {
+		sfx := fmt.Sprint(p)
+		s, h := p/2, p%2 // 16-column group, and its half
+		boff := dt.groupOff(s)
+		if dt.name == "q8" {
+			boff += 8 * h
+		}
+		g.p("MOVQ R10, SI")
+		g.p("LEAQ (SI)(R11*2), DI")
+		g.p("ADDQ R11, DI")
+		g.p("LEAQ (DI)(R11*2), R9")
+		g.p("ADDQ R11, R9")
+		g.p("LEAQ %d(R14), BX", boff)
+		g.p("LEAQ %d(R15), R12", 32*s+16*h)
+		g.p("MOVQ pd-64(SP), R8")
+		for r := 0; r < mr; r++ {
+			g.p("VXORPS Y%d, Y%d, Y%d", r, r, r)
+		}
+		firstScaleBlock(g, sfx)
+		body := func(u int) {
+			if u == 0 && p < lines {
+				// Line p of the next sum block's four k-rows.
+				g.p("PREFETCHT1 %d(BX)(R8*1)", 64*p-boff)
+			}
+			if p == 0 {
+				dt.prefetch(g, u)
+			}
+			g.p("VPMOVSXBD %d(BX), Y8", dt.rowBytes*u)
+			if dt.name == "q4" {
+				if h == 0 {
+					g.p("VPSLLD $28, Y8, Y8")
+					g.p("VPSRAD $28, Y8, Y8")
+				} else {
+					g.p("VPSRAD $4, Y8, Y8")
+				}
+			}
+			g.p("VCVTDQ2PS Y8, Y8")
+			g.p("VMULPS Y11, Y8, Y8")
+			for r := 0; r < mr; r++ {
+				y := 9 + r%2
+				g.p("VBROADCASTSS %s, Y%d", aRow(r, 4*u), y)
+				g.p("VFMADD231PS Y8, Y%d, Y%d", y, r)
+			}
+		}
+		g.label("sblock" + sfx)
+		g.p("VCVTPH2PS (R12), Y11")
+		kloop256(g, mr, sfx, "sblockend"+sfx, body,
+			func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
+			func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
+		nextScaleBlock(g, sfx)
+		g.label("epilogue" + sfx)
+		g.p("MOVQ ldc+48(FP), R8")
+		var outs []accOut
+		for r := 0; r < mr; r++ {
+			outs = append(outs, accOut{r, r, 4 * (16*s + 8*h)})
+		}
+		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
+	}
+	quantBlockEnd(g, dt, "np-56(SP)")
 }
 
 // quantPanelStart emits the start of a panel and of each of its sum
@@ -237,8 +331,9 @@ func nextScaleBlock(g *gen, sfx string) {
 
 // quantBlockEnd emits the end of a sum block of the quantized kernels: the
 // later sum blocks of the panel add to C; A, the weights and the scales
-// move on by the block; then the next panel.
-func quantBlockEnd(g *gen, dt quantType) {
+// move on by the block; then the next panel, np counting down in panels
+// (a register or a local).
+func quantBlockEnd(g *gen, dt quantType, panels string) {
 	g.p("MOVQ $1, fl-8(SP)")
 	g.p("MOVQ kl-16(SP), CX")
 	g.p("LEAQ (R10)(CX*4), R10")
@@ -262,7 +357,7 @@ func quantBlockEnd(g *gen, dt quantType) {
 	g.p("MOVQ R15, ps-32(SP)")
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
-	g.p("DECQ R9")
+	g.p("DECQ %s", panels)
 	g.p("JNE panel")
 	g.ret()
 }
@@ -338,7 +433,7 @@ func kernel256q1(g *gen, dt quantType) {
 		outs = append(outs, accOut{0, i, 32 * i})
 	}
 	epilogue256(g, 1, "", "fl-8(SP)", outs)
-	quantBlockEnd(g, dt)
+	quantBlockEnd(g, dt, "R9")
 }
 
 // widen256q emits widen{Q8,Q4}_256(dst *float32, q *T, s *uint16, rows, k0

@@ -66,19 +66,18 @@ const parallelMinNs = 25_000
 // decoding does. The tests keep it correct; flip it after a quiet A/B.
 var useM8 = false
 
-// useM8AVX2 enables the 8-row AVX2 kernels (k256*m8) for groups of 8 rows
-// on 16-bit and quantized panels: one pass over the weights, called over whole panels like
-// a decoding row, prefetching each panel's next sum block through all of
-// its compute (see kernel256m8 in _asm).
-var useM8AVX2 = true
+// useM8Quant enables the 8-row AVX2 kernels over quantized panels
+// (k256{q8,q4}m8) for groups of 8 rows: one pass over the weights, called
+// over whole panels like a decoding row (see kernel256qm8 in _asm).
+var useM8Quant = true
 
 // m8 reports whether the job's streamed panels run 8 rows at a time.
 func (j *job) m8() bool {
 	switch j.kind {
 	case bPanelsBF16, bPanelsF16:
-		return active == varAVX512 && useM8 || active == varAVX2 && useM8AVX2
+		return active == varAVX512 && useM8
 	case bPanelsQ8, bPanelsQ4:
-		return hasQuantKernels() && useM8AVX2
+		return hasQuantKernels() && useM8Quant
 	}
 	return false
 }
@@ -315,7 +314,7 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// blocked path (one summation order at any M).
 	if m1-m0 <= 6 || m1-m0 == 8 && active == varAVX2 && j.m8() {
 		// One row micro-panel (a decoding row, up to 6 rows, or a group of
-		// 8 on the AVX2 8-row kernel): each call streams whole panels, all
+		// 8 on the quantized 8-row kernel): each call streams whole panels, all
 		// of K, and the kernels add each K block's sums to C as the
 		// blocked path does (tileArgs.kb). So the weights stream through
 		// in one sequential pass, with few calls. (Not the AVX-512 8-row

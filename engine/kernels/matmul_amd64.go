@@ -42,8 +42,6 @@ func bestVariant() variant {
 // one sum block per call (no kb; m8call loops over the blocks).
 // Each row gets the same bits as from the 1- to 6-row kernels.
 // k256{f32,bf16,f16}m{mr}: mr rows × 64 columns per panel.
-// k256{bf16,f16}m8: 8 rows × 64 columns of contiguous full panels in one
-// pass over B, prefetching each panel's next sum block (kb k-rows ahead).
 
 //go:noescape
 func k512f32m1n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
@@ -224,12 +222,6 @@ func k256bf16m5(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int
 
 //go:noescape
 func k256bf16m6(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32, kb int)
-
-//go:noescape
-func k256bf16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32, kb int)
-
-//go:noescape
-func k256f16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32, kb int)
 
 //go:noescape
 func k512f16m1n1(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
@@ -527,8 +519,6 @@ func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, b
 			k256f16m5(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
 		case 6:
 			k256f16m6(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
-		case 8:
-			k256f16m8(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
 		}
 		return
 	}
@@ -547,8 +537,6 @@ func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, b
 			k256bf16m5(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
 		case 6:
 			k256bf16m6(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
-		case 8:
-			k256bf16m8(a, lda, b, ldb, ps, np, c, ldc, t.k, edge, flags, bias, kb)
 		}
 		return
 	}
@@ -571,8 +559,8 @@ func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, b
 
 // tile256 runs t on the AVX2 kernels. They have no masked stores, so a
 // partial last panel is computed into a 6×64 scratch tile and copied out.
-// Eight rows run the 8-row kernel on the full panels and a partial last
-// panel as 6 + 2 rows.
+// Eight rows of quantized panels run the 8-row kernel on the full panels
+// and a partial last panel as 6 + 2 rows.
 func tile256(t *tileArgs) {
 	full := t.ncols / panelW
 	rem := t.ncols - full*panelW

@@ -426,26 +426,6 @@ func TestBF16Layout(t *testing.T) {
 	}
 }
 
-// TestPrefetch checks that Prefetch reads within its bounds, writes
-// nothing, and refuses rows past the end of the slice.
-func TestPrefetch(t *testing.T) {
-	s := randSlice(rand.New(rand.NewPCG(1, 2)), 1000)
-	want := slices.Clone(s)
-	Prefetch(s, 10, 64, 96)  // rows up to element 9·96+64 = 928
-	Prefetch(s, 1, 1000, 0)  // the whole slice
-	Prefetch(s, 0, 64, 96)   // nothing
-	Prefetch(s[:0], 3, 0, 5) // nothing
-	if !slices.Equal(s, want) {
-		t.Fatal("Prefetch changed the data")
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("Prefetch past the end of the slice did not panic")
-		}
-	}()
-	Prefetch(s, 11, 64, 96) // 10·96+64 = 1024 > 1000
-}
-
 func TestVectors(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(13, 14))
@@ -635,11 +615,11 @@ func TestLinearMulti(t *testing.T) {
 // rows) gets exactly the bits it gets alone (M = 1), with the 8-row kernel
 // or without, so batched and unbatched generation agree to the bit.
 func TestLinearBatchInvariant(t *testing.T) {
-	defer func(v, v2 bool) { useM8, useM8AVX2 = v, v2 }(useM8, useM8AVX2)
+	defer func(v bool) { useM8 = v }(useM8)
 	forVariants(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(15, 16))
 		for _, m8 := range []bool{false, true} {
-			useM8, useM8AVX2 = m8, m8
+			useM8 = m8
 			for _, sh := range []mnk{{8, 640, 301}, {7, 650, 4100}, {8, 650, 4100}, {8, 130, 64}} {
 				for _, dt := range []DType{F32, BF16, F16} {
 					w := randMat(r, sh.N, sh.K, dt)
@@ -660,13 +640,14 @@ func TestLinearBatchInvariant(t *testing.T) {
 	})
 }
 
-// TestLinearM8 runs the Linear shapes with the 8-row kernels enabled (the
-// AVX-512 one is off by default; see useM8) against the float64 reference.
+// TestLinearM8 runs the Linear shapes with the AVX-512 8-row kernel
+// enabled (it is off by default; see useM8) against the float64 reference.
+// (The quantized 8-row kernels are TestLinearQ8's and TestLinearQ4's.)
 func TestLinearM8(t *testing.T) {
-	defer func(v, v2 bool) { useM8, useM8AVX2 = v, v2 }(useM8, useM8AVX2)
-	useM8, useM8AVX2 = true, true
+	defer func(v bool) { useM8 = v }(useM8)
+	useM8 = true
 	forVariants(t, func(t *testing.T) {
-		if active != varGo { // Go runs 8 rows as 6 + 2
+		if active == varAVX512 {
 			testLinearM8(t)
 		}
 	})

@@ -37,9 +37,9 @@ const (
 
 // tileArgs describes one microkernel call: C[mr × ncols] (+)= A[mr × k] ·
 // B[k × ncols], where B is np consecutive 64-column panels. mr is at most 6,
-// or 8 for contiguous pre-packed 16-bit or quantized panels (prefetch >
-// 0), which the AVX-512 (16-bit only) and AVX2 variants run in one pass
-// over B and Go as 6 + 2 rows.
+// or 8 for contiguous pre-packed panels (prefetch > 0): 16-bit ones, which
+// the AVX-512 variant runs in one pass over B, or quantized ones, which
+// the AVX2 variant does; the others run them as 6 + 2 rows.
 //
 // All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
 // B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
@@ -92,7 +92,7 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
-	if t.mr > 6 && active == varGo {
+	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || active == varAVX2 && (t.q.q8 != nil || t.q.q4 != nil)) {
 		// Six rows, then the rest.
 		u := *t
 		u.mr = 6

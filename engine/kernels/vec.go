@@ -98,19 +98,3 @@ func checkSame(what string, a, b int) {
 		panic(fmt.Sprintf("kernels: %s lengths differ: %d and %d", what, a, b))
 	}
 }
-
-// Prefetch asks the CPU to start loading rows rows of width elements of s,
-// stride elements apart from the first, into its caches, and returns at
-// once (it changes nothing and never faults). Callers about to run small
-// products over data that comes from memory — a decoding sequence's cached
-// keys and values — prefetch it all first, so the lines arrive in parallel
-// instead of one miss at a time inside the kernels' passes.
-func Prefetch(s []float32, rows, width, stride int) {
-	if rows <= 0 || width <= 0 {
-		return
-	}
-	if need := (rows-1)*stride + width; stride < 0 || need > len(s) {
-		panic(fmt.Sprintf("kernels: Prefetch of %d rows of %d, stride %d, from %d elements", rows, width, stride, len(s)))
-	}
-	prefetchAsm(s, rows, width, stride)
-}

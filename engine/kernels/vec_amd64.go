@@ -32,13 +32,6 @@ func widen256(dst *float32, src *uint16, n int)
 //go:noescape
 func softmaxGrad256(dp, p *float32, n int, c, scale float32)
 
-//go:noescape
-func prefetchRows(p *float32, rows, width, stride uintptr)
-
-func prefetchAsm(s []float32, rows, width, stride int) {
-	prefetchRows(&s[0], uintptr(rows), uintptr(width)*4, uintptr(stride)*4)
-}
-
 // vecChunk bounds one assembly call (elements), keeping calls short.
 const vecChunk = 1 << 20
 

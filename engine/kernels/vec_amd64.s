@@ -239,29 +239,6 @@ done:
 	VZEROUPPER
 	RET
 
-// prefetchRows: PREFETCHT0 every 64-byte line of rows rows of width bytes, stride bytes apart, from p (any amd64).
-TEXT ·prefetchRows(SB), NOSPLIT, $0-32
-	MOVQ p+0(FP), SI
-	MOVQ rows+8(FP), CX
-	MOVQ width+16(FP), DX
-	MOVQ stride+24(FP), R8
-	TESTQ CX, CX
-	JEQ done
-	TESTQ DX, DX
-	JEQ done
-row:
-	XORQ AX, AX
-line:
-	PREFETCHT0 (SI)(AX*1)
-	ADDQ $64, AX
-	CMPQ AX, DX
-	JLT line
-	ADDQ R8, SI
-	DECQ CX
-	JNE row
-done:
-	RET
-
 // softmaxGrad256: dp[i] = p[i]·(dp[i] − c)·scale, n a multiple of 8 (AVX2).
 TEXT ·softmaxGrad256(SB), NOSPLIT, $0-32
 	MOVQ dp+0(FP), DI

@@ -37,20 +37,8 @@ func attentionGroup(out, q, kc, vc []float32, start, kvh, NH, KVH, HD int, p []f
 	G, KV := NH/KVH, KVH*HD
 	o := kvh * G * HD
 	tk := start + 1
-	if tk*HD <= prefetchKVMax {
-		// The head's keys and values come from memory (the weights
-		// streamed since the last token evicted them): ask for all their
-		// lines at once rather than miss line by line in the kernels.
-		kernels.Prefetch(kc[kvh*HD*keyBlock:], (tk+keyBlock-1)/keyBlock, HD*keyBlock, KV*keyBlock)
-		kernels.Prefetch(vc[kvh*HD:], tk, HD, KV)
-	}
 	attendRows(out[o:], HD, q[o:], HD, kc[kvh*HD*keyBlock:], vc[kvh*HD:], KV, G, tk, tk, 0, HD, p, window)
 }
-
-// prefetchKVMax bounds the keys (and as many values) of one head that
-// attentionGroup prefetches, in elements: 128 KiB of each, so both fit in
-// a core's L2 with room for the weights streaming past.
-const prefetchKVMax = 32 << 10
 
 // attendRows computes M rows of attention over the first tk cached keys
 // and values: k is one kv head's panels in the cache's key blocks (block

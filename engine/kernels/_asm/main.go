@@ -76,9 +76,6 @@ func main() {
 		for mr := 1; mr <= 6; mr++ {
 			kernel256(&mm, dt, mr)
 		}
-		if dt != "f32" {
-			kernel256m8(&mm, dt)
-		}
 	}
 	packs512(&mm)
 	packs256(&mm)
@@ -122,6 +119,8 @@ const kernelArgs = 104
 // kernelLocals is the frame of a GEMM kernel: fl-8(SP), the flags of the
 // block being summed; kl-16(SP), the k-rows of the panel after it (AVX-512)
 // or the block's length (AVX2); pb-24(SP), the panel's first B byte (AVX2).
+// The AVX2 16-bit kernels of several rows add pd-32(SP), the distance to
+// the next sum block they prefetch.
 const kernelLocals = 24
 
 // blockLen emits CX = min(kb, the k-rows left in the panel) and takes CX
@@ -138,7 +137,7 @@ func blockLen(g *gen, left, sfx string) {
 
 // aRow returns the address of A row r (0..7) at byte displacement d:
 // rows 0..2 from SI, rows 3..5 from DI = SI + 3*lda, rows 6..7 from R9 =
-// SI + 6*lda (the 8-row kernel), index R11 = lda.
+// SI + 6*lda (the 8-row quantized kernel), index R11 = lda.
 func aRow(r, d int) string { return rowAddr([3]string{"SI", "DI", "R9"}, "R11", r, d) }
 
 // cRow is aRow for C: rows from DX, R13 = DX + 3*ldc and R9 = DX + 6*ldc,
@@ -393,7 +392,15 @@ func kernel256(g *gen, dt string, mr int) {
 	bf16, f16 := dt == "bf16", dt == "f16"
 	gp := groups256(mr)
 	name := fmt.Sprintf("k256%sm%d", dt, mr)
-	g.textFrame(name, kernelLocals, kernelArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA).", name, mr, dt))
+	// Several rows of 16-bit panels (a decoding group) prefetch the panel's
+	// next sum block into L2 through all their passes (nextBlockLines);
+	// R8 then holds the distance in the k-loop and ldc in the epilogue.
+	ahead := (bf16 || f16) && mr > 1
+	frame := kernelLocals
+	if ahead {
+		frame += 8
+	}
+	g.textFrame(name, frame, kernelArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA).", name, mr, dt))
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ b+16(FP), R14")
 	g.p("MOVQ ldb+24(FP), R12")
@@ -401,6 +408,11 @@ func kernel256(g *gen, dt string, mr int) {
 	g.p("MOVQ c+48(FP), DX")
 	g.p("MOVQ ldc+56(FP), R8")
 	g.p("MOVQ bias+88(FP), AX")
+	if ahead {
+		g.p("MOVQ kb+96(FP), CX")
+		g.p("IMULQ R12, CX")
+		g.p("MOVQ CX, pd-32(SP)")
+	}
 	if bf16 {
 		g.p("MOVL $0xffff0000, CX")
 		g.p("MOVQ CX, X15")
@@ -447,6 +459,9 @@ func kernel256(g *gen, dt string, mr int) {
 		}
 		g.p("MOVQ R14, BX")
 		g.p("LEAQ (BX)(R12*2), R13")
+		if ahead {
+			g.p("MOVQ pd-32(SP), R8")
+		}
 		for i := 0; i < 2*mr*gp; i++ {
 			g.p("VXORPS Y%d, Y%d, Y%d", i, i, i)
 		}
@@ -461,6 +476,11 @@ func kernel256(g *gen, dt string, mr int) {
 			return y
 		}
 		body := func(u int) {
+			if ahead && u == 0 {
+				for _, line := range nextBlockLines(mr, s0/gp, 4/gp) {
+					g.p("PREFETCHT1 %d(BX)(R8*1)", 64*line)
+				}
+			}
 			if s0 == 0 && (bf16 || f16) && mr > 1 && u%2 == 0 {
 				// Two k-rows (256 bytes) at a time; bRow's BX covers
 				// k-rows 0 and 1 of the unrolled four, R13 the rest.
@@ -505,6 +525,9 @@ func kernel256(g *gen, dt string, mr int) {
 			},
 			func() { g.p("ADDQ R12, BX") })
 		g.label("epilogue" + sfx)
+		if ahead {
+			g.p("MOVQ ldc+56(FP), R8")
+		}
 		var outs []accOut
 		for i := 0; i < gp; i++ {
 			c0, c1 := cOff(s0 + i)
@@ -514,14 +537,7 @@ func kernel256(g *gen, dt string, mr int) {
 		}
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
-	blockEnd256(g, "R9")
-}
-
-// blockEnd256 emits the end of an AVX2 kernel's sum block: the later blocks
-// of the panel add to C, A and B move on by the block; after a panel's last
-// block C, the bias and B move to the next panel, np counting down in
-// panels (a register or a local).
-func blockEnd256(g *gen, panels string) {
+	// The later blocks of the panel add to C; A and B move on by the block.
 	g.label("blockend")
 	g.p("MOVQ $1, fl-8(SP)")
 	g.p("MOVQ kl-16(SP), CX")
@@ -534,122 +550,31 @@ func blockEnd256(g *gen, panels string) {
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
 	g.p("ADDQ pstride+32(FP), R14")
-	g.p("DECQ %s", panels)
+	g.p("DECQ R9")
 	g.p("JNE panel")
 	g.ret()
 }
 
-// kernel256m8 emits the 8-row AVX2 microkernel over np 16-bit panels (f16,
-// or interleaved bf16) for a decoding group of eight sequences: per panel,
-// per sum block, eight passes over the block, pass s computing eight
-// columns (f16: 8s..8s+7; bf16: the even or odd words of kernel256's group
-// s/2) for all eight rows. 6 + 2 rows read each weight from memory once
-// too, but all in the six-row pass, which waits on memory while the
-// two-row pass leaves it idle; here every pass prefetches (into L2) its
-// eighth of the lines of the panel's next sum block, so the weights stream
-// in evenly under all of the compute. Called over whole panels (all of K),
-// the block after a panel's last is the next panel's first.
-//
-// Registers: Y0..Y7 the accumulators of rows 0..7, Y8 the B vector, Y9 and
-// Y10 broadcasts, Y15 the bf16 high-half mask; A rows from SI, DI and R9
-// (aRow). R8 holds the prefetch distance (kb k-rows) in the k-loop and ldc
-// in the epilogue, so np counts down in a local.
-func kernel256m8(g *gen, dt string) {
-	bf16 := dt == "bf16"
-	const mr = 8
-	name := fmt.Sprintf("k256%sm8", dt)
-	g.textFrame(name, kernelLocals+16, kernelArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX2+FMA).", name, dt))
-	g.p("MOVQ lda+8(FP), R11")
-	g.p("MOVQ b+16(FP), R14")
-	g.p("MOVQ ldb+24(FP), R12")
-	g.p("MOVQ np+40(FP), CX")
-	g.p("MOVQ CX, np-32(SP)")
-	g.p("MOVQ kb+96(FP), CX")
-	g.p("IMULQ R12, CX")
-	g.p("MOVQ CX, pd-40(SP)")
-	g.p("MOVQ c+48(FP), DX")
-	g.p("MOVQ bias+88(FP), AX")
-	if bf16 {
-		g.p("MOVL $0xffff0000, CX")
-		g.p("MOVQ CX, X15")
-		g.p("VPBROADCASTD X15, Y15")
+// nextBlockLines says which of the eight cache lines of four 16-bit
+// k-rows pass of passes of an mr-row kernel prefetches from the panel's
+// next sum block. A decoding group of 8 runs as 6 + 2 rows over each
+// block, the six-row pass taking about three quarters of the time: it
+// fetches six lines and the two-row pass two, so the next block streams
+// in under both at an even rate instead of all in the six-row pass while
+// the two-row one leaves the memory idle. Other row counts spread all
+// eight over their passes.
+func nextBlockLines(mr, pass, passes int) []int {
+	switch mr {
+	case 6:
+		return [][]int{{0, 1}, {2, 3}, {4}, {5}}[pass]
+	case 2:
+		return [][]int{{6}, {7}}[pass]
 	}
-	g.label("panel")
-	g.p("MOVQ a+0(FP), R10")
-	g.p("MOVQ R14, pb-24(SP)")
-	g.p("MOVQ flags+80(FP), CX")
-	g.p("MOVQ CX, fl-8(SP)")
-	g.p("MOVQ k+64(FP), R15")
-	g.label("block")
-	blockLen(g, "R15", "")
-	g.p("MOVQ CX, kl-16(SP)")
-	for s := 0; s < 8; s++ {
-		sfx := fmt.Sprint(s)
-		// b is the pass's byte offset in a B k-row, c its columns' in a C row.
-		b, c := 16*s, 32*s
-		if bf16 {
-			h := s / 2
-			b = 64*(h/2) + 32*(h%2)
-			c = 4*(32*(h/2)+8*(h%2)) + 64*(s%2)
-		}
-		g.p("MOVQ R10, SI")
-		g.p("LEAQ (SI)(R11*2), DI")
-		g.p("ADDQ R11, DI")
-		g.p("LEAQ (DI)(R11*2), R9")
-		g.p("ADDQ R11, R9")
-		g.p("MOVQ R14, BX")
-		g.p("LEAQ (BX)(R12*2), R13")
-		g.p("MOVQ pd-40(SP), R8")
-		for r := 0; r < mr; r++ {
-			g.p("VXORPS Y%d, Y%d, Y%d", r, r, r)
-		}
-		body := func(u int) {
-			if u == 0 {
-				// Line s of the next block's four k-rows at BX.
-				g.p("PREFETCHT1 %d(BX)(R8*1)", 64*s)
-			}
-			if s == 0 && u%2 == 0 {
-				// The current block into L1 ahead of the first pass, as
-				// kernel256 does (it is in L2 unless the block is the call's
-				// first).
-				if u == 0 {
-					prefetchRows(g, "BX", 0, 128, 2)
-				} else {
-					prefetchRows(g, "R13", 0, 128, 2)
-				}
-			}
-			if bf16 {
-				g.p("VMOVDQU %s, Y8", bRow(u, b))
-				if s%2 == 0 {
-					g.p("VPSLLD $16, Y8, Y8")
-				} else {
-					g.p("VPAND Y15, Y8, Y8")
-				}
-			} else {
-				g.p("VCVTPH2PS %s, Y8", bRow(u, b))
-			}
-			for r := 0; r < mr; r++ {
-				y := 9 + r%2
-				g.p("VBROADCASTSS %s, Y%d", aRow(r, 4*u), y)
-				g.p("VFMADD231PS Y8, Y%d, Y%d", y, r)
-			}
-		}
-		g.p("MOVQ kl-16(SP), CX")
-		kloop256(g, mr, sfx, "epilogue"+sfx, body,
-			func() {
-				g.p("LEAQ (BX)(R12*4), BX")
-				g.p("LEAQ (R13)(R12*4), R13")
-			},
-			func() { g.p("ADDQ R12, BX") })
-		g.label("epilogue" + sfx)
-		g.p("MOVQ ldc+56(FP), R8")
-		var outs []accOut
-		for r := 0; r < mr; r++ {
-			outs = append(outs, accOut{r, r, c})
-		}
-		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
+	var lines []int
+	for l := pass * 8 / passes; l < (pass+1)*8/passes; l++ {
+		lines = append(lines, l)
 	}
-	blockEnd256(g, "np-32(SP)")
+	return lines
 }
 
 // kloop256 emits the k-row loop of the AVX2 kernels over CX k-rows: four
@@ -1220,28 +1145,6 @@ func vec256(g *gen) {
 	g.p("JNE loop8")
 	g.label("done")
 	g.ret()
-
-	g.text("prefetchRows", 32, "prefetchRows: PREFETCHT0 every 64-byte line of rows rows of width bytes, stride bytes apart, from p (any amd64).")
-	g.p("MOVQ p+0(FP), SI")
-	g.p("MOVQ rows+8(FP), CX")
-	g.p("MOVQ width+16(FP), DX")
-	g.p("MOVQ stride+24(FP), R8")
-	g.p("TESTQ CX, CX")
-	g.p("JEQ done")
-	g.p("TESTQ DX, DX")
-	g.p("JEQ done")
-	g.label("row")
-	g.p("XORQ AX, AX")
-	g.label("line")
-	g.p("PREFETCHT0 (SI)(AX*1)")
-	g.p("ADDQ $64, AX")
-	g.p("CMPQ AX, DX")
-	g.p("JLT line")
-	g.p("ADDQ R8, SI")
-	g.p("DECQ CX")
-	g.p("JNE row")
-	g.label("done")
-	g.p("RET")
 
 	g.text("softmaxGrad256", 32, "softmaxGrad256: dp[i] = p[i]·(dp[i] − c)·scale, n a multiple of 8 (AVX2).")
 	g.p("MOVQ dp+0(FP), DI")

@@ -179,13 +179,17 @@ func kernel256q(g *gen, dt quantType, mr int) {
 }
 
 // kernel256qm8 emits the 8-row kernel k256{q8,q4}m8 for a decoding group
-// of eight sequences: kernel256m8's plan (eight passes over each sum block,
-// pass p computing eight columns of all eight rows, every pass
-// prefetching its share of the panel's next sum block into L2) with
-// kernel256q's arithmetic (each weight d·q, exact, then one FMA chain per
-// output), so each weight is widened once for the eight rows instead of
-// once in the six-row pass and again in the two-row one, and the results
-// are the bits of the other kernels.
+// of eight sequences: eight passes over each sum block, pass p computing
+// eight columns of all eight rows with kernel256q's arithmetic (each weight
+// d·q, exact, then one FMA chain per output), so each weight is widened
+// once for the eight rows instead of once in the six-row pass and again in
+// the two-row one, with the other kernels' bits. Every pass prefetches its
+// share of the lines of the panel's next sum block into L2, so the weights
+// stream in under all of the compute; called over whole panels (all of K),
+// the block after a panel's last is the next panel's first. (For 16-bit
+// panels an 8×8 tile, one broadcast per FMA, measured slower than 6 + 2
+// rows with kernel256's next-block prefetch; dequantizing twice tips the
+// balance here: a decoding group of 8 ran 4–25 % faster at q8 and q4.)
 //
 // Registers: Y0..Y7 the accumulators of rows 0..7, Y8 the weights, Y9 and
 // Y10 broadcasts, Y11 the pass's eight scales of the current block of 32

@@ -410,17 +410,9 @@ func tile512(t *tileArgs) {
 			m8call(&t8)
 		}
 		if rem > 0 {
-			u := *t
-			u.np, u.ncols = 1, rem
-			u.boff += full * t.pstride
-			u.coff += full * panelW
-			u.biasoff += full * panelW
-			u.mr = 6
-			tile512(&u)
-			u.mr = 2
-			u.aoff += 6 * t.lda
-			u.coff += 6 * t.ldc
-			tile512(&u)
+			six, two := t.lastPanel62(full, rem)
+			tile512(&six)
+			tile512(&two)
 		}
 		return
 	}
@@ -573,18 +565,9 @@ func tile256(t *tileArgs) {
 			call256(t, full, 0, pf(t.c, t.coff), uintptr(t.ldc)*4, 4, t.flags, bias)
 		}
 		if rem > 0 {
-			u := *t
-			u.np, u.ncols = 1, rem
-			u.boff += full * t.pstride
-			u.q.soff += full * t.q.sstride // quantized panels' scales
-			u.coff += full * panelW
-			u.biasoff += full * panelW
-			u.mr = 6
-			tile256(&u)
-			u.mr = 2
-			u.aoff += 6 * t.lda
-			u.coff += 6 * t.ldc
-			tile256(&u)
+			six, two := t.lastPanel62(full, rem)
+			tile256(&six)
+			tile256(&two)
 		}
 		return
 	}

@@ -328,8 +328,8 @@ store:
 TEXT ·k256q8m2(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -890,8 +890,8 @@ store3:
 TEXT ·k256q8m3(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -1544,8 +1544,8 @@ store3:
 TEXT ·k256q8m4(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -2314,8 +2314,8 @@ store3:
 TEXT ·k256q8m5(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -3176,8 +3176,8 @@ store3:
 TEXT ·k256q8m6(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -6173,8 +6173,8 @@ store:
 TEXT ·k256q4m2(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -6773,8 +6773,8 @@ store3:
 TEXT ·k256q4m3(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -7465,8 +7465,8 @@ store3:
 TEXT ·k256q4m4(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -8273,8 +8273,8 @@ store3:
 TEXT ·k256q4m5(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)
@@ -9173,8 +9173,8 @@ store3:
 TEXT ·k256q4m6(SB), NOSPLIT, $48-112
 	MOVQ lda+8(FP), R11
 	MOVQ np+32(FP), R9
-	MOVQ c+40(FP), DX
 	MOVQ ldc+48(FP), R8
+	MOVQ c+40(FP), DX
 	MOVQ bias+80(FP), AX
 	MOVQ b+16(FP), R14
 	MOVQ R14, pb-24(SP)

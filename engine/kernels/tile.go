@@ -113,6 +113,23 @@ func tile(t *tileArgs) {
 	}
 }
 
+// lastPanel62 splits the partial last panel (rem columns after full whole
+// ones) of an 8-row tile into its first 6 rows and its last 2, for the
+// kernels of up to 6 rows.
+func (t *tileArgs) lastPanel62(full, rem int) (six, two tileArgs) {
+	six = *t
+	six.np, six.ncols, six.mr = 1, rem, 6
+	six.boff += full * t.pstride
+	six.q.soff += full * t.q.sstride // quantized panels' scales
+	six.coff += full * panelW
+	six.biasoff += full * panelW
+	two = six
+	two.mr = 2
+	two.aoff += 6 * t.lda
+	two.coff += 6 * t.ldc
+	return six, two
+}
+
 // sumBlock is the length of t's sum blocks, at least 1.
 func (t *tileArgs) sumBlock() int {
 	if t.kb <= 0 || t.kb > t.k {

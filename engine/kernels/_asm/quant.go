@@ -111,13 +111,8 @@ func kernel256q(g *gen, dt quantType, mr int) {
 	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX2+FMA+F16C).", name, mr, dt.name))
 	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ np+32(FP), R9")
-	g.p("MOVQ c+40(FP), DX")
 	g.p("MOVQ ldc+48(FP), R8")
-	g.p("MOVQ bias+80(FP), AX")
-	g.p("MOVQ b+16(FP), R14")
-	g.p("MOVQ R14, pb-24(SP)")
-	g.p("MOVQ s+88(FP), R15")
-	g.p("MOVQ R15, ps-32(SP)")
+	quantPointers(g)
 	regScales := mr <= 5
 	quantPanelStart(g)
 	for s := 0; s < 4; s++ {
@@ -206,12 +201,7 @@ func kernel256qm8(g *gen, dt quantType) {
 	g.p("MOVQ kb+104(FP), CX")
 	g.p("IMULQ $%d, CX", dt.rowBytes)
 	g.p("MOVQ CX, pd-64(SP)")
-	g.p("MOVQ c+40(FP), DX")
-	g.p("MOVQ bias+80(FP), AX")
-	g.p("MOVQ b+16(FP), R14")
-	g.p("MOVQ R14, pb-24(SP)")
-	g.p("MOVQ s+88(FP), R15")
-	g.p("MOVQ R15, ps-32(SP)")
+	quantPointers(g)
 	quantPanelStart(g)
 	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
 	for p := 0; p < 8; p++ {
@@ -273,6 +263,17 @@ func kernel256qm8(g *gen, dt quantType) {
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
 	quantBlockEnd(g, dt, "np-56(SP)")
+}
+
+// quantPointers emits the quantized kernels' C (DX), bias (AX), weights
+// (R14, and pb-24(SP)) and scales (R15, and ps-32(SP)) from their args.
+func quantPointers(g *gen) {
+	g.p("MOVQ c+40(FP), DX")
+	g.p("MOVQ bias+80(FP), AX")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ R14, pb-24(SP)")
+	g.p("MOVQ s+88(FP), R15")
+	g.p("MOVQ R15, ps-32(SP)")
 }
 
 // quantPanelStart emits the start of a panel and of each of its sum
@@ -389,12 +390,7 @@ func kernel256q1(g *gen, dt quantType) {
 	g.textFrame(name, quantLocals1, quantArgs, fmt.Sprintf("%s: C[1×64] (+)= A·B over np panels, B %s (AVX2+FMA+F16C).", name, dt.name))
 	scale := func(i int) string { return fmt.Sprintf("sc-%d(SP)", quantLocals1-32*i) }
 	g.p("MOVQ np+32(FP), R9")
-	g.p("MOVQ c+40(FP), DX")
-	g.p("MOVQ bias+80(FP), AX")
-	g.p("MOVQ b+16(FP), R14")
-	g.p("MOVQ R14, pb-24(SP)")
-	g.p("MOVQ s+88(FP), R15")
-	g.p("MOVQ R15, ps-32(SP)")
+	quantPointers(g)
 	quantPanelStart(g)
 	g.p("MOVQ R10, SI")
 	g.p("MOVQ R14, BX")

@@ -314,12 +314,12 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// blocked path (one summation order at any M).
 	if m1-m0 <= 6 || m1-m0 == 8 && active == varAVX2 && j.m8() {
 		// One row micro-panel (a decoding row, up to 6 rows, or a group of
-		// 8 on the quantized 8-row kernel): each call streams whole panels, all
-		// of K, and the kernels add each K block's sums to C as the
-		// blocked path does (tileArgs.kb). So the weights stream through
-		// in one sequential pass, with few calls. (Not the AVX-512 8-row
-		// kernel: it sums one block per call, so whole-K calls would jump
-		// from panel to panel every block.)
+		// 8 on the quantized 8-row kernel): each call streams whole
+		// panels, all of K, and the kernels add each K block's sums to C
+		// as the blocked path does (tileArgs.kb). So the weights stream
+		// through in one sequential pass, with few calls. (Not the AVX-512
+		// 8-row kernel: it sums one block per call, so whole-K calls would
+		// jump from panel to panel every block.)
 		ncp := max(1, min(p1-p0, maxCallElems/(j.K*panelW)))
 		for jp := p0; jp < p1; jp += ncp {
 			j.block(&buf, m0, m1, 0, j.K, jp, min(ncp, p1-jp), true)

@@ -579,8 +579,9 @@ func nextBlockLines(mr, pass, passes int) []int {
 
 // kloop256 emits the k-row loop of the AVX2 kernels over CX k-rows: four
 // at a time (body(0..3), then step4 moves B on), then one at a time
-// (body(0), step1), A's rows moving along SI (and DI from row 3); it ends
-// by jumping or falling through to done. sfx makes the labels unique.
+// (body(0), step1), A's rows moving along SI (DI from row 3, R9 from row
+// 6); it ends by jumping or falling through to done. sfx makes the labels
+// unique.
 func kloop256(g *gen, mr int, sfx, done string, body func(u int), step4, step1 func()) {
 	g.p("CMPQ CX, $4")
 	g.p("JLT tail" + sfx)

@@ -66,18 +66,16 @@ const parallelMinNs = 25_000
 // decoding does. The tests keep it correct; flip it after a quiet A/B.
 var useM8 = false
 
-// useM8Quant enables the 8-row AVX2 kernels over quantized panels
-// (k256{q8,q4}m8) for groups of 8 rows: one pass over the weights, called
-// over whole panels like a decoding row (see kernel256qm8 in _asm).
-var useM8Quant = true
-
-// m8 reports whether the job's streamed panels run 8 rows at a time.
+// m8 reports whether the job's streamed panels run 8 rows at a time: 16-bit
+// ones on the AVX-512 kernel when useM8 says so, quantized ones wherever
+// they stream in place (the AVX2 k256{q8,q4}m8: one pass over the weights,
+// called over whole panels like a decoding row; see kernel256qm8 in _asm).
 func (j *job) m8() bool {
 	switch j.kind {
 	case bPanelsBF16, bPanelsF16:
 		return active == varAVX512 && useM8
 	case bPanelsQ8, bPanelsQ4:
-		return hasQuantKernels() && useM8Quant
+		return hasQuantKernels()
 	}
 	return false
 }

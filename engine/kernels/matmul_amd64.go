@@ -489,7 +489,7 @@ func m8call(t *tileArgs) {
 
 // call256 runs one AVX2 kernel call.
 func call256(t *tileArgs, np, p int, c *float32, ldc uintptr, edge, flags int, bias *float32) {
-	if t.q.q8 != nil || t.q.q4 != nil {
+	if t.q.quantized() {
 		call256q(t, np, p, c, ldc, flags, bias)
 		return
 	}

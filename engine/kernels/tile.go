@@ -83,6 +83,9 @@ type qArgs struct {
 	k0            int
 }
 
+// quantized reports whether the tile's B is quantized panels.
+func (q *qArgs) quantized() bool { return q.q8 != nil || q.q4 != nil }
+
 // debugChecks makes tile verify every access of t against its slices before
 // the assembly runs. Tests turn it on; the kernels themselves do not check.
 var debugChecks = false
@@ -92,7 +95,7 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
-	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || active == varAVX2 && (t.q.q8 != nil || t.q.q4 != nil)) {
+	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || active == varAVX2 && t.q.quantized()) {
 		// Six rows, then the rest.
 		u := *t
 		u.mr = 6
@@ -143,7 +146,7 @@ func (t *tileArgs) check() {
 		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
 			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
 	}
-	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil && t.q.q8 == nil && t.q.q4 == nil) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
+	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil && !t.q.quantized()) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
 		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d kb=%d", t.mr, t.np, t.ncols, t.kb))
 	}
 	if t.k > 0 {
@@ -154,7 +157,7 @@ func (t *tileArgs) check() {
 		if t.bh != nil {
 			nb = len(t.bh)
 		}
-		if q := &t.q; q.q8 != nil || q.q4 != nil {
+		if q := &t.q; q.quantized() {
 			nb = len(q.q8) + 2*len(q.q4)
 			if active != varAVX2 {
 				panic("kernels: quantized panels in place need the AVX2 kernels")

@@ -39,6 +39,9 @@ type quantType struct {
 	// d from BX as int32 values in register lo (its columns 0..7) and hi
 	// (8..15).
 	load func(g *gen, d int, lo, hi string)
+	// loadHalf emits half h (columns 8h..8h+7) of that group alone, as
+	// int32 values in register y.
+	loadHalf func(g *gen, d, h int, y string)
 }
 
 var (
@@ -48,6 +51,9 @@ var (
 		load: func(g *gen, d int, lo, hi string) {
 			g.p("VPMOVSXBD %d(BX), %s", d, lo)
 			g.p("VPMOVSXBD %d(BX), %s", d+8, hi)
+		},
+		loadHalf: func(g *gen, d, h int, y string) {
+			g.p("VPMOVSXBD %d(BX), %s", d+8*h, y)
 		}}
 	// q4: two signed 4-bit weights a byte; byte 8s+i of a k-row holds
 	// column 16s+i in its low nibble and 16s+8+i in its high one. One
@@ -61,6 +67,15 @@ var (
 			g.p("VPSLLD $28, %s, %s", hi, lo)
 			g.p("VPSRAD $28, %s, %s", lo, lo)
 			g.p("VPSRAD $4, %s, %s", hi, hi)
+		},
+		loadHalf: func(g *gen, d, h int, y string) {
+			g.p("VPMOVSXBD %d(BX), %s", d, y)
+			if h == 0 {
+				g.p("VPSLLD $28, %s, %s", y, y)
+				g.p("VPSRAD $28, %s, %s", y, y)
+			} else {
+				g.p("VPSRAD $4, %s, %s", y, y)
+			}
 		}}
 )
 
@@ -159,11 +174,7 @@ func kernel256q(g *gen, dt quantType, mr int) {
 			g.p("VCVTPH2PS (R12), Y10")
 			g.p("VCVTPH2PS 16(R12), Y11")
 		}
-		kloop256(g, mr, sfx, "sblockend"+sfx, body,
-			func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
-			func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
-		nextScaleBlock(g, sfx)
-		g.label("epilogue" + sfx)
+		dt.rows(g, mr, sfx, body)
 		var outs []accOut
 		for r := 0; r < mr; r++ {
 			outs = append(outs, accOut{r, 2 * r, 64 * s}, accOut{r, 2*r + 1, 64*s + 32})
@@ -208,9 +219,6 @@ func kernel256qm8(g *gen, dt quantType) {
 		sfx := fmt.Sprint(p)
 		s, h := p/2, p%2 // 16-column group, and its half
 		boff := dt.groupOff(s)
-		if dt.name == "q8" {
-			boff += 8 * h
-		}
 		g.p("MOVQ R10, SI")
 		g.p("LEAQ (SI)(R11*2), DI")
 		g.p("ADDQ R11, DI")
@@ -231,15 +239,7 @@ func kernel256qm8(g *gen, dt quantType) {
 			if p == 0 {
 				dt.prefetch(g, u)
 			}
-			g.p("VPMOVSXBD %d(BX), Y8", dt.rowBytes*u)
-			if dt.name == "q4" {
-				if h == 0 {
-					g.p("VPSLLD $28, Y8, Y8")
-					g.p("VPSRAD $28, Y8, Y8")
-				} else {
-					g.p("VPSRAD $4, Y8, Y8")
-				}
-			}
+			dt.loadHalf(g, dt.rowBytes*u, h, "Y8")
 			g.p("VCVTDQ2PS Y8, Y8")
 			g.p("VMULPS Y11, Y8, Y8")
 			for r := 0; r < mr; r++ {
@@ -250,11 +250,7 @@ func kernel256qm8(g *gen, dt quantType) {
 		}
 		g.label("sblock" + sfx)
 		g.p("VCVTPH2PS (R12), Y11")
-		kloop256(g, mr, sfx, "sblockend"+sfx, body,
-			func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
-			func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
-		nextScaleBlock(g, sfx)
-		g.label("epilogue" + sfx)
+		dt.rows(g, mr, sfx, body)
 		g.p("MOVQ ldc+48(FP), R8")
 		var outs []accOut
 		for r := 0; r < mr; r++ {
@@ -263,6 +259,18 @@ func kernel256qm8(g *gen, dt quantType) {
 		epilogue256(g, mr, sfx, "fl-8(SP)", outs)
 	}
 	quantBlockEnd(g, dt, "np-56(SP)")
+}
+
+// rows emits a quantized kernel's loop over the k-rows of a sum block
+// from label sblock (the caller's scales of the block of 32 k-rows set
+// there): body per k-row (kloop256), BX moving on by the k-rows, then on
+// to the next block of 32 (nextScaleBlock) or to label epilogue.
+func (dt quantType) rows(g *gen, mr int, sfx string, body func(u int)) {
+	kloop256(g, mr, sfx, "sblockend"+sfx, body,
+		func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
+		func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
+	nextScaleBlock(g, sfx)
+	g.label("epilogue" + sfx)
 }
 
 // quantPointers emits the quantized kernels' C (DX), bias (AX), weights
@@ -423,11 +431,7 @@ func kernel256q1(g *gen, dt quantType) {
 		g.p("VCVTPH2PS %d(R12), Y9", 16*i)
 		g.p("VMOVUPS Y9, %s", scale(i))
 	}
-	kloop256(g, 1, "", "sblockend", body,
-		func() { g.p("ADDQ $%d, BX", 4*dt.rowBytes) },
-		func() { g.p("ADDQ $%d, BX", dt.rowBytes) })
-	nextScaleBlock(g, "")
-	g.label("epilogue")
+	dt.rows(g, 1, "", body)
 	var outs []accOut
 	for i := 0; i < 8; i++ {
 		outs = append(outs, accOut{0, i, 32 * i})

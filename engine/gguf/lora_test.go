@@ -36,7 +36,7 @@ func trainedAdapter(tb testing.TB, cfg model.Config, c lora.Config) *lora.Adapte
 // lora_b pair per adapted projection in ggml's dims, with q/k rows of B
 // reordered for the llama architecture.
 func TestExportLoRA_RoundTrip(t *testing.T) {
-	for _, arch := range []string{"qwen2", "llama"} {
+	for _, arch := range []string{"qwen2", "llama", "qwen3_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			cfg, err := model.Preset(arch, "tiny", testVocab)
 			if err != nil {
@@ -52,13 +52,44 @@ func TestExportLoRA_RoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			for key, want := range map[string]any{"general.architecture": arch, "general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": a.Config.Scale() * 4} {
+			for key, want := range map[string]any{"general.architecture": archLayouts[arch].arch, "general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": a.Config.Scale() * 4} {
 				if got, _ := f.Value(key); got != want {
 					t.Errorf("%s = %v (%T); want %v (%T)", key, got, got, want, want)
 				}
 			}
-			factors := a.Factors()
-			if got, want := len(f.Tensors), 2*len(factors); got != want {
+			var factors []lora.Factor
+			stacks := 0 // (layer, projection) pairs of expert factors
+			for _, fc := range a.Factors() {
+				if fc.Expert < 0 {
+					factors = append(factors, fc)
+					continue
+				}
+				if fc.Expert == 0 {
+					stacks++
+				}
+				// One expert's factors sit at its place in the stack.
+				name := fmt.Sprintf("blk.%d.%s_exps.weight", fc.Layer, loraTensorNames[fc.Module])
+				A, err := f.TensorF32(name + ".lora_a")
+				if err != nil {
+					t.Fatal(err)
+				}
+				B, err := f.TensorF32(name + ".lora_b")
+				if err != nil {
+					t.Fatal(err)
+				}
+				na, nb := len(fc.A), len(fc.B)
+				if !slices.Equal(A[fc.Expert*na:(fc.Expert+1)*na], fc.A) || !slices.Equal(B[fc.Expert*nb:(fc.Expert+1)*nb], fc.B) {
+					t.Errorf("%s: expert %d's factors are not at its place in the stack", name, fc.Expert)
+				}
+				ti, _ := f.Tensor(name + ".lora_b")
+				if !slices.Equal(ti.Dims, []uint64{4, uint64(fc.Out), uint64(cfg.NumExperts)}) {
+					t.Errorf("%s.lora_b dims %v; want [4 %d %d]", name, ti.Dims, fc.Out, cfg.NumExperts)
+				}
+			}
+			if arch == "qwen3_moe" && stacks == 0 {
+				t.Fatal("the mixture's adapter has no expert factors")
+			}
+			if got, want := len(f.Tensors), 2*(len(factors)+stacks); got != want {
 				t.Fatalf("%d tensors; want %d", got, want)
 			}
 			for _, fc := range factors {
@@ -134,6 +165,9 @@ func TestExportLoRA_MatchesLlamaCpp(t *testing.T) {
 		{"qwen2", testassets.Qwen3Tokenizer, lora.Config{Rank: 4, Alpha: 8}},
 		{"llama", testassets.Llama31Tokenizer, lora.Config{Rank: 4, Alpha: 8, UseRSLoRA: true}},
 		{"qwen3", testassets.Qwen3Tokenizer, lora.Config{Rank: 4, Alpha: 8}},
+		// Every expert's gate, up and down adapted: llama.cpp applies the
+		// stacked factors per routed expert.
+		{"qwen3_moe", testassets.Qwen3Tokenizer, lora.Config{Rank: 4, Alpha: 8}},
 	} {
 		t.Run(tc.arch, func(t *testing.T) {
 			tokDir := testassets.Dir(t, tc.asset)

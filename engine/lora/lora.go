@@ -1,5 +1,6 @@
 // Package lora implements LoRA adapters on a frozen model: low-rank updates
-// W + (alpha/r)·B·A on the attention and MLP projections, initialised as
+// W + (alpha/r)·B·A on the attention and MLP projections (each expert's, in
+// a mixture of experts), initialised as
 // PEFT does (A uniform, B zero, so a fresh adapter leaves the model
 // unchanged), trained through model.Adapter, and saved and loaded in PEFT's
 // format (adapter_config.json + adapter_model.safetensors) so vLLM,
@@ -24,7 +25,7 @@ type Config struct {
 	Rank          int      // r, default 8
 	Alpha         float64  // default 16; the update is scaled by Alpha/Rank (Alpha/√Rank with RSLoRA)
 	Dropout       float64  // only 0 is supported for now
-	TargetModules []string // projection names; default all seven
+	TargetModules []string // projection names; default all seven (in a mixture-of-experts layer the MLP ones adapt every expert's)
 	Layers        []int    // layers to adapt; nil means all
 	UseRSLoRA     bool
 }
@@ -81,6 +82,7 @@ func (c Config) Scale() float32 {
 // pair is one adapted projection: A (r, in) and B (out, r), with gradients.
 type pair struct {
 	layer   int
+	expert  int // the expert of a mixture-of-experts layer, or -1
 	mod     model.Module
 	in, out int
 	A, B    []float32
@@ -91,15 +93,17 @@ type pair struct {
 // in one flat slice (Params) and so do their gradients (Grads), in a fixed
 // order, so optimizers are plain loops and checkpoints are deterministic.
 //
-// AddDelta is safe for concurrent use; BackwardDelta and the gradient
-// methods must be called from one goroutine at a time.
+// AddDelta and AddExpertDelta are safe for concurrent use; BackwardDelta,
+// BackwardExpertDelta and the gradient methods must be called from one
+// goroutine at a time.
 type Adapter struct {
-	Config Config
-	scale  float32
-	pairs  [][model.NumModules]*pair // per layer; nil where not adapted
-	order  []*pair
-	params []float32
-	grads  []float32
+	Config  Config
+	scale   float32
+	pairs   [][model.NumModules]*pair // per layer; nil where not adapted
+	experts [][][3]*pair              // per layer, per expert: gate, up, down; nil where not adapted
+	order   []*pair
+	params  []float32
+	grads   []float32
 }
 
 var _ model.Adapter = (*Adapter)(nil)
@@ -121,13 +125,16 @@ func New(mcfg model.Config, c Config, seed uint64) (*Adapter, error) {
 	return a, nil
 }
 
-// newZero lays out an all-zero adapter.
+// newZero lays out an all-zero adapter. As PEFT does on a model whose
+// experts are separate projections, the MLP targets (gate_proj, up_proj,
+// down_proj) of a mixture-of-experts layer adapt every expert's, each with
+// its own pair; the router stays frozen. Pairs are ordered by layer, then
+// the layer's own projections, then expert by expert.
 func newZero(mcfg model.Config, c Config) (*Adapter, error) {
 	c = c.withDefaults()
 	if err := c.Validate(mcfg.NumLayers); err != nil {
 		return nil, err
 	}
-	a := &Adapter{Config: c, scale: c.Scale(), pairs: make([][model.NumModules]*pair, mcfg.NumLayers)}
 	var mods []model.Module
 	for _, t := range c.TargetModules {
 		m, _ := model.ParseModule(t)
@@ -136,38 +143,62 @@ func newZero(mcfg model.Config, c Config) (*Adapter, error) {
 		}
 	}
 	slices.Sort(mods)
-	n := 0
+	var order []*pair
 	for l := 0; l < mcfg.NumLayers; l++ {
 		if c.Layers != nil && !slices.Contains(c.Layers, l) {
 			continue
 		}
+		moe := mcfg.IsMoE(l)
 		for _, m := range mods {
-			if m.Parent() == "mlp" && mcfg.IsMoE(l) {
-				// A mixture-of-experts layer has no dense gate, up and
-				// down: its experts and router stay frozen.
+			if m.Parent() == "mlp" && moe {
 				continue
 			}
 			out, in := m.Dims(mcfg)
-			p := &pair{layer: l, mod: m, in: in, out: out}
-			a.pairs[l][m] = p
-			a.order = append(a.order, p)
-			n += c.Rank * (in + out)
+			order = append(order, &pair{layer: l, expert: -1, mod: m, in: in, out: out})
+		}
+		if !moe {
+			continue
+		}
+		for e := range mcfg.NumExperts {
+			for _, m := range mods {
+				if m.Parent() == "mlp" {
+					out, in := m.ExpertDims(mcfg)
+					order = append(order, &pair{layer: l, expert: e, mod: m, in: in, out: out})
+				}
+			}
 		}
 	}
-	if len(a.order) == 0 {
-		return nil, fmt.Errorf("lora: target modules %v adapt nothing in this model (its mixture-of-experts layers adapt q_proj, k_proj, v_proj and o_proj only)", c.TargetModules)
+	if len(order) == 0 {
+		return nil, fmt.Errorf("lora: target modules %v adapt nothing in this model", c.TargetModules)
 	}
-	a.params = make([]float32, n)
-	a.grads = make([]float32, n)
-	off := 0
-	r := c.Rank
-	for _, p := range a.order {
+	n := 0
+	for _, p := range order {
+		n += c.Rank * (p.in + p.out)
+	}
+	return bind(c, mcfg.NumLayers, order, make([]float32, n)), nil
+}
+
+// bind makes an adapter of the pairs in order over params (zeroed
+// gradients), each pair's A then B in turn.
+func bind(c Config, numLayers int, order []*pair, params []float32) *Adapter {
+	a := &Adapter{Config: c, scale: c.Scale(), pairs: make([][model.NumModules]*pair, numLayers),
+		experts: make([][][3]*pair, numLayers), order: order, params: params, grads: make([]float32, len(params))}
+	off, r := 0, c.Rank
+	for _, p := range order {
 		p.A, p.dA = a.params[off:off+r*p.in], a.grads[off:off+r*p.in]
 		off += r * p.in
 		p.B, p.dB = a.params[off:off+p.out*r], a.grads[off:off+p.out*r]
 		off += p.out * r
+		if p.expert < 0 {
+			a.pairs[p.layer][p.mod] = p
+			continue
+		}
+		for len(a.experts[p.layer]) <= p.expert {
+			a.experts[p.layer] = append(a.experts[p.layer], [3]*pair{})
+		}
+		a.experts[p.layer][p.expert][p.mod-model.ModGate] = p
 	}
-	return a, nil
+	return a
 }
 
 // Params returns all parameters as one slice (shared, not a copy).
@@ -181,21 +212,11 @@ func (a *Adapter) ZeroGrad() { clear(a.grads) }
 
 // Clone returns a deep copy (parameters; gradients zeroed).
 func (a *Adapter) Clone() *Adapter {
-	b := &Adapter{Config: a.Config, scale: a.scale, pairs: make([][model.NumModules]*pair, len(a.pairs))}
-	b.params = slices.Clone(a.params)
-	b.grads = make([]float32, len(a.grads))
-	off := 0
-	for _, p := range a.order {
-		q := &pair{layer: p.layer, mod: p.mod, in: p.in, out: p.out}
-		r := a.Config.Rank
-		q.A, q.dA = b.params[off:off+r*p.in], b.grads[off:off+r*p.in]
-		off += r * p.in
-		q.B, q.dB = b.params[off:off+p.out*r], b.grads[off:off+p.out*r]
-		off += p.out * r
-		b.pairs[p.layer][p.mod] = q
-		b.order = append(b.order, q)
+	order := make([]*pair, len(a.order))
+	for i, p := range a.order {
+		order[i] = &pair{layer: p.layer, expert: p.expert, mod: p.mod, in: p.in, out: p.out}
 	}
-	return b
+	return bind(a.Config, len(a.pairs), order, slices.Clone(a.params))
 }
 
 func (a *Adapter) lookup(l int, mod model.Module) *pair {
@@ -203,6 +224,13 @@ func (a *Adapter) lookup(l int, mod model.Module) *pair {
 		return nil
 	}
 	return a.pairs[l][mod]
+}
+
+func (a *Adapter) lookupExpert(l, e int, mod model.Module) *pair {
+	if l < 0 || l >= len(a.experts) || e < 0 || e >= len(a.experts[l]) || mod < model.ModGate || mod > model.ModDown {
+		return nil
+	}
+	return a.experts[l][e][mod-model.ModGate]
 }
 
 // scratch holds the (n, r) intermediate of AddDelta and BackwardDelta.
@@ -221,7 +249,15 @@ func getScratch(n int) *[]float32 {
 
 // AddDelta adds scale·(inp·Aᵀ)·Bᵀ to out (n, out).
 func (a *Adapter) AddDelta(out, inp []float32, n, l int, mod model.Module) {
-	p := a.lookup(l, mod)
+	a.addDelta(a.lookup(l, mod), out, inp, n)
+}
+
+// AddExpertDelta is AddDelta for expert e's projection mod.
+func (a *Adapter) AddExpertDelta(out, inp []float32, n, l, e int, mod model.Module) {
+	a.addDelta(a.lookupExpert(l, e, mod), out, inp, n)
+}
+
+func (a *Adapter) addDelta(p *pair, out, inp []float32, n int) {
 	if p == nil {
 		return
 	}
@@ -237,7 +273,15 @@ func (a *Adapter) AddDelta(out, inp []float32, n, l int, mod model.Module) {
 // BackwardDelta accumulates dA and dB for one AddDelta call and adds its
 // input gradient to dinp (n, in).
 func (a *Adapter) BackwardDelta(dinp, dout, inp []float32, n, l int, mod model.Module) {
-	p := a.lookup(l, mod)
+	a.backwardDelta(a.lookup(l, mod), dinp, dout, inp, n)
+}
+
+// BackwardExpertDelta is BackwardDelta for expert e's projection mod.
+func (a *Adapter) BackwardExpertDelta(dinp, dout, inp []float32, n, l, e int, mod model.Module) {
+	a.backwardDelta(a.lookupExpert(l, e, mod), dinp, dout, inp, n)
+}
+
+func (a *Adapter) backwardDelta(p *pair, dinp, dout, inp []float32, n int) {
 	if p == nil {
 		return
 	}
@@ -259,18 +303,19 @@ func (a *Adapter) BackwardDelta(dinp, dout, inp []float32, n, l int, mod model.M
 // is Scale·B·A.
 type Factor struct {
 	Layer   int
+	Expert  int // the expert of a mixture-of-experts layer, or -1
 	Module  model.Module
 	In, Out int
 	A       []float32 // (Rank, In), row-major
 	B       []float32 // (Out, Rank), row-major
 }
 
-// Factors returns the adapted projections, by layer then module. The
-// slices are the adapter's own: callers must not modify them.
+// Factors returns the adapted projections in the adapter's order: by layer,
+// the layer's own projections by module, then its experts'. The slices are the adapter's own: callers must not modify them.
 func (a *Adapter) Factors() []Factor {
 	fs := make([]Factor, len(a.order))
 	for i, p := range a.order {
-		fs[i] = Factor{Layer: p.layer, Module: p.mod, In: p.in, Out: p.out, A: p.A, B: p.B}
+		fs[i] = Factor{Layer: p.layer, Expert: p.expert, Module: p.mod, In: p.in, Out: p.out, A: p.A, B: p.B}
 	}
 	return fs
 }

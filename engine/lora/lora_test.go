@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/artgo/art/engine/kernels"
@@ -96,15 +97,83 @@ func TestSaveLoad_RoundTrip(t *testing.T) {
 	if !changed {
 		t.Fatal("adapter with random B does not change the model")
 	}
-	if name := tensorName(1, model.ModDown, "B"); name != "base_model.model.model.layers.1.mlp.down_proj.lora_B.weight" {
+	if name := tensorName(&pair{layer: 1, expert: -1, mod: model.ModDown}, "B"); name != "base_model.model.model.layers.1.mlp.down_proj.lora_B.weight" {
 		t.Fatalf("PEFT name %q", name)
+	}
+}
+
+// Ensure an adapter on a mixture of experts adapts every expert's MLP
+// projections with its own pair, under PEFT's names for them, and that
+// save → load keeps them.
+func TestExperts_SaveLoad(t *testing.T) {
+	m := tinyModel(t, "qwen3_moe")
+	cfg := m.Config
+	a, err := New(cfg, Config{Rank: 4, Alpha: 8}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(a, 6)
+	var experts int
+	for _, f := range a.Factors() {
+		if f.Expert >= 0 {
+			experts++
+			if out, in := f.Module.ExpertDims(cfg); f.Out != out || f.In != in {
+				t.Fatalf("layer %d expert %d %s is %dx%d; want %dx%d", f.Layer, f.Expert, f.Module, f.Out, f.In, out, in)
+			}
+		}
+	}
+	moeLayers := 0
+	for l := range cfg.NumLayers {
+		if cfg.IsMoE(l) {
+			moeLayers++
+		}
+	}
+	if want := moeLayers * cfg.NumExperts * 3; moeLayers == 0 || experts != want {
+		t.Fatalf("%d expert pairs; want %d (%d mixture layers × %d experts × gate, up, down)", experts, want, moeLayers, cfg.NumExperts)
+	}
+	dir := t.TempDir()
+	if err := a.Save(dir, "base-model"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := tokens(24, 200, 8)
+	want, _ := m.LogProbs(toks, a)
+	got, _ := m.LogProbs(toks, b)
+	base, _ := m.LogProbs(toks, nil)
+	changed := false
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("token %d: %v after reload; want %v", i, got[i], want[i])
+		}
+		changed = changed || want[i] != base[i]
+	}
+	if !changed {
+		t.Fatal("the adapter does not change the model")
+	}
+	p := a.lookupExpert(1, 3, model.ModUp)
+	if name := tensorName(p, "A"); name != "base_model.model.model.layers.1.mlp.experts.3.up_proj.lora_A.weight" {
+		t.Fatalf("PEFT name %q", name)
+	}
+
+	// Attention targets only: the experts stay frozen.
+	c, err := New(cfg, Config{TargetModules: []string{"q_proj", "v_proj"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.Factors() {
+		if f.Expert >= 0 {
+			t.Fatalf("attention-only adapter adapts layer %d expert %d %s", f.Layer, f.Expert, f.Module)
+		}
 	}
 }
 
 // Ensure the LoRA gradients of a loss on token logprobs match finite
 // differences through the whole model.
 func TestGradients_FiniteDifferences(t *testing.T) {
-	for _, arch := range []string{"qwen2", "llama"} {
+	for _, arch := range []string{"qwen2", "llama", "qwen3_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			m := tinyModel(t, arch)
 			a, err := New(m.Config, Config{Rank: 4}, 3)
@@ -160,24 +229,29 @@ func TestGradients_FiniteDifferences(t *testing.T) {
 	}
 }
 
-// Ensure merging an adapter into F32 weights reproduces model+adapter.
+// Ensure merging an adapter into F32 weights reproduces model+adapter,
+// experts' projections included.
 func TestMergeInto(t *testing.T) {
-	m := tinyModel(t, "qwen2")
-	a, err := New(m.Config, Config{Rank: 4}, 9)
-	if err != nil {
-		t.Fatal(err)
-	}
-	randomizeB(a, 2)
-	toks := tokens(16, 200, 4)
-	want, _ := m.LogProbs(toks, a)
-	if err := a.MergeInto(&m.W); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := m.LogProbs(toks, nil)
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-4 {
-			t.Fatalf("token %d: merged %v; with adapter %v", i, got[i], want[i])
-		}
+	for _, arch := range []string{"qwen2", "qwen3_moe"} {
+		t.Run(arch, func(t *testing.T) {
+			m := tinyModel(t, arch)
+			a, err := New(m.Config, Config{Rank: 4}, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeB(a, 2)
+			toks := tokens(16, 200, 4)
+			want, _ := m.LogProbs(toks, a)
+			if err := a.MergeInto(&m.W); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := m.LogProbs(toks, nil)
+			for i := range want {
+				if math.Abs(got[i]-want[i]) > 1e-4 {
+					t.Fatalf("token %d: merged %v; with adapter %v", i, got[i], want[i])
+				}
+			}
+		})
 	}
 }
 
@@ -240,5 +314,83 @@ func TestBaseGradients_FiniteDifferences(t *testing.T) {
 		if worst > 2e-3*math.Max(scale, 1e-2) {
 			t.Errorf("base parameter group %d: max |analytic-numeric| %.3g (largest gradient %.3g)", s, worst, scale)
 		}
+	}
+}
+
+// Ensure that in a batch of sequences with different adapters (and one
+// with none) through a mixture of experts, each expert's rows get their
+// own sequence's adapter: every row's hidden state equals that of its
+// sequence alone, bit for bit, in prefill and in a decoding step.
+func TestExperts_BatchOfAdapters(t *testing.T) {
+	m := tinyModel(t, "qwen3_moe")
+	cfg := m.Config
+	var ads []model.Adapter
+	for i := range 2 {
+		a, err := New(cfg, Config{Rank: 4, Alpha: 8}, uint64(10+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(a, uint64(20+i))
+		ads = append(ads, a)
+	}
+	ads = []model.Adapter{ads[0], nil, ads[1], ads[0]}
+	lens := []int{7, 5, 9, 3}
+	seqs := make([][]int, len(lens))
+	for i, n := range lens {
+		seqs[i] = tokens(n+1, 200, uint64(30+i))
+	}
+	C := cfg.HiddenSize
+	alone := func(i int) (prefill, step []float32) {
+		var ws model.Workspace
+		c := m.NewKVCache(32)
+		h, err := m.Forward(&ws, seqs[i][:lens[i]], []model.Segment{{Cache: c, N: lens[i], Adapter: ads[i]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefill = append(prefill, h...)
+		h, err = m.Forward(&ws, seqs[i][lens[i]:], []model.Segment{{Cache: c, N: 1, Adapter: ads[i]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prefill, append(step, h...)
+	}
+	var batch, next []int
+	var segs, steps []model.Segment
+	for i, n := range lens {
+		c := m.NewKVCache(32)
+		batch, next = append(batch, seqs[i][:n]...), append(next, seqs[i][n])
+		segs, steps = append(segs, model.Segment{Cache: c, N: n, Adapter: ads[i]}), append(steps, model.Segment{Cache: c, N: 1, Adapter: ads[i]})
+	}
+	var ws model.Workspace
+	h, err := m.Forward(&ws, batch, segs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefill := append([]float32(nil), h...)
+	step, err := m.Forward(&ws, next, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := 0
+	for i, n := range lens {
+		wantPrefill, wantStep := alone(i)
+		for r := range n {
+			for c := range C {
+				if got, want := prefill[(row+r)*C+c], wantPrefill[r*C+c]; got != want {
+					t.Fatalf("sequence %d row %d: batched prefill %v; alone %v", i, r, got, want)
+				}
+			}
+		}
+		for c := range C {
+			if got, want := step[i*C+c], wantStep[c]; got != want {
+				t.Fatalf("sequence %d: batched decoding step %v; alone %v", i, got, want)
+			}
+		}
+		row += n
+	}
+	// The adapters matter: sequence 0 with the other adapter differs.
+	ads[0] = ads[2]
+	if other, _ := alone(0); slices.Equal(other, prefill[:lens[0]*C]) {
+		t.Fatal("a different adapter gives the same hidden states: the test could not tell adapters apart")
 	}
 }

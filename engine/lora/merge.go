@@ -17,13 +17,26 @@ func (a *Adapter) MergeInto(w *model.Weights) error {
 		if p.layer >= len(w.Layers) {
 			return fmt.Errorf("lora: merge: layer %d not in the model", p.layer)
 		}
-		slot := projection(&w.Layers[p.layer], p.mod)
+		where := fmt.Sprintf("layer %d %s", p.layer, p.mod)
+		var slot **kernels.Mat
+		if p.expert < 0 {
+			slot = projection(&w.Layers[p.layer], p.mod)
+		} else {
+			where = fmt.Sprintf("layer %d expert %d %s", p.layer, p.expert, p.mod)
+			if p.expert >= len(w.Layers[p.layer].Experts) {
+				return fmt.Errorf("lora: merge: %s not in the model", where)
+			}
+			slot = expertProjection(&w.Layers[p.layer].Experts[p.expert], p.mod)
+		}
 		mat := *slot
+		if mat == nil {
+			return fmt.Errorf("lora: merge: %s not in the model", where)
+		}
 		if mat.DType != kernels.F32 {
-			return fmt.Errorf("lora: merge: layer %d %s is %v; merging needs F32 weights", p.layer, p.mod, mat.DType)
+			return fmt.Errorf("lora: merge: %s is %v; merging needs F32 weights", where, mat.DType)
 		}
 		if mat.Rows != p.out || mat.Cols != p.in {
-			return fmt.Errorf("lora: merge: layer %d %s is %dx%d, adapter expects %dx%d", p.layer, p.mod, mat.Rows, mat.Cols, p.out, p.in)
+			return fmt.Errorf("lora: merge: %s is %dx%d, adapter expects %dx%d", where, mat.Rows, mat.Cols, p.out, p.in)
 		}
 		r := a.Config.Rank
 		sb := make([]float32, p.out*r)
@@ -54,4 +67,14 @@ func projection(l *model.Layer, m model.Module) **kernels.Mat {
 		return &l.Up
 	}
 	return &l.Down
+}
+
+func expertProjection(e *model.Expert, m model.Module) **kernels.Mat {
+	switch m {
+	case model.ModGate:
+		return &e.Gate
+	case model.ModUp:
+		return &e.Up
+	}
+	return &e.Down
 }

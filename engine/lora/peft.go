@@ -41,10 +41,14 @@ type peftConfig struct {
 	UseRslora           bool     `json:"use_rslora"`
 }
 
-// tensorName is PEFT's name for one factor, e.g.
-// base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight.
-func tensorName(l int, mod model.Module, factor string) string {
-	return fmt.Sprintf("base_model.model.model.layers.%d.%s.%s.lora_%s.weight", l, mod.Parent(), mod, factor)
+// tensorName is PEFT's name for one factor of p, e.g.
+// base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight, or for an
+// expert's projection …layers.3.mlp.experts.17.gate_proj.lora_A.weight.
+func tensorName(p *pair, factor string) string {
+	if p.expert >= 0 {
+		return fmt.Sprintf("base_model.model.model.layers.%d.mlp.experts.%d.%s.lora_%s.weight", p.layer, p.expert, p.mod, factor)
+	}
+	return fmt.Sprintf("base_model.model.model.layers.%d.%s.%s.lora_%s.weight", p.layer, p.mod.Parent(), p.mod, factor)
 }
 
 // Save writes the adapter to dir in PEFT's format (F32 weights), each file
@@ -57,8 +61,8 @@ func (a *Adapter) Save(dir, baseModel string) error {
 	r := a.Config.Rank
 	for _, p := range a.order {
 		tensors = append(tensors,
-			safetensors.FromF32(tensorName(p.layer, p.mod, "A"), safetensors.F32, []int{r, p.in}, p.A),
-			safetensors.FromF32(tensorName(p.layer, p.mod, "B"), safetensors.F32, []int{p.out, r}, p.B))
+			safetensors.FromF32(tensorName(p, "A"), safetensors.F32, []int{r, p.in}, p.A),
+			safetensors.FromF32(tensorName(p, "B"), safetensors.F32, []int{p.out, r}, p.B))
 	}
 	if err := safetensors.WriteFile(filepath.Join(dir, WeightsFile), tensors, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("lora: save: %w", err)
@@ -110,8 +114,8 @@ func Load(dir string, mcfg model.Config) (*Adapter, error) {
 	defer f.Close()
 	want := map[string][]float32{}
 	for _, p := range a.order {
-		want[tensorName(p.layer, p.mod, "A")] = p.A
-		want[tensorName(p.layer, p.mod, "B")] = p.B
+		want[tensorName(p, "A")] = p.A
+		want[tensorName(p, "B")] = p.B
 	}
 	var problems []string
 	for _, name := range f.Names() {

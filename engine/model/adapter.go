@@ -63,9 +63,23 @@ func (m Module) Dims(cfg Config) (out, in int) {
 	panic("model: unknown module " + m.String())
 }
 
+// ExpertDims returns the (out, in) feature sizes of an expert's projection
+// mod (ModGate, ModUp or ModDown) in a mixture-of-experts layer under cfg.
+func (m Module) ExpertDims(cfg Config) (out, in int) {
+	C, Fm := cfg.HiddenSize, cfg.MoEIntermediateSize
+	switch m {
+	case ModGate, ModUp:
+		return Fm, C
+	case ModDown:
+		return C, Fm
+	}
+	panic("model: an expert has no " + m.String())
+}
+
 // Adapter adds a trainable update to the frozen projections, such as a LoRA
-// adapter. Implementations must be safe for concurrent AddDelta calls; the
-// training methods are called from one goroutine at a time.
+// adapter. Implementations must be safe for concurrent AddDelta and
+// AddExpertDelta calls; the training methods are called from one goroutine
+// at a time.
 type Adapter interface {
 	// AddDelta adds the adapter's output for module mod of layer l to out
 	// (n, out features) given the projection's input inp (n, in features).
@@ -74,4 +88,9 @@ type Adapter interface {
 	// call and adds its contribution to the input gradient: dinp (n, in) +=
 	// ∂/∂inp of the delta, given dout (n, out).
 	BackwardDelta(dinp, dout, inp []float32, n, l int, mod Module)
+	// AddExpertDelta and BackwardExpertDelta are the same for projection
+	// mod (ModGate, ModUp or ModDown) of expert e of a mixture-of-experts
+	// layer l, over the n rows routed to that expert.
+	AddExpertDelta(out, inp []float32, n, l, e int, mod Module)
+	BackwardExpertDelta(dinp, dout, inp []float32, n, l, e int, mod Module)
 }

@@ -131,6 +131,24 @@ func (p *batchPass) addDelta(out, inp []float32, l int, mod Module) {
 	}
 }
 
+// addExpertDelta applies each segment's adapter to its rows among an
+// expert's: rows ascend, so each segment's are one run of them.
+func (p *batchPass) addExpertDelta(out, inp []float32, rows []int32, l, e int, mod Module) {
+	N, K := len(out)/len(rows), len(inp)/len(rows)
+	i0 := 0
+	for i, s := range p.segs {
+		end := int32(p.offs[i] + s.N)
+		i1 := i0
+		for i1 < len(rows) && rows[i1] < end {
+			i1++
+		}
+		if s.Adapter != nil && i1 > i0 {
+			s.Adapter.AddExpertDelta(out[i0*N:i1*N], inp[i0*K:i1*K], i1-i0, l, e, mod)
+		}
+		i0 = i1
+	}
+}
+
 // attend appends each segment's keys and values to its cache, then
 // attends over the cache (a sliding layer's window of it), and lets a
 // sliding layer's cache shrink back to its bound.

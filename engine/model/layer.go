@@ -44,6 +44,9 @@ type layerPass interface {
 	// addDelta adds the adapters' output of module mod of layer l, for
 	// the module's input rows inp, to its output rows out.
 	addDelta(out, inp []float32, l int, mod Module)
+	// addExpertDelta does the same for expert e's projection mod, whose
+	// rows are the layer's rows rows (ascending).
+	addExpertDelta(out, inp []float32, rows []int32, l, e int, mod Module)
 	// attend writes into att the causal attention of layer l's post-RoPE
 	// q over its k and v (and whatever keys and values precede them).
 	attend(att, q, k, v []float32, l int)
@@ -82,7 +85,7 @@ func (m *Model) layerForward(s *layerActs, T, l int, rope *ropeTable, p layerPas
 
 	rmsNormForward(xn2, s.rstd2, mid, w.MLPNorm, T, C, cfg.RMSNormEps)
 	if cfg.IsMoE(l) {
-		m.moeForward(s.moe, mo, xn2, T, l)
+		m.moeForward(s.moe, mo, xn2, T, l, p)
 	} else {
 		gate, up, h := s.gate[:T*F], s.up[:T*F], s.h[:T*F]
 		kernels.LinearMulti(xn2, T,
@@ -123,7 +126,7 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 	dmo := m.outNormBackward(a, dres, s.mo, s.rstd4, w.MLPOutNorm, dMLPOutNorm)
 	clear(dxn)
 	if cfg.IsMoE(l) {
-		m.moeBackward(s.moe, a.moeWork, a.Base, dxn, dmo, s.xn2[:T*C], T, l)
+		m.moeBackward(s.moe, a.moeWork, a.Base, p.adapter, dxn, dmo, s.xn2[:T*C], T, l)
 	} else {
 		clear(dh)
 		kernels.LinearBackwardInput(dh, dmo, w.Down, T)

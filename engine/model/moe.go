@@ -128,8 +128,9 @@ func softmax64(p []float64, z []float32) {
 }
 
 // moeForward writes into out (T, C) the mixture-of-experts MLP of layer l
-// over the T rows of x (T, C), keeping its activations in a.
-func (m *Model) moeForward(a *moeActs, out, x []float32, T, l int) {
+// over the T rows of x (T, C), keeping its activations in a; p adds the
+// adapters' deltas to each expert's projections.
+func (m *Model) moeForward(a *moeActs, out, x []float32, T, l int, p layerPass) {
 	cfg := m.Config
 	C, Fm, k := cfg.HiddenSize, cfg.MoEIntermediateSize, cfg.NumExpertsPerTok
 	m.route(a, x, T, l)
@@ -139,21 +140,25 @@ func (m *Model) moeForward(a *moeActs, out, x []float32, T, l int) {
 	// Every chosen expert's products in one parallel region each (gate
 	// and up, then down): a decoding token has k experts of one row.
 	var gateUp, down []kernels.LinearOp
-	for e, ex := range m.W.Layers[l].Experts {
-		s0, s1 := a.start[e], a.start[e+1]
-		if s0 == s1 {
-			continue
-		}
-		x := a.x[s0*C : s1*C]
+	m.eachExpert(a, l, func(e, s0, s1 int) {
+		ex, x := m.W.Layers[l].Experts[e], a.x[s0*C:s1*C]
 		gateUp = append(gateUp,
 			kernels.LinearOp{Out: a.gate[s0*Fm : s1*Fm], W: ex.Gate, In: x, M: s1 - s0},
 			kernels.LinearOp{Out: a.up[s0*Fm : s1*Fm], W: ex.Up, In: x, M: s1 - s0})
 		down = append(down, kernels.LinearOp{Out: a.y[s0*C : s1*C], W: ex.Down, In: a.h[s0*Fm : s1*Fm], M: s1 - s0})
-	}
+	})
 	slots := T * k
 	kernels.LinearMulti(nil, 0, gateUp...)
+	m.eachExpert(a, l, func(e, s0, s1 int) {
+		x, rows := a.x[s0*C:s1*C], a.row[s0:s1]
+		p.addExpertDelta(a.gate[s0*Fm:s1*Fm], x, rows, l, e, ModGate)
+		p.addExpertDelta(a.up[s0*Fm:s1*Fm], x, rows, l, e, ModUp)
+	})
 	m.gluForward(a.h[:slots*Fm], a.gate[:slots*Fm], a.up[:slots*Fm], slots, Fm)
 	kernels.LinearMulti(nil, 0, down...)
+	m.eachExpert(a, l, func(e, s0, s1 int) {
+		p.addExpertDelta(a.y[s0*C:s1*C], a.h[s0*Fm:s1*Fm], a.row[s0:s1], l, e, ModDown)
+	})
 	for t := range T {
 		o := out[t*C : (t+1)*C]
 		for j := range k {
@@ -167,6 +172,16 @@ func (m *Model) moeForward(a *moeActs, out, x []float32, T, l int) {
 			for c := range o {
 				o[c] += w * y[c]
 			}
+		}
+	}
+}
+
+// eachExpert calls f for each expert of layer l that a's rows reached,
+// with the expert's slots [s0, s1).
+func (m *Model) eachExpert(a *moeActs, l int, f func(e, s0, s1 int)) {
+	for e := range m.W.Layers[l].Experts {
+		if s0, s1 := a.start[e], a.start[e+1]; s0 < s1 {
+			f(e, s0, s1)
 		}
 	}
 }
@@ -186,10 +201,10 @@ func newMoEWork(cfg Config, maxT int) *moeWork {
 }
 
 // moeBackward accumulates into dx (T, C) the gradient w.r.t. the MLP's
-// input x given dout, the gradient w.r.t. its output, and with base the
-// router's and experts' weight gradients. The experts and router are
-// otherwise frozen: LoRA adapters do not reach inside them.
-func (m *Model) moeBackward(a *moeActs, w *moeWork, base *BaseGrads, dx, dout, x []float32, T, l int) {
+// input x given dout, the gradient w.r.t. its output, the adapter's
+// gradients of its experts' deltas (ad may be nil), and with base the
+// router's and experts' weight gradients.
+func (m *Model) moeBackward(a *moeActs, w *moeWork, base *BaseGrads, ad Adapter, dx, dout, x []float32, T, l int) {
 	cfg := m.Config
 	C, Fm, k, E := cfg.HiddenSize, cfg.MoEIntermediateSize, cfg.NumExpertsPerTok, cfg.NumExperts
 	layer := &m.W.Layers[l]
@@ -210,24 +225,27 @@ func (m *Model) moeBackward(a *moeActs, w *moeWork, base *BaseGrads, dx, dout, x
 	}
 	clear(w.dh[:T*k*Fm])
 	clear(w.dx[:T*k*C])
-	for e, ex := range layer.Experts {
-		s0, s1 := a.start[e], a.start[e+1]
-		if s0 == s1 {
-			continue
-		}
-		n := s1 - s0
+	m.eachExpert(a, l, func(e, s0, s1 int) {
+		ex, n := layer.Experts[e], s1-s0
 		rc, rf := func(b []float32) []float32 { return b[s0*C : s1*C] }, func(b []float32) []float32 { return b[s0*Fm : s1*Fm] }
 		kernels.LinearBackwardInput(rf(w.dh), rc(w.dy), ex.Down, n)
+		if ad != nil {
+			ad.BackwardExpertDelta(rf(w.dh), rc(w.dy), rf(a.h), n, l, e, ModDown)
+		}
 		m.gluBackward(rf(w.dgate), rf(w.dup), rf(w.dh), rf(a.gate), rf(a.up), n, Fm)
 		kernels.LinearBackwardInput(rc(w.dx), rf(w.dgate), ex.Gate, n)
 		kernels.LinearBackwardInput(rc(w.dx), rf(w.dup), ex.Up, n)
+		if ad != nil {
+			ad.BackwardExpertDelta(rc(w.dx), rf(w.dgate), rc(a.x), n, l, e, ModGate)
+			ad.BackwardExpertDelta(rc(w.dx), rf(w.dup), rc(a.x), n, l, e, ModUp)
+		}
 		if base != nil { // dW (out, in) += doutᵀ · in
 			g := &base.Experts[l][e]
 			kernels.Gemm(true, false, C, Fm, n, rc(w.dy), C, rf(a.h), Fm, 1, g.Down, Fm)
 			kernels.Gemm(true, false, Fm, C, n, rf(w.dgate), Fm, rc(a.x), C, 1, g.Gate, C)
 			kernels.Gemm(true, false, Fm, C, n, rf(w.dup), Fm, rc(a.x), C, 1, g.Up, C)
 		}
-	}
+	})
 	for t := range T {
 		d := dx[t*C : (t+1)*C]
 		for j := range k {

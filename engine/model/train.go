@@ -317,6 +317,12 @@ func (p *seqPass) addDelta(out, inp []float32, l int, mod Module) {
 	}
 }
 
+func (p *seqPass) addExpertDelta(out, inp []float32, rows []int32, l, e int, mod Module) {
+	if p.adapter != nil {
+		p.adapter.AddExpertDelta(out, inp, len(rows), l, e, mod)
+	}
+}
+
 func (p *seqPass) attend(att, q, k, v []float32, l int) {
 	cfg := p.m.Config
 	trainAttentionForward(&p.a.attn, att, q, k, v, p.a.T, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.Window(l), l)

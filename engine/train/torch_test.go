@@ -79,8 +79,8 @@ var loraParityCases = []loraParityCase{
 	},
 	{
 		// Dense and mixture-of-experts layers in turn: the adapter reaches
-		// the dense layers' MLP and the expert layers' attention only,
-		// and the gradient flows through the frozen router and experts.
+		// the dense layers' MLP and every expert's, and the gradient flows
+		// through the frozen router.
 		name: "qwen3_moe-small-sparse-step-f32-untied", arch: "qwen3_moe", shape: "small", dtype: kernels.F32,
 		lora: lora.Config{Rank: 4, Alpha: 8}, eps: 1, epsHigh: 4,
 		lens: []int{45, 20}, advs: []float64{1.2, -0.8}, weights: []float64{1, 0.9},

@@ -106,9 +106,11 @@ def is_moe(cfg, l):
     return l not in cfg.get("mlp_only_layers", []) and (l + 1) % step == 0
 
 
-def moe_mlp(cfg, W, h, p, act_fn):
+def moe_mlp(cfg, W, h, p, act_fn, lin):
     """Qwen3MoeSparseMoeBlock: softmax router, top-k experts, weights
-    renormalised when norm_topk_prob, each expert a SwiGLU MLP."""
+    renormalised when norm_topk_prob, each expert a SwiGLU MLP whose
+    projections go through lin (so a LoRA hook reaches them, as PEFT's
+    does on transformers' per-expert nn.Linear)."""
     k = cfg["num_experts_per_tok"]
     probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
     weights, experts = torch.topk(probs, k, dim=-1)
@@ -121,7 +123,7 @@ def moe_mlp(cfg, W, h, p, act_fn):
             continue
         pe = f"{p}mlp.experts.{e}."
         x = h[rows]
-        y = (act_fn(x @ W[pe + "gate_proj.weight"].T) * (x @ W[pe + "up_proj.weight"].T)) @ W[pe + "down_proj.weight"].T
+        y = lin(act_fn(lin(x, pe + "gate_proj", False)) * lin(x, pe + "up_proj", False), pe + "down_proj", False)
         out = out.index_add(0, rows, y * weights[rows, rank, None])
     return out
 
@@ -212,7 +214,7 @@ def logits(cfg, W, tokens, lin_hook=None):
             x = x + o
             h = norm(x, p + "post_attention_layernorm.weight")
         if is_moe(cfg, l):
-            d = moe_mlp(cfg, W, h, p, act_fn)
+            d = moe_mlp(cfg, W, h, p, act_fn, lin)
         else:
             g = lin(h, p + "mlp.gate_proj", mlp_bias)
             u = lin(h, p + "mlp.up_proj", mlp_bias)

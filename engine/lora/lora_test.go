@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/artgo/art/engine/kernels"
@@ -377,5 +378,42 @@ func TestExperts_BatchOfAdapters(t *testing.T) {
 	ads[0] = ads[2]
 	if other, _ := alone(0); slices.Equal(other, prefill[:lens[0]*C]) {
 		t.Fatal("a different adapter gives the same hidden states: the test could not tell adapters apart")
+	}
+}
+
+// Ensure loading an adapter of a mixture saved without its experts'
+// factors (as versions that left the experts frozen saved them) fails with
+// a message that says so, and loads once its config lists what it holds.
+func TestExperts_LoadWithoutExperts(t *testing.T) {
+	m := tinyModel(t, "qwen3_moe")
+	cfg := m.Config
+	attn, err := New(cfg, Config{Rank: 4, Alpha: 8, TargetModules: []string{"q_proj", "k_proj", "v_proj", "o_proj"}}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := attn.Save(dir, "base-model"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, ConfigFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Replace(string(b), `"o_proj",`, `"o_proj", "up_proj",`, 1)
+	if all == string(b) {
+		t.Fatalf("no o_proj entry to extend in %s", b)
+	}
+	if err := os.WriteFile(path, []byte(all), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, cfg); err == nil || !strings.Contains(err.Error(), "no factors for the experts") {
+		t.Fatalf("Load = %v; want the missing experts named", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, cfg); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -134,13 +134,22 @@ func Load(dir string, mcfg model.Config) (*Adapter, error) {
 		}
 		delete(want, normalizeName(name))
 	}
+	missingExperts := 0
 	for name := range want {
 		problems = append(problems, "missing tensor "+name)
+		if strings.Contains(name, ".mlp.experts.") {
+			missingExperts++
+		}
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		if len(problems) > 6 {
 			problems = append(problems[:6], "and "+strconv.Itoa(len(problems)-6)+" more")
+		}
+		if missingExperts > 0 && missingExperts == len(want) {
+			// What an adapter of a mixture saved before the experts were
+			// adapted looks like: everything there but the experts'.
+			problems = append([]string{"the adapter holds no factors for the experts, which its target modules reach in this mixture-of-experts model (saved by a version that left the experts frozen?): retrain it, or list in its adapter_config.json's target_modules only the modules it holds"}, problems...)
 		}
 		return nil, fmt.Errorf("lora: load %s: %w", dir, errors.New(strings.Join(problems, "; ")))
 	}

@@ -36,8 +36,9 @@ func ExportLoRAFile(path string, a *lora.Adapter, cfg model.Config) error {
 // "blk.L.<proj>.weight.lora_a" (ne = [in, rank]) and ".lora_b" (ne = [rank,
 // out]); a mixture-of-experts layer's expert factors stacked per projection
 // as "blk.L.<proj>_exps.weight.lora_a" (ne = [in, rank, experts]) and
-// ".lora_b" (ne = [rank, out, experts]). llama.cpp scales B·A by alpha/rank; an RSLoRA adapter's scale
-// alpha/√rank is written as the alpha that gives the same factor. For the
+// ".lora_b" (ne = [rank, out, experts]). llama.cpp scales B·A by
+// alpha/rank; an RSLoRA adapter's scale alpha/√rank is written as the
+// alpha that gives the same factor. For the
 // "llama" architecture the rows of B for q and k are reordered as Export
 // reorders the base q and k rows, so the adapter fits the exported base model.
 func ExportLoRA(w io.Writer, a *lora.Adapter, cfg model.Config) error {

@@ -1,11 +1,10 @@
 // Package lora implements LoRA adapters on a frozen model: low-rank updates
 // W + (alpha/r)·B·A on the attention and MLP projections (each expert's, in
-// a mixture of experts), initialised as
-// PEFT does (A uniform, B zero, so a fresh adapter leaves the model
-// unchanged), trained through model.Adapter, and saved and loaded in PEFT's
-// format (adapter_config.json + adapter_model.safetensors) so vLLM,
-// transformers and PEFT can use our checkpoints and we can warm-start from
-// theirs.
+// a mixture of experts), initialised as PEFT does (A uniform, B zero, so a
+// fresh adapter leaves the model unchanged), trained through model.Adapter,
+// and saved and loaded in PEFT's format (adapter_config.json +
+// adapter_model.safetensors) so vLLM, transformers and PEFT can use our
+// checkpoints and we can warm-start from theirs.
 package lora
 
 import (
@@ -311,7 +310,8 @@ type Factor struct {
 }
 
 // Factors returns the adapted projections in the adapter's order: by layer,
-// the layer's own projections by module, then its experts'. The slices are the adapter's own: callers must not modify them.
+// the layer's own projections by module, then its experts'. The slices
+// are the adapter's own: callers must not modify them.
 func (a *Adapter) Factors() []Factor {
 	fs := make([]Factor, len(a.order))
 	for i, p := range a.order {

@@ -177,7 +177,8 @@ func (h *Host) resume(ctx context.Context) error {
 		if err := train.SaveCheckpoint(h.dir.CheckpointDir(0), a, opt, h.checkpointInfo()); err != nil {
 			return fmt.Errorf("native: create step 0: %w", err)
 		}
-		h.log.Info("native: created the untrained adapter as step 0", "model", h.opt.Name)
+		h.log.Info("native: created the untrained adapter as step 0", "model", h.opt.Name,
+			"lora_params", len(a.Params()), "lora_mib", len(a.Params())*4>>20)
 	} else {
 		h.latest = steps[len(steps)-1]
 		if a, opt, err = train.LoadCheckpoint(h.dir.CheckpointDir(h.latest), h.model.Config); err != nil {

@@ -8,7 +8,10 @@
 //
 // With -quantize q8 (q4) our engine loads the folder quantized (blockwise
 // 8-bit, 4-bit) and llama.cpp runs its Q8_0 (Q4_0) GGUF export: the same
-// bytes.
+// bytes. -shape names another model.Preset (qwen3-30b-a3b: a mixture of
+// experts) and -layers keeps the first layers of it, so a slice of a large
+// real shape fits the machine; per-token bytes and flops then count the
+// experts a token reaches (k of E).
 //
 // It measures, interleaving our engine and llama.cpp in rounds (the order
 // alternates between rounds) on GOMAXPROCS = llama.cpp threads:
@@ -78,7 +81,31 @@ import (
 	"github.com/artgo/art/engine/tokenizer"
 )
 
-const shape = "qwen2.5-0.5b"
+// benchShape is the benchmark model: a model.Preset shape, or its first
+// Layers layers (a slice of a real shape, every layer as the full model's).
+type benchShape struct {
+	Name   string
+	Layers int // 0: the preset's
+}
+
+func (s benchShape) String() string {
+	if s.Layers > 0 {
+		return fmt.Sprintf("%s (first %d layers)", s.Name, s.Layers)
+	}
+	return s.Name
+}
+
+// defaultShape is the dense shape every table of BENCHMARKS.md's
+// inference section was measured on.
+var defaultShape = benchShape{Name: "qwen2.5-0.5b"}
+
+// shapeFlags registers -shape and -layers on fs.
+func shapeFlags(fs *flag.FlagSet) *benchShape {
+	s := defaultShape
+	fs.StringVar(&s.Name, "shape", s.Name, "model.Preset shape of the random benchmark model (e.g. qwen3-30b-a3b, a mixture of experts)")
+	fs.IntVar(&s.Layers, "layers", 0, "keep only this many of the shape's layers (0: all)")
+	return &s
+}
 
 // Issue 4's targets.
 const (
@@ -151,7 +178,7 @@ func parseDType(s string) (kernels.DType, error) {
 
 // benchAssets parses dtype and quantize and finds the repository and the
 // benchmark model's folder and GGUF export for them.
-func benchAssets(dtype, quantize, dir string) (dt kernels.DType, q model.Quantization, root, modelDir, ggufPath string, err error) {
+func benchAssets(shape benchShape, dtype, quantize, dir string) (dt kernels.DType, q model.Quantization, root, modelDir, ggufPath string, err error) {
 	if dt, err = parseDType(dtype); err != nil {
 		return
 	}
@@ -161,7 +188,7 @@ func benchAssets(dtype, quantize, dir string) (dt kernels.DType, q model.Quantiz
 	if root, err = repoRoot(); err != nil {
 		return
 	}
-	modelDir, ggufPath = assetPaths(root, dir, dtype)
+	modelDir, ggufPath = assetPaths(shape, root, dir, dtype)
 	if gt := ggufType(q); gt != gguf.F16 {
 		ggufPath = strings.TrimSuffix(ggufPath, "-f16.gguf") + "-" + strings.ToLower(gt.String()) + ".gguf"
 	}
@@ -170,11 +197,15 @@ func benchAssets(dtype, quantize, dir string) (dt kernels.DType, q model.Quantiz
 
 // assetPaths returns the cached model folder and f16 GGUF for a dtype.
 
-func assetPaths(root, dir, dtype string) (modelDir, ggufPath string) {
+func assetPaths(shape benchShape, root, dir, dtype string) (modelDir, ggufPath string) {
 	if dir == "" {
 		dir = filepath.Join(root, ".assets", "bench")
 	}
-	name := fmt.Sprintf("%s-%s-seed1", shape, strings.ToLower(dtype))
+	name := shape.Name
+	if shape.Layers > 0 {
+		name += fmt.Sprintf("-%dl", shape.Layers)
+	}
+	name = fmt.Sprintf("%s-%s-seed1", name, strings.ToLower(dtype))
 	return filepath.Join(dir, name), filepath.Join(dir, name+"-f16.gguf")
 }
 
@@ -193,7 +224,7 @@ func ggufType(q model.Quantization) gguf.Type {
 // ensureAssets creates the model folder (once) and its f16 GGUF export
 // (once; Q8_0 or Q4_0 when q is Q8 or Q4), and returns the model loaded as
 // q says.
-func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Quantization, log func(string, ...any)) (*model.Model, error) {
+func ensureAssets(shape benchShape, root, modelDir, ggufPath string, dt kernels.DType, q model.Quantization, log func(string, ...any)) (*model.Model, error) {
 	if _, err := os.Stat(filepath.Join(modelDir, "model.safetensors")); err != nil {
 		tokDir := filepath.Join(root, ".assets", "qwen3")
 		if _, err := os.Stat(filepath.Join(tokDir, "tokenizer.json")); err != nil {
@@ -209,7 +240,11 @@ func ensureAssets(root, modelDir, ggufPath string, dt kernels.DType, q model.Qua
 		defer os.RemoveAll(tmp)
 		log("writing random %s %v model to %s ...", shape, dt, modelDir)
 		t0 := time.Now()
-		if _, err := initmodel.Write(tmp, initmodel.Options{Arch: "qwen2", Shape: shape, Tokenizer: tokDir, DType: dt, Seed: 1}); err != nil {
+		arch, err := model.PresetArch(shape.Name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := initmodel.Write(tmp, initmodel.Options{Arch: arch, Shape: shape.Name, Layers: shape.Layers, Tokenizer: tokDir, DType: dt, Seed: 1}); err != nil {
 			return nil, err
 		}
 		os.Chmod(tmp, 0o755)
@@ -244,15 +279,16 @@ func runSetup(args []string, log func(string, ...any)) error {
 	dtype := fs.String("dtype", "f16", "weight storage of our model folder: f16 or bf16")
 	quantize := fs.String("quantize", "", "load our weights quantized (q8 or q4) and export Q8_0 or Q4_0 for llama.cpp")
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
+	shape := shapeFlags(fs)
 	fs.Parse(args)
-	dt, q, root, md, gp, err := benchAssets(*dtype, *quantize, *dir)
+	dt, q, root, md, gp, err := benchAssets(*shape, *dtype, *quantize, *dir)
 	if err != nil {
 		return err
 	}
 	_, e1 := os.Stat(filepath.Join(md, "model.safetensors"))
 	st, e2 := os.Stat(gp)
 	if e1 != nil || e2 != nil || st.Size() == 0 {
-		_, err = ensureAssets(root, md, gp, dt, q, log)
+		_, err = ensureAssets(*shape, root, md, gp, dt, q, log)
 	}
 	if err == nil {
 		fmt.Println(md)
@@ -605,9 +641,10 @@ func runBench(args []string, log func(string, ...any)) error {
 	idleWait := fs.Duration("wait-idle", 30*time.Second, "wait up to this long before each round for the machine to be < 20% busy")
 	parityN := fs.Int("parity", 16, "greedy tokens compared with llama.cpp")
 	out := fs.String("out", "", "also write the report to this file")
+	shape := shapeFlags(fs)
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, quant, root, modelDir, ggufPath, err := benchAssets(*dtype, *quantize, *dir)
+	dt, quant, root, modelDir, ggufPath, err := benchAssets(*shape, *dtype, *quantize, *dir)
 	if err != nil {
 		return err
 	}
@@ -622,7 +659,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		log("idle check: %.0f%% busy (loadavg %s)", pct0, load0)
 	}
 
-	m, err := ensureAssets(root, modelDir, ggufPath, dt, quant, log)
+	m, err := ensureAssets(*shape, root, modelDir, ggufPath, dt, quant, log)
 	if err != nil {
 		return err
 	}
@@ -665,8 +702,7 @@ func runBench(args []string, log func(string, ...any)) error {
 
 	// Warm-up both sides; our weights are packed first, timed.
 	t0 := time.Now()
-	wBytes, pBytes := prepack(m)
-	params := m.Config.NumParams() // m is dropped before the report
+	wBytes, pBytes, perToken := prepack(m)
 	packSec := time.Since(t0).Seconds()
 	log("weight packing %.1fs (%.0f MB stored → %.0f MB packed panels)", packSec, float64(wBytes)/(1<<20), float64(pBytes)/(1<<20))
 	if _, err := oursSingle(m, prompt[:32], 4, 0); err != nil {
@@ -900,8 +936,10 @@ func runBench(args []string, log func(string, ...any)) error {
 		if st, err := os.Stat(ggufPath); err == nil {
 			ggufBytes = st.Size()
 		}
-		ours := float64(pBytes) * med("ours.decode") / 1e9
-		theirs := float64(ggufBytes) * med("llama.decode") / 1e9
+		// llama.cpp's bytes per token: its file scaled as ours are (the
+		// same weights; its file also holds the embedding and the norms).
+		ours := perToken.bytes * med("ours.decode") / 1e9
+		theirs := float64(ggufBytes) * perToken.bytes / float64(pBytes) * med("llama.decode") / 1e9
 		met := "yes"
 		if ours < targetStream*bw {
 			met = "**no**"
@@ -916,11 +954,11 @@ func runBench(args []string, log func(string, ...any)) error {
 	if pk := bestPeak; pk > 0 {
 		// Two flops per weight per token; attention (~2 % at these
 		// lengths) is left out.
-		gf := 2 * float64(params) * med("ours.groupdecode") / 1e9
+		gf := 2 * perToken.params * med("ours.groupdecode") / 1e9
 		// The limit beside it: the weight products the group target asks
 		// for, as a share of the same peak (above 100 %, no fp32 FMA
 		// kernel can reach it on this machine).
-		need := 2 * float64(params) * targetGroup * med("llama.decode") / 1e9
+		need := 2 * perToken.params * targetGroup * med("llama.decode") / 1e9
 		limit := fmt.Sprintf("%.0f× llama.cpp needs %.0f GFLOP/s = %.0f %% of the peak", targetGroup, need, 100*need/pk)
 		if need > pk {
 			limit += ": beyond it"
@@ -973,6 +1011,12 @@ func runBench(args []string, log func(string, ...any)) error {
 	quantFlag := ""
 	if quant != model.NoQuantization {
 		quantFlag = " -quantize " + string(quant)
+	}
+	if *shape != defaultShape {
+		quantFlag += " -shape " + shape.Name
+		if shape.Layers > 0 {
+			quantFlag += fmt.Sprintf(" -layers %d", shape.Layers)
+		}
 	}
 	fmt.Fprintf(&b, "\nReproduce: `bench/engine/run.sh` (or `go run ./bench/engine -rounds %d -threads %d -dtype %s%s` once the assets exist). Total run time %.0fs.\n",
 		*rounds, *threads, *dtype, quantFlag, time.Since(start).Seconds())
@@ -1103,7 +1147,7 @@ func runRSS(args []string) error {
 	}
 	// Pack every weight now, as the first forward pass would, so the
 	// packing's transient garbage is not counted against decoding.
-	weights, packed := prepack(m)
+	weights, packed, _ := prepack(m)
 	runtime.GC()
 	debug.FreeOSMemory()
 	r := rssResult{AfterLoadMB: mb(procstat.Bytes("VmRSS")), WeightsMB: float64(weights) / (1 << 20), PackedMB: float64(packed) / (1 << 20)}
@@ -1136,14 +1180,30 @@ func runRSS(args []string) error {
 // prepack builds the packed copy of every weight matrix (what the first
 // forward pass does lazily) and returns the bytes of the stored weights and
 // of the packed copies.
-func prepack(m *model.Model) (weights, packed int) {
-	mats := []*kernels.Mat{m.W.LMHead}
+func prepack(m *model.Model) (weights, packed int, read readPerToken) {
+	var mats []*kernels.Mat
+	// share is the fraction of a matrix one token's decoding reads: all
+	// of it, or an expert's k/E (routing spreads tokens over the experts).
+	share := map[*kernels.Mat]float64{}
+	add := func(f float64, ws ...*kernels.Mat) {
+		for _, w := range ws {
+			if w != nil {
+				mats = append(mats, w)
+				share[w] = f
+			}
+		}
+	}
+	add(1, m.W.LMHead)
+	cfg := m.Config
 	for i := range m.W.Layers {
 		l := &m.W.Layers[i]
-		mats = append(mats, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down)
+		add(1, l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down, l.Router)
+		for _, e := range l.Experts {
+			add(float64(cfg.NumExpertsPerTok)/float64(cfg.NumExperts), e.Gate, e.Up, e.Down)
+		}
 	}
 	if m.W.Embed != m.W.LMHead {
-		mats = append(mats, m.W.Embed)
+		add(0, m.W.Embed) // one row a token
 	}
 	for _, w := range mats {
 		size := 2 // bf16/f16: packing releases the stored copy (U16)
@@ -1153,9 +1213,16 @@ func prepack(m *model.Model) (weights, packed int) {
 		weights += size * w.Rows * w.Cols
 		w.Prepack()
 		packed += w.PackedBytes()
+		read.bytes += share[w] * float64(w.PackedBytes())
+		read.params += share[w] * float64(w.Rows*w.Cols)
 	}
-	return weights, packed
+	return weights, packed, read
 }
+
+// readPerToken is what decoding one token reads of the weights (packed
+// bytes) and multiplies (weights, two flops each): all of a dense model's
+// but the embedding, k/E of a mixture's experts.
+type readPerToken struct{ bytes, params float64 }
 
 // ---------------------------------------------------------------- profile
 

@@ -45,11 +45,11 @@ func runSchema(args []string, log func(string, ...any)) error {
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, q, root, md, gp, err := benchAssets(*dtype, "", *dir)
+	dt, q, root, md, gp, err := benchAssets(defaultShape, *dtype, "", *dir)
 	if err != nil {
 		return err
 	}
-	m, err := ensureAssets(root, md, gp, dt, q, log)
+	m, err := ensureAssets(defaultShape, root, md, gp, dt, q, log)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func runSchema(args []string, log func(string, ...any)) error {
 	mf, mc := medianOf(free), medianOf(cons)
 	fmt.Printf("| model | schema | decode without (ms/token) | with (ms/token) | slowdown | full masks per token | vocab prep | compile |\n|---|---|---|---|---|---|---|---|\n")
 	fmt.Printf("| %s %s, %d tokens, T=1, %d rounds | RULER answer for 8 | %.2f | %.2f | %+.1f %% | %.2f | %v | %v |\n",
-		shape, *dtype, *tokens, *rounds, mf, mc, 100*(mc/mf-1), float64(consMasks)/float64(consTokens), vocabTime.Round(time.Millisecond), compileTime.Round(time.Microsecond))
+		defaultShape, *dtype, *tokens, *rounds, mf, mc, 100*(mc/mf-1), float64(consMasks)/float64(consTokens), vocabTime.Round(time.Millisecond), compileTime.Round(time.Microsecond))
 	fmt.Printf("\nload %s; %s; GOMAXPROCS=%d\n", readLoadavg(), cpuModel(), *threads)
 	return nil
 }

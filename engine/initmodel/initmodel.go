@@ -33,6 +33,10 @@ type Options struct {
 	Seed      uint64
 	Std       float64 // weight init std; 0 means 0.02
 	RopeTheta float64 // overrides the preset's rope_theta when > 0
+	// Layers overrides the preset's layer count when > 0: a slice of a
+	// real shape (every layer as the full model's) that fits a smaller
+	// machine, as the benchmarks use it.
+	Layers int
 	// ChatTemplate replaces the tokenizer's template; "" picks the official
 	// Qwen2.5 (qwen2) or Llama 3.1 (llama) template, and for the other
 	// architectures the tokenizer folder's own template (Qwen3's, Mistral's,
@@ -59,6 +63,12 @@ func Write(dir string, opt Options) (*model.Model, error) {
 	}
 	if opt.RopeTheta > 0 {
 		cfg.RopeTheta = opt.RopeTheta
+	}
+	if opt.Layers < 0 {
+		return nil, fmt.Errorf("initmodel: layers %d: want a positive count, or 0 for the preset's", opt.Layers)
+	}
+	if opt.Layers > 0 {
+		cfg.NumLayers = opt.Layers
 	}
 	var eos model.TokenIDs
 	for _, s := range []string{"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<end_of_turn>"} {

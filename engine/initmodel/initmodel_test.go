@@ -83,3 +83,23 @@ func TestWrite_Families(t *testing.T) {
 		})
 	}
 }
+
+// Ensure Layers keeps the first layers of a shape named after a real model
+// (the benchmarks' slice of a mixture), and a negative count is refused.
+func TestWrite_Layers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	m, err := Write(dir, Options{Arch: "qwen3_moe", Shape: "small", Layers: 2, Tokenizer: ByteTokenizer, DType: kernels.F32, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := hfmodel.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Model.Config.NumLayers; got != 2 || m.Config.NumLayers != 2 {
+		t.Fatalf("%d layers in the folder; want 2", got)
+	}
+	if _, err := Write(filepath.Join(t.TempDir(), "n"), Options{Arch: "qwen2", Shape: "tiny", Layers: -1, Tokenizer: ByteTokenizer}); err == nil || !strings.Contains(err.Error(), "layers -1") {
+		t.Fatalf("Layers -1: %v; want a refusal", err)
+	}
+}

@@ -55,6 +55,20 @@ func PresetNames() []string {
 	return out
 }
 
+// PresetArch returns the architecture a shape named after a real model
+// fixes ("qwen3_moe" for qwen3-30b-a3b); the generic shapes (tiny, small)
+// fix none and give an error.
+func PresetArch(shape string) (string, error) {
+	c, ok := presets[shape]
+	if !ok {
+		return "", fmt.Errorf("model: unknown shape %q (known: %s)", shape, strings.Join(PresetNames(), ", "))
+	}
+	if c.ModelType == "" {
+		return "", fmt.Errorf("model: shape %s fits several architectures: name one", shape)
+	}
+	return c.ModelType, nil
+}
+
 // Preset returns the config of a named shape for an architecture ("qwen2" or
 // "llama"), sized for a tokenizer of tokenizerVocab ids (0 if none).
 // Presets named after a real model fix their own architecture.

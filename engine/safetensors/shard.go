@@ -43,7 +43,7 @@ func WriteSharded(dir string, tensors []Tensor, metadata map[string]string, maxS
 	var cur []Tensor
 	var curBytes, total int64
 	for _, t := range tensors {
-		n := int64(len(t.Data))
+		n := int64(t.size())
 		total += n
 		if len(cur) > 0 && curBytes+n > maxShardBytes {
 			shards = append(shards, cur)

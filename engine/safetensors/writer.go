@@ -25,6 +25,38 @@ type Tensor struct {
 	DType DType
 	Shape []int  // nil or [] for a scalar
 	Data  []byte // row-major, little-endian; len = product(Shape) × DType.Size()
+	// bits, set by FromU16 in place of Data, are the 16-bit elements,
+	// encoded as they are written: saving a model does not hold a second
+	// copy of its weights.
+	bits []uint16
+}
+
+// size is the number of bytes the tensor's data takes in the file.
+func (t *Tensor) size() int {
+	if t.bits != nil {
+		return 2 * len(t.bits)
+	}
+	return len(t.Data)
+}
+
+// writeData writes the tensor's data to w.
+func (t *Tensor) writeData(w io.Writer) error {
+	if t.bits == nil {
+		_, err := w.Write(t.Data)
+		return err
+	}
+	var buf [4096]byte
+	for bits := t.bits; len(bits) > 0; {
+		n := min(len(bits), len(buf)/2)
+		for i, v := range bits[:n] {
+			binary.LittleEndian.PutUint16(buf[2*i:], v)
+		}
+		if _, err := w.Write(buf[:2*n]); err != nil {
+			return err
+		}
+		bits = bits[n:]
+	}
+	return nil
 }
 
 // FromF32 returns a tensor holding data stored as dtype, which must be F32,
@@ -61,16 +93,17 @@ func FromF32(name string, dtype DType, shape []int, data []float32) Tensor {
 
 // FromU16 returns a tensor whose elements are the 16-bit patterns bits, such
 // as bfloat16 weights kept as uint16. dtype must be two bytes wide (F16,
-// BF16, I16 or U16); FromU16 panics otherwise. Shape is copied.
+// BF16, I16 or U16); FromU16 panics otherwise. Shape is copied; bits is
+// not (a model's weights are not duplicated to be saved), so it must not
+// change until the tensor is written.
 func FromU16(name string, dtype DType, shape []int, bits []uint16) Tensor {
 	if dtype.Size() != 2 {
 		panic("safetensors: FromU16 with dtype " + dtype.String())
 	}
-	t := Tensor{Name: name, DType: dtype, Shape: slices.Clone(shape), Data: make([]byte, 2*len(bits))}
-	for i, v := range bits {
-		binary.LittleEndian.PutUint16(t.Data[2*i:], v)
+	if bits == nil {
+		bits = []uint16{}
 	}
-	return t
+	return Tensor{Name: name, DType: dtype, Shape: slices.Clone(shape), bits: bits}
 }
 
 // Write writes tensors and metadata (which may be nil) to w in the
@@ -113,9 +146,11 @@ func emit(w io.Writer, order []*Tensor, hdr []byte) error {
 	bw.Write(n[:])
 	bw.Write(hdr)
 	for _, t := range order {
-		bw.Write(t.Data)
+		if err := t.writeData(bw); err != nil {
+			return err
+		}
 	}
-	return bw.Flush() // reports the first write error
+	return bw.Flush()
 }
 
 // prepare validates tensors and returns them in layout order with the
@@ -167,7 +202,7 @@ func prepare(path string, tensors []Tensor, metadata map[string]string) ([]*Tens
 			}
 			b.WriteString(strconv.Itoa(d))
 		}
-		end := off + int64(len(t.Data))
+		end := off + int64(t.size())
 		fmt.Fprintf(&b, `],"data_offsets":[%d,%d]}`, off, end)
 		off = end
 	}
@@ -214,9 +249,9 @@ func checkTensor(path string, t *Tensor) error {
 	if !ok || numel > math.MaxInt/t.DType.Size() {
 		return formatErr(path, t.Name, "invalid shape %s", shapeString(t.Shape))
 	}
-	if need := numel * t.DType.Size(); need != len(t.Data) {
+	if need := numel * t.DType.Size(); need != t.size() {
 		return formatErr(path, t.Name, "shape %s of %v needs %d bytes but Data holds %d",
-			shapeString(t.Shape), t.DType, need, len(t.Data))
+			shapeString(t.Shape), t.DType, need, t.size())
 	}
 	return nil
 }

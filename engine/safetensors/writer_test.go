@@ -308,6 +308,20 @@ func TestFromU16(t *testing.T) {
 			t.Errorf("%v: got %#x; want %#x", d, got, bits)
 		}
 	}
+	// More elements than one write of the encoding buffer, beside a
+	// tensor held as bytes and an empty one.
+	long := make([]uint16, 5001)
+	for i := range long {
+		long[i] = uint16(i*7919 + 3)
+	}
+	f := mustOpenBytes(t, mustWrite(t, []Tensor{FromU16("long", BF16, []int{3, 1667}, long), FromF32("b", F32, []int{2}, []float32{1, -2}),
+		FromU16("empty", F16, []int{0}, nil)}, nil))
+	if got, err := f.ReadU16("long"); err != nil || !slices.Equal(got, long) {
+		t.Errorf("5001 elements: read back %d, err %v; want them equal", len(got), err)
+	}
+	if got, err := f.ReadF32("b"); err != nil || !slices.Equal(got, []float32{1, -2}) {
+		t.Errorf("the tensor after it: %v, %v", got, err)
+	}
 	defer func() {
 		if recover() == nil {
 			t.Fatal("FromU16 with F32: no panic")

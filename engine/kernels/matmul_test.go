@@ -544,12 +544,18 @@ func TestMatReadback(t *testing.T) {
 			N, K := sh[0], sh[1]
 			w := randMat(r, N, K, dt)
 			orig := append([]uint16(nil), w.U16...)
+			if got := w.Bits16(); !slices.Equal(got, orig) || w.PackedBytes() != 0 {
+				t.Fatalf("%v %dx%d: Bits16 before packing: equal %v, packed %d bytes; want the stored bits, nothing packed", dt, N, K, slices.Equal(got, orig), w.PackedBytes())
+			}
 			w.Prepack()
 			if w.U16 != nil {
 				t.Fatalf("%v %dx%d: U16 kept after packing", dt, N, K)
 			}
 			if got := w.Uint16s(); !slices.Equal(got, orig) {
 				t.Fatalf("%v %dx%d: Uint16s differs from the stored bits", dt, N, K)
+			}
+			if got := w.Bits16(); !slices.Equal(got, orig) {
+				t.Fatalf("%v %dx%d: Bits16 after packing differs from the stored bits", dt, N, K)
 			}
 			widen := BF16ToF32
 			if dt == F16 {

@@ -120,7 +120,23 @@ func (m *Mat) Uint16s() []uint16 {
 	if m.DType != BF16 && m.DType != F16 {
 		panic("kernels: Uint16s of a " + m.DType.String() + " matrix")
 	}
-	p := m.panels()
+	m.panels()
+	return m.Bits16()
+}
+
+// Bits16 returns the raw bf16/f16 bits of a BF16 or F16 weight, row-major
+// [Rows×Cols], without packing it: the stored slice itself while the
+// matrix is unpacked (callers must not modify it), else a copy read back
+// from the panels. Saving a model so costs no packing and, unpacked, no
+// copy.
+func (m *Mat) Bits16() []uint16 {
+	if m.DType != BF16 && m.DType != F16 {
+		panic("kernels: Bits16 of a " + m.DType.String() + " matrix")
+	}
+	if u := m.U16; u != nil { // packing sets the panels before it drops U16
+		return u
+	}
+	p := m.pk.Load()
 	out := make([]uint16, m.Rows*m.Cols)
 	for n := range m.Rows {
 		p.rowBits(out[n*m.Cols:(n+1)*m.Cols], n)

@@ -268,10 +268,9 @@ func (m *Model) Save(dir string) error {
 		switch mat := *r.mat; mat.DType {
 		case kernels.F32:
 			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, mat.F32))
-		case kernels.BF16: // U16 is released once packed: read the bits back
-			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.BF16, r.shape, mat.Uint16s()))
-		case kernels.F16:
-			tensors = append(tensors, safetensors.FromU16(r.name, safetensors.F16, r.shape, mat.Uint16s()))
+		case kernels.BF16, kernels.F16: // read as written: one weight's bits at a time, nothing packed
+			dt := map[kernels.DType]safetensors.DType{kernels.BF16: safetensors.BF16, kernels.F16: safetensors.F16}[mat.DType]
+			tensors = append(tensors, safetensors.FromU16Func(r.name, dt, r.shape, mat.Bits16))
 		default: // Q8, Q4: safetensors has no such type, and bf16 cannot hold d·q
 			return fmt.Errorf("model: save: %s is stored as %v; save the model loaded without quantization (GGUF export keeps Q8 as Q8_0, Q4 as Q4_0)", r.name, mat.DType)
 		}

@@ -47,8 +47,8 @@ func checkSet(tb testing.TB, s *Set, tensors []Tensor) {
 			tb.Errorf("Info(%q) = %+v, %v", tn.Name, info, ok)
 		}
 		raw, err := s.ReadRaw(tn.Name)
-		if err != nil || !slices.Equal(raw, tn.Data) {
-			tb.Errorf("ReadRaw(%q) = %v, %v; want %v", tn.Name, raw, err, tn.Data)
+		if err != nil || !slices.Equal(raw, tn.encoded()) {
+			tb.Errorf("ReadRaw(%q) = %v, %v; want %v", tn.Name, raw, err, tn.encoded())
 		}
 		if _, err := s.ReadF32(tn.Name); err != nil {
 			tb.Error(err)

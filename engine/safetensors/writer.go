@@ -25,28 +25,64 @@ type Tensor struct {
 	DType DType
 	Shape []int  // nil or [] for a scalar
 	Data  []byte // row-major, little-endian; len = product(Shape) × DType.Size()
-	// bits, set by FromU16 in place of Data, are the 16-bit elements,
-	// encoded as they are written: saving a model does not hold a second
-	// copy of its weights.
-	bits []uint16
+	// bits, set by FromU16 and FromU16Func in place of Data, gives the
+	// 16-bit elements when the tensor is written, encoded as they are
+	// written: saving a model holds no second copy of its weights.
+	bits func() []uint16
+	// f32, set by FromF32 for F32 storage in place of Data, is likewise
+	// encoded as it is written.
+	f32 []float32
 }
 
 // size is the number of bytes the tensor's data takes in the file.
 func (t *Tensor) size() int {
+	if t.f32 != nil {
+		return 4 * len(t.f32)
+	}
 	if t.bits != nil {
-		return 2 * len(t.bits)
+		n := 2
+		for _, d := range t.Shape {
+			n *= d
+		}
+		return n
 	}
 	return len(t.Data)
 }
 
+// encoded returns the tensor's data as the file holds it.
+func (t *Tensor) encoded() []byte {
+	var b bytes.Buffer
+	if err := t.writeData(&b); err != nil {
+		return nil
+	}
+	return b.Bytes()
+}
+
 // writeData writes the tensor's data to w.
 func (t *Tensor) writeData(w io.Writer) error {
+	var buf [4096]byte
+	if t.f32 != nil {
+		for v := t.f32; len(v) > 0; {
+			n := min(len(v), len(buf)/4)
+			for i, x := range v[:n] {
+				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+			}
+			if _, err := w.Write(buf[:4*n]); err != nil {
+				return err
+			}
+			v = v[n:]
+		}
+		return nil
+	}
 	if t.bits == nil {
 		_, err := w.Write(t.Data)
 		return err
 	}
-	var buf [4096]byte
-	for bits := t.bits; len(bits) > 0; {
+	all := t.bits()
+	if 2*len(all) != t.size() {
+		return fmt.Errorf("tensor %q: shape %s holds %d elements, its data %d", t.Name, shapeString(t.Shape), t.size()/2, len(all))
+	}
+	for bits := all; len(bits) > 0; {
 		n := min(len(bits), len(buf)/2)
 		for i, v := range bits[:n] {
 			binary.LittleEndian.PutUint16(buf[2*i:], v)
@@ -65,10 +101,10 @@ func (t *Tensor) writeData(w io.Writer) error {
 func FromF32(name string, dtype DType, shape []int, data []float32) Tensor {
 	t := Tensor{Name: name, DType: dtype, Shape: slices.Clone(shape)}
 	switch dtype {
-	case F32:
-		t.Data = make([]byte, 4*len(data))
-		for i, v := range data {
-			binary.LittleEndian.PutUint32(t.Data[4*i:], math.Float32bits(v))
+	case F32: // encoded as written: no copy of a model's weights
+		t.f32 = data
+		if data == nil {
+			t.Data = []byte{}
 		}
 	case F64:
 		t.Data = make([]byte, 8*len(data))
@@ -97,11 +133,23 @@ func FromF32(name string, dtype DType, shape []int, data []float32) Tensor {
 // not (a model's weights are not duplicated to be saved), so it must not
 // change until the tensor is written.
 func FromU16(name string, dtype DType, shape []int, bits []uint16) Tensor {
+	t := FromU16Func(name, dtype, shape, func() []uint16 { return bits })
+	if n := 2 * len(bits); n != t.size() {
+		// Write reports the mismatch before writing anything.
+		t.Data, t.bits = make([]byte, n), nil
+		for i, v := range bits {
+			binary.LittleEndian.PutUint16(t.Data[2*i:], v)
+		}
+	}
+	return t
+}
+
+// FromU16Func is FromU16 for elements produced only when the tensor is
+// written, by bits (which must return as many as shape holds): a model is
+// then encoded one weight at a time, never all of it at once.
+func FromU16Func(name string, dtype DType, shape []int, bits func() []uint16) Tensor {
 	if dtype.Size() != 2 {
 		panic("safetensors: FromU16 with dtype " + dtype.String())
-	}
-	if bits == nil {
-		bits = []uint16{}
 	}
 	return Tensor{Name: name, DType: dtype, Shape: slices.Clone(shape), bits: bits}
 }

@@ -99,8 +99,8 @@ func TestWrite_ReferenceBytes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(raw, tn.Data) && len(tn.Data) > 0 {
-					t.Errorf("tensor %q: got %v; want %v", tn.Name, raw, tn.Data)
+				if !bytes.Equal(raw, tn.encoded()) && len(tn.encoded()) > 0 {
+					t.Errorf("tensor %q: got %v; want %v", tn.Name, raw, tn.encoded())
 				}
 			}
 		})
@@ -138,8 +138,8 @@ func TestWrite_RoundTripAllDTypes(t *testing.T) {
 		if !ok {
 			t.Fatalf("Info(%q) missing", tn.Name)
 		}
-		if info.Name != tn.Name || info.DType != tn.DType || !slices.Equal(info.Shape, tn.Shape) || info.Size != int64(len(tn.Data)) {
-			t.Errorf("Info(%q) = %+v; want dtype %v shape %v size %d", tn.Name, info, tn.DType, tn.Shape, len(tn.Data))
+		if info.Name != tn.Name || info.DType != tn.DType || !slices.Equal(info.Shape, tn.Shape) || info.Size != int64(len(tn.encoded())) {
+			t.Errorf("Info(%q) = %+v; want dtype %v shape %v size %d", tn.Name, info, tn.DType, tn.Shape, len(tn.encoded()))
 		}
 		if info.Shape == nil {
 			t.Errorf("Info(%q).Shape is nil; want empty", tn.Name)
@@ -148,7 +148,7 @@ func TestWrite_RoundTripAllDTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(raw, tn.Data) {
+		if !bytes.Equal(raw, tn.encoded()) {
 			t.Errorf("ReadRaw(%q) differs", tn.Name)
 		}
 		if e := f.tensors[tn.Name]; (f.dataOff+e.begin)%int64(tn.DType.Size()) != 0 {
@@ -270,8 +270,8 @@ func TestFromF32(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.dtype.String(), func(t *testing.T) {
 			tn := FromF32("w", tt.dtype, []int{2, 4}, vals)
-			if len(tn.Data) != len(vals)*tt.dtype.Size() {
-				t.Fatalf("len(Data) = %d; want %d", len(tn.Data), len(vals)*tt.dtype.Size())
+			if len(tn.encoded()) != len(vals)*tt.dtype.Size() {
+				t.Fatalf("len(Data) = %d; want %d", len(tn.encoded()), len(vals)*tt.dtype.Size())
 			}
 			f := mustOpenBytes(t, mustWrite(t, []Tensor{tn}, nil))
 			got, err := f.ReadF32("w")
@@ -314,8 +314,15 @@ func TestFromU16(t *testing.T) {
 	for i := range long {
 		long[i] = uint16(i*7919 + 3)
 	}
+	longF := make([]float32, 3001)
+	for i := range longF {
+		longF[i] = float32(i) * -0.25
+	}
 	f := mustOpenBytes(t, mustWrite(t, []Tensor{FromU16("long", BF16, []int{3, 1667}, long), FromF32("b", F32, []int{2}, []float32{1, -2}),
-		FromU16("empty", F16, []int{0}, nil)}, nil))
+		FromU16("empty", F16, []int{0}, nil), FromF32("longf", F32, []int{3001}, longF)}, nil))
+	if got, err := f.ReadF32("longf"); err != nil || !slices.Equal(got, longF) {
+		t.Errorf("3001 fp32 elements: read back %d, err %v; want them equal", len(got), err)
+	}
 	if got, err := f.ReadU16("long"); err != nil || !slices.Equal(got, long) {
 		t.Errorf("5001 elements: read back %d, err %v; want them equal", len(got), err)
 	}

@@ -20,13 +20,13 @@ func (a *Adapter) MergeInto(w *model.Weights) error {
 		where := fmt.Sprintf("layer %d %s", p.layer, p.mod)
 		var slot **kernels.Mat
 		if p.expert < 0 {
-			slot = projection(&w.Layers[p.layer], p.mod)
+			slot = w.Layers[p.layer].Proj(p.mod)
 		} else {
 			where = fmt.Sprintf("layer %d expert %d %s", p.layer, p.expert, p.mod)
 			if p.expert >= len(w.Layers[p.layer].Experts) {
 				return fmt.Errorf("lora: merge: %s not in the model", where)
 			}
-			slot = expertProjection(&w.Layers[p.layer].Experts[p.expert], p.mod)
+			slot = w.Layers[p.layer].Experts[p.expert].Proj(p.mod)
 		}
 		mat := *slot
 		if mat == nil {
@@ -49,32 +49,4 @@ func (a *Adapter) MergeInto(w *model.Weights) error {
 		*slot = kernels.NewMatF32(p.out, p.in, merged)
 	}
 	return nil
-}
-
-func projection(l *model.Layer, m model.Module) **kernels.Mat {
-	switch m {
-	case model.ModQ:
-		return &l.Q
-	case model.ModK:
-		return &l.K
-	case model.ModV:
-		return &l.V
-	case model.ModO:
-		return &l.O
-	case model.ModGate:
-		return &l.Gate
-	case model.ModUp:
-		return &l.Up
-	}
-	return &l.Down
-}
-
-func expertProjection(e *model.Expert, m model.Module) **kernels.Mat {
-	switch m {
-	case model.ModGate:
-		return &e.Gate
-	case model.ModUp:
-		return &e.Up
-	}
-	return &e.Down
 }

@@ -69,7 +69,7 @@ func testLoadWithQuant(t *testing.T, quant Quantization, dt kernels.DType, maxTo
 			mats := []*kernels.Mat{q.W.Embed, q.W.LMHead}
 			for l := range q.W.Layers {
 				for mod := range NumModules {
-					mats = append(mats, *q.W.Layers[l].proj(mod))
+					mats = append(mats, *q.W.Layers[l].Proj(mod))
 				}
 			}
 			for i, m := range mats {
@@ -90,7 +90,7 @@ func testLoadWithQuant(t *testing.T, quant Quantization, dt kernels.DType, maxTo
 			}
 			for l := range deq.W.Layers {
 				for mod := range NumModules {
-					p := deq.W.Layers[l].proj(mod)
+					p := deq.W.Layers[l].Proj(mod)
 					*p = kernels.Dequantize(*p)
 				}
 			}

@@ -78,7 +78,7 @@ func (m *Model) NewBaseGrads() *BaseGrads {
 		g.MLPNorm = append(g.MLPNorm, make([]float32, C))
 		var p [NumModules][]float32
 		for mod := range NumModules {
-			if *m.W.Layers[l].proj(mod) != nil {
+			if *m.W.Layers[l].Proj(mod) != nil {
 				out, in := mod.Dims(cfg)
 				p[mod] = make([]float32, out*in)
 			}
@@ -157,25 +157,6 @@ func (m *Model) BaseParams() ([][]float32, error) {
 		}
 	}
 	return append(out, m.familyNormParams()...), nil
-}
-
-// proj returns the field holding a projection matrix of the layer.
-func (l *Layer) proj(m Module) **kernels.Mat {
-	switch m {
-	case ModQ:
-		return &l.Q
-	case ModK:
-		return &l.K
-	case ModV:
-		return &l.V
-	case ModO:
-		return &l.O
-	case ModGate:
-		return &l.Gate
-	case ModUp:
-		return &l.Up
-	}
-	return &l.Down
 }
 
 // RefreshBase rebuilds every F32 matrix after its data changed, so the

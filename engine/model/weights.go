@@ -46,12 +46,46 @@ type layerMat struct {
 	unquantized bool
 }
 
+// Proj returns the field holding a projection matrix of the layer (the
+// field is nil for a mixture-of-experts layer's gate, up and down).
+func (l *Layer) Proj(m Module) **kernels.Mat {
+	switch m {
+	case ModQ:
+		return &l.Q
+	case ModK:
+		return &l.K
+	case ModV:
+		return &l.V
+	case ModO:
+		return &l.O
+	case ModGate:
+		return &l.Gate
+	case ModUp:
+		return &l.Up
+	}
+	return &l.Down
+}
+
+// Proj returns the field holding one of the expert's projections (ModGate,
+// ModUp or ModDown).
+func (e *Expert) Proj(m Module) **kernels.Mat {
+	switch m {
+	case ModGate:
+		return &e.Gate
+	case ModUp:
+		return &e.Up
+	case ModDown:
+		return &e.Down
+	}
+	panic("model: an expert has no " + m.String())
+}
+
 // mats returns every weight matrix field of the layer that is set: the
 // projections, the router and the experts'.
 func (l *Layer) mats() []layerMat {
 	var out []layerMat
 	for mod := range NumModules {
-		if p := l.proj(mod); *p != nil {
+		if p := l.Proj(mod); *p != nil {
 			out = append(out, layerMat{name: mod.String(), p: p})
 		}
 	}

@@ -126,9 +126,9 @@ func (d DType) String() string {
 // Prepack), so its data must not change after the first call, and a Mat
 // must not be copied by value after first use (build a new one instead).
 // For BF16, F16, Q8 and Q4 the packed copy replaces the stored one: the
-// first use (Linear, LinearBackwardInput, Prepack, Row, At, Uint16s,
+// first use (Linear, LinearBackwardInput, Prepack, Row, At,
 // Q8Blocks, Q4Blocks) sets U16 (Quants, Nibbles and Scales) to nil, so
-// after that read the weight through Row, At, Uint16s, Q8Row or Q4Row,
+// after that read the weight through Row, At, Bits16, Q8Row or Q4Row,
 // never the fields.
 type Mat struct {
 	Rows, Cols int

@@ -28,7 +28,7 @@ const panelW = 64
 // every weight once per token) reads 16-bit weights as 16-bit bytes.
 //
 // For BF16 and F16 the panels are the only copy: building them releases
-// Mat.U16 (see Mat.Uint16s for reading the weight back). Large-M calls on
+// Mat.U16 (see Mat.Bits16 for reading the weight back). Large-M calls on
 // 16-bit panels widen a KC×NC block per call into a pooled buffer (about
 // 2 % of the run time).
 type panels struct {
@@ -72,7 +72,7 @@ func bf16Col(w int) int {
 // panels returns the panel copy of m, building it on first use.
 // It is safe for concurrent use.
 // For BF16 and F16 weights it then releases m.U16: the panels hold the same
-// bits, and every reader (Row, At, Uint16s, LinearBackwardInput) goes
+// bits, and every reader (Row, At, Bits16, LinearBackwardInput) goes
 // through panels(), whose sync.Once orders the release before them.
 func (m *Mat) panels() *panels {
 	m.packOnce.Do(func() {
@@ -111,17 +111,6 @@ func (p *panels) rowBits(dst []uint16, n int) {
 	for k := range p.k {
 		dst[k] = src[base+k*panelW]
 	}
-}
-
-// Uint16s returns the raw bf16/f16 bits of a BF16 or F16 weight, row-major
-// [Rows×Cols]: a new copy read back from the panels (building them if
-// needed, which releases Mat.U16). For export and one-off conversions.
-func (m *Mat) Uint16s() []uint16 {
-	if m.DType != BF16 && m.DType != F16 {
-		panic("kernels: Uint16s of a " + m.DType.String() + " matrix")
-	}
-	m.panels()
-	return m.Bits16()
 }
 
 // Bits16 returns the raw bf16/f16 bits of a BF16 or F16 weight, row-major

@@ -269,7 +269,10 @@ func (m *Model) Save(dir string) error {
 		case kernels.F32:
 			tensors = append(tensors, safetensors.FromF32(r.name, safetensors.F32, r.shape, mat.F32))
 		case kernels.BF16, kernels.F16: // read as written: one weight's bits at a time, nothing packed
-			dt := map[kernels.DType]safetensors.DType{kernels.BF16: safetensors.BF16, kernels.F16: safetensors.F16}[mat.DType]
+			dt := safetensors.BF16
+			if mat.DType == kernels.F16 {
+				dt = safetensors.F16
+			}
 			tensors = append(tensors, safetensors.FromU16Func(r.name, dt, r.shape, mat.Bits16))
 		default: // Q8, Q4: safetensors has no such type, and bf16 cannot hold d·q
 			return fmt.Errorf("model: save: %s is stored as %v; save the model loaded without quantization (GGUF export keeps Q8 as Q8_0, Q4 as Q4_0)", r.name, mat.DType)

@@ -49,48 +49,35 @@ func (t *Tensor) size() int {
 	return len(t.Data)
 }
 
-// encoded returns the tensor's data as the file holds it.
-func (t *Tensor) encoded() []byte {
-	var b bytes.Buffer
-	if err := t.writeData(&b); err != nil {
-		return nil
-	}
-	return b.Bytes()
-}
-
 // writeData writes the tensor's data to w.
 func (t *Tensor) writeData(w io.Writer) error {
+	switch {
+	case t.f32 != nil:
+		return writeLE(w, t.f32, 4, func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) })
+	case t.bits != nil:
+		all := t.bits()
+		if 2*len(all) != t.size() {
+			return fmt.Errorf("tensor %q: shape %s holds %d elements, its data %d", t.Name, shapeString(t.Shape), t.size()/2, len(all))
+		}
+		return writeLE(w, all, 2, binary.LittleEndian.PutUint16)
+	}
+	_, err := w.Write(t.Data)
+	return err
+}
+
+// writeLE writes vals to w, each as size little-endian bytes (put), through
+// one small buffer.
+func writeLE[T uint16 | float32](w io.Writer, vals []T, size int, put func([]byte, T)) error {
 	var buf [4096]byte
-	if t.f32 != nil {
-		for v := t.f32; len(v) > 0; {
-			n := min(len(v), len(buf)/4)
-			for i, x := range v[:n] {
-				binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
-			}
-			if _, err := w.Write(buf[:4*n]); err != nil {
-				return err
-			}
-			v = v[n:]
+	for len(vals) > 0 {
+		n := min(len(vals), len(buf)/size)
+		for i, v := range vals[:n] {
+			put(buf[size*i:], v)
 		}
-		return nil
-	}
-	if t.bits == nil {
-		_, err := w.Write(t.Data)
-		return err
-	}
-	all := t.bits()
-	if 2*len(all) != t.size() {
-		return fmt.Errorf("tensor %q: shape %s holds %d elements, its data %d", t.Name, shapeString(t.Shape), t.size()/2, len(all))
-	}
-	for bits := all; len(bits) > 0; {
-		n := min(len(bits), len(buf)/2)
-		for i, v := range bits[:n] {
-			binary.LittleEndian.PutUint16(buf[2*i:], v)
-		}
-		if _, err := w.Write(buf[:2*n]); err != nil {
+		if _, err := w.Write(buf[:size*n]); err != nil {
 			return err
 		}
-		bits = bits[n:]
+		vals = vals[n:]
 	}
 	return nil
 }
@@ -135,11 +122,9 @@ func FromF32(name string, dtype DType, shape []int, data []float32) Tensor {
 func FromU16(name string, dtype DType, shape []int, bits []uint16) Tensor {
 	t := FromU16Func(name, dtype, shape, func() []uint16 { return bits })
 	if n := 2 * len(bits); n != t.size() {
-		// Write reports the mismatch before writing anything.
+		// Data of bits' length instead, so that Write reports the
+		// mismatch before writing anything.
 		t.Data, t.bits = make([]byte, n), nil
-		for i, v := range bits {
-			binary.LittleEndian.PutUint16(t.Data[2*i:], v)
-		}
 	}
 	return t
 }

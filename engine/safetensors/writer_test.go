@@ -375,3 +375,12 @@ func TestWriteFile(t *testing.T) {
 		t.Fatalf("WriteFile into a missing folder: got %v; want a safetensors error matching fs.ErrNotExist", err)
 	}
 }
+
+// encoded returns the tensor's data as the file holds it.
+func (t *Tensor) encoded() []byte {
+	var b bytes.Buffer
+	if err := t.writeData(&b); err != nil {
+		return nil
+	}
+	return b.Bytes()
+}

@@ -1012,18 +1012,18 @@ func runBench(args []string, log func(string, ...any)) error {
 		log("%s", msg)
 		fmt.Fprintf(&b, "\nGreedy parity: %s.\n", msg)
 	}
-	quantFlag := ""
+	flags := ""
 	if quant != model.NoQuantization {
-		quantFlag = " -quantize " + string(quant)
+		flags = " -quantize " + string(quant)
 	}
 	if *shape != defaultShape {
-		quantFlag += " -shape " + shape.Name
+		flags += " -shape " + shape.Name
 		if shape.Layers > 0 {
-			quantFlag += fmt.Sprintf(" -layers %d", shape.Layers)
+			flags += fmt.Sprintf(" -layers %d", shape.Layers)
 		}
 	}
 	fmt.Fprintf(&b, "\nReproduce: `bench/engine/run.sh` (or `go run ./bench/engine -rounds %d -threads %d -dtype %s%s` once the assets exist). Total run time %.0fs.\n",
-		*rounds, *threads, *dtype, quantFlag, time.Since(start).Seconds())
+		*rounds, *threads, *dtype, flags, time.Since(start).Seconds())
 
 	fmt.Print("\n" + b.String())
 	if *out != "" {
@@ -1185,15 +1185,17 @@ func runRSS(args []string) error {
 // forward pass does lazily) and returns the bytes of the stored weights and
 // of the packed copies.
 func prepack(m *model.Model) (weights, packed int, read readPerToken) {
-	var mats []*kernels.Mat
-	// share is the fraction of a matrix one token's decoding reads: all
+	// Each matrix with the fraction of it one token's decoding reads: all
 	// of it, or an expert's k/E (routing spreads tokens over the experts).
-	share := map[*kernels.Mat]float64{}
-	add := func(f float64, ws ...*kernels.Mat) {
+	type matShare struct {
+		w     *kernels.Mat
+		share float64
+	}
+	var mats []matShare
+	add := func(share float64, ws ...*kernels.Mat) {
 		for _, w := range ws {
 			if w != nil {
-				mats = append(mats, w)
-				share[w] = f
+				mats = append(mats, matShare{w, share})
 			}
 		}
 	}
@@ -1209,7 +1211,8 @@ func prepack(m *model.Model) (weights, packed int, read readPerToken) {
 	if m.W.Embed != m.W.LMHead {
 		add(0, m.W.Embed) // one row a token
 	}
-	for _, w := range mats {
+	for _, ms := range mats {
+		w := ms.w
 		size := 2 // bf16/f16: packing releases the stored copy (U16)
 		if w.DType == kernels.F32 {
 			size = 4
@@ -1217,8 +1220,8 @@ func prepack(m *model.Model) (weights, packed int, read readPerToken) {
 		weights += size * w.Rows * w.Cols
 		w.Prepack()
 		packed += w.PackedBytes()
-		read.bytes += share[w] * float64(w.PackedBytes())
-		read.params += share[w] * float64(w.Rows*w.Cols)
+		read.bytes += ms.share * float64(w.PackedBytes())
+		read.params += ms.share * float64(w.Rows*w.Cols)
 	}
 	return weights, packed, read
 }

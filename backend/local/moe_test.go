@@ -36,18 +36,23 @@ func TestMixtureOfExperts_TrainsExperts(t *testing.T) {
 	if err := m.Register(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	// rollout runs the agent against the model served as name and
+	// returns its recorded trajectory.
+	rollout := func(name string) art.Trajectory {
+		rec := art.NewRecorder(nil)
+		cfg := goopenai.DefaultConfig(m.InferenceAPIKey)
+		cfg.BaseURL, cfg.HTTPClient = m.InferenceBaseURL, rec.Client()
+		if err := agent(ctx, goopenai.NewClientWithConfig(cfg), name, "hello"); err != nil {
+			t.Fatalf("chat with %s: %v", name, err)
+		}
+		return rec.Trajectory()
+	}
 	// Two steps: the second's rollouts come from step 1, whose experts'
 	// factors are no longer zero, so its on-policy check covers them.
 	for step := 1; step <= 2; step++ {
 		var group art.TrajectoryGroup
 		for i := range 4 {
-			rec := art.NewRecorder(nil)
-			cfg := goopenai.DefaultConfig(m.InferenceAPIKey)
-			cfg.BaseURL, cfg.HTTPClient = m.InferenceBaseURL, rec.Client()
-			if err := agent(ctx, goopenai.NewClientWithConfig(cfg), m.InferenceName(-1), "hello"); err != nil {
-				t.Fatal(err)
-			}
-			traj := rec.Trajectory()
+			traj := rollout(m.InferenceName(-1))
 			traj.Reward = float64(i % 2)
 			group.Trajectories = append(group.Trajectories, traj)
 		}
@@ -87,10 +92,5 @@ func TestMixtureOfExperts_TrainsExperts(t *testing.T) {
 	if moved[true] == 0 || moved[false] == 0 {
 		t.Fatalf("after one step %d expert and %d other factors have a non-zero B; want both > 0", moved[true], moved[false])
 	}
-	rec := art.NewRecorder(nil)
-	ccfg := goopenai.DefaultConfig(m.InferenceAPIKey)
-	ccfg.BaseURL, ccfg.HTTPClient = m.InferenceBaseURL, rec.Client()
-	if err := agent(ctx, goopenai.NewClientWithConfig(ccfg), m.InferenceName(1), "hello"); err != nil {
-		t.Fatalf("chat with %s: %v", m.InferenceName(1), err)
-	}
+	rollout(m.InferenceName(1))
 }

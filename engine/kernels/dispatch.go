@@ -17,6 +17,7 @@ import (
 func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
 	if j, ok := linearJob(out, inp, w, bias, M); ok {
 		j.run()
+		j.done()
 	}
 }
 
@@ -43,8 +44,16 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok boo
 		}
 		return j, false
 	}
-	pk := w.panels()
 	j = job{M: M, N: N, K: K, a: inp, lda: K, c: out, ldc: N, first: flagStore}
+	if bias != nil {
+		j.first |= flagBias
+		j.bias = bias
+	}
+	if w.DType != Q8 && w.DType != Q4 && j.toDP() {
+		j.kind, j.bf = bPanelsF32, w.dpPanels()
+		return j, true
+	}
+	pk := w.panels()
 	switch {
 	case pk.bf16 != nil:
 		j.kind, j.bh = bPanelsBF16, pk.bf16
@@ -56,10 +65,6 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok boo
 		j.kind, j.tp = bPanelsQ4, pk
 	default:
 		j.kind, j.bf = bPanelsF32, pk.f32
-	}
-	if bias != nil {
-		j.first |= flagBias
-		j.bias = bias
 	}
 	return j, true
 }
@@ -111,6 +116,9 @@ func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 	default:
 		runJobs(t, js)
 	}
+	for i := range js {
+		js[i].done()
+	}
 }
 
 // LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w, the input
@@ -125,6 +133,12 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 		return
 	}
 	j := job{M: M, N: K, K: N, a: dout, lda: N, c: dinp, ldc: K, first: flagAcc, ldb: K}
+	if w.DType != Q8 && w.DType != Q4 && j.toDP() {
+		j.kind, j.bf = bPanelsF32, w.dpTPanels()
+		j.run()
+		j.done()
+		return
+	}
 	switch w.DType {
 	case F32:
 		checkLen("LinearBackwardInput w", w.F32, N*K)

@@ -141,6 +141,10 @@ type Mat struct {
 
 	packOnce sync.Once              // builds pk once
 	pk       atomic.Pointer[panels] // lazily built panel copy of the weights, see panels.go
+	dpOnce   sync.Once              // builds dp once
+	dp       []float32              // the weight rounded to bf16 pairs for UnitBF16's Linear (dp.go)
+	dpTOnce  sync.Once              // builds dpT once
+	dpT      []float32              // the same, transposed, for UnitBF16's LinearBackwardInput
 }
 
 // NewMatF32 wraps data (len rows*cols) as an F32 matrix without copying.

@@ -119,6 +119,19 @@ type job struct {
 	bias  []float32 // length ≥ N when first has flagBias
 	beta  float32   // if scale: C *= beta before accumulating
 	scale bool
+
+	// dp: A and B are bf16 pairs and K counts pairs (UnitBF16, dp.go);
+	// abuf is A's pooled buffer, released by done.
+	dp   bool
+	abuf *[]float32
+}
+
+// done releases what the job borrowed, once it has run.
+func (j *job) done() {
+	if j.abuf != nil {
+		putBuf(j.abuf)
+		j.abuf = nil
+	}
 }
 
 func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
@@ -381,7 +394,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 			mr: mr, k: kc, kb: sumBlockK(j.K),
 			a: a, aoff: aoff + (ir-m0)*lda, lda: lda,
 			c: j.c, ldc: j.ldc,
-			flags: flags,
+			flags: flags, dp: j.dp,
 		}
 		if flags&flagBias != 0 {
 			t.bias = j.bias

@@ -18,6 +18,10 @@ var (
 	useF16C   = cpu.X86.HasF16C
 )
 
+// hasDP reports whether the CPU has the bf16 dot-product unit (VDPBF16PS)
+// that UnitBF16 runs on.
+func hasDP() bool { return useAVX512 && cpu.X86.HasAVX512BF16 }
+
 func bestVariant() variant {
 	switch {
 	case useAVX512:
@@ -319,6 +323,81 @@ func k256f16m5(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int,
 //go:noescape
 func k256f16m6(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge int, flags int, bias *float32, kb int)
 
+// k512dpm{mr}{n1,n2,n4,p}: the fp32 kernels' contract on bf16 pairs (VDPBF16PS,
+// see dp.go): a, b and c as for k512f32, k, kb and ldb counting pairs.
+
+//go:noescape
+func k512dpm1n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm1n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm1n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm1p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm2n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm2n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm2n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm2p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm3n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm3n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm3n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm3p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm4n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm4n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm4n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm4p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm5n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm5n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm5n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm5p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm6n1(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm6n2(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm6n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
+//go:noescape
+func k512dpm6p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
 // Packing loops (matmul_amd64.s): rows k-rows of 64 columns each.
 
 //go:noescape
@@ -366,6 +445,14 @@ var (
 		{k512f32m4n1, k512f32m4n2, k512f32m4n4, k512f32m4p},
 		{k512f32m5n1, k512f32m5n2, k512f32m5n4, k512f32m5p},
 		{k512f32m6n1, k512f32m6n2, k512f32m6n4, k512f32m6p},
+	}
+	k512dp = [6][4]kf32{
+		{k512dpm1n1, k512dpm1n2, k512dpm1n4, k512dpm1p},
+		{k512dpm2n1, k512dpm2n2, k512dpm2n4, k512dpm2p},
+		{k512dpm3n1, k512dpm3n2, k512dpm3n4, k512dpm3p},
+		{k512dpm4n1, k512dpm4n2, k512dpm4n4, k512dpm4p},
+		{k512dpm5n1, k512dpm5n2, k512dpm5n4, k512dpm5p},
+		{k512dpm6n1, k512dpm6n2, k512dpm6n4, k512dpm6p},
 	}
 	k512bf16 = [6][4]kbf16{
 		{k512bf16m1n1, k512bf16m1n2, k512bf16m1n4, k512bf16m1p},
@@ -430,6 +517,9 @@ func tile512(t *tileArgs) {
 			bi = pf(t.bias, t.biasoff+p*panelW)
 		}
 		switch {
+		case t.dp:
+			k512dp[t.mr-1][g](a, lda, pf(t.bf, t.boff+p*t.pstride), uintptr(t.ldb)*4, uintptr(t.pstride)*4,
+				np, c, ldc, t.k, mask, t.flags, bi, kb)
 		case t.bh != nil && t.f16:
 			k512f16[t.mr-1][g](a, lda, ph(t.bh, t.boff+p*t.pstride), uintptr(t.ldb)*2, uintptr(t.pstride)*2,
 				np, c, ldc, t.k, mask, t.flags, bi, kb)

@@ -7,6 +7,8 @@ package kernels
 
 func bestVariant() variant { return varGo }
 
+func hasDP() bool { return false }
+
 func tile512(t *tileArgs) { panic("kernels: AVX-512 variant not built") }
 func tile256(t *tileArgs) { panic("kernels: AVX2 variant not built") }
 

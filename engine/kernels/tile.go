@@ -67,6 +67,9 @@ type tileArgs struct {
 	biasoff            int
 	prefetch           int // > 0: B is contiguous pre-packed panels; prefetch this many bytes ahead
 	q                  qArgs
+	// dp: a and bf hold bf16 pairs (dp.go), k and kb count pairs, and
+	// the products run on the bf16 dot-product unit.
+	dp bool
 }
 
 // qArgs describe B as Q8 or Q4 panels read in place (q8 or q4 set; bf
@@ -104,6 +107,12 @@ func tile(t *tileArgs) {
 		u.aoff += 6 * t.lda
 		u.coff += 6 * t.ldc
 		tile(&u)
+		return
+	}
+	if t.dp && active != varAVX512 {
+		// Only the AVX-512 variant has the bf16 dot-product kernels; the
+		// others (a test that forces one) emulate them exactly.
+		tileGoDP(t)
 		return
 	}
 	switch active {
@@ -183,6 +192,10 @@ func (t *tileArgs) check() {
 // tileGo is the portable microkernel: the same contract as the assembly,
 // one panel at a time with a 6×64 accumulator block.
 func tileGo(t *tileArgs) {
+	if t.dp {
+		tileGoDP(t)
+		return
+	}
 	var acc [6][panelW]float32
 	var brow [panelW]float32
 	kb := t.sumBlock()

@@ -61,14 +61,14 @@ func main() {
 	flag.Parse()
 	var mm gen
 	mm.raw(header)
-	for _, dt := range []string{"f32", "bf16", "f16"} {
+	for _, dt := range []string{"f32", "bf16", "f16", "dp"} {
 		for mr := 1; mr <= 6; mr++ {
 			for _, ncg := range []int{1, 2, 4} {
 				kernel512(&mm, dt, mr, ncg, false)
 			}
 			kernel512(&mm, dt, mr, 4, true)
 		}
-		if dt != "f32" {
+		if dt == "bf16" || dt == "f16" {
 			kernel512m8(&mm, dt)
 		}
 	}
@@ -183,6 +183,13 @@ func bRow(u, d int) string {
 // even words are columns 0..15 and odd words columns 16..31 of that half, so
 // one VPSLLD (even words) and one VPANDD (odd words) widen 32 weights.
 //
+// The dp variant (dt "dp") runs the bf16 dot-product unit: A holds bf16
+// pairs (the 32 bits of k-rows 2i and 2i+1 of a row, read by broadcast as
+// one fp32 would be) and B panels hold, per pair-row, 64 columns of such
+// pairs (256 bytes, as an fp32 k-row); each step is one VDPBF16PS per 16
+// columns in place of the FMA, and k, kb and ldb count pairs. Everything
+// else is the fp32 kernel.
+//
 // The streaming variant (pf, name suffix p, always 64 columns) also
 // prefetches, for each k-row, the B bytes edge+72(FP) bytes ahead of it
 // (edge is the prefetch distance here, not a mask), assuming contiguous
@@ -190,7 +197,7 @@ func bRow(u, d int) string {
 // the loop has too few loads in flight to reach DRAM bandwidth on its own,
 // and a pass over B that is already in L2 can fetch the next block.
 func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
-	bf16, f16 := dt == "bf16", dt == "f16"
+	bf16, f16, dp := dt == "bf16", dt == "f16", dt == "dp"
 	rowBytes := 256
 	if bf16 || f16 {
 		rowBytes = 128
@@ -290,8 +297,16 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 			}
 		}
 		for r := 0; r < mr; r++ {
-			z := fmt.Sprintf("Z%d", 28+bc%nbc)
+			zi := 28 + bc%nbc
+			z := fmt.Sprintf("Z%d", zi)
 			bc++
+			if dp {
+				g.p("VPBROADCASTD %s, %s", aRow(r, 4*u), z)
+				for j := 0; j < ncg; j++ {
+					vdpbf16ps(g, r*ncg+j, zi, 24+j)
+				}
+				continue
+			}
 			g.p("VBROADCASTSS %s, %s", aRow(r, 4*u), z)
 			for j := 0; j < ncg; j++ {
 				g.p("VFMADD231PS Z%d, %s, %s", 24+j, z, acc(r, j))
@@ -366,6 +381,21 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("DECQ R9")
 	g.p("JNE panel")
 	g.ret()
+}
+
+// vdpbf16ps emits VDPBF16PS Zsrc2, Zsrc1, Zdst (AVX512_BF16; Intel:
+// VDPBF16PS zmm_dst, zmm_src1, zmm_src2): each fp32 lane i of dst adds the
+// products of the bf16 pairs 2i+1 and 2i of the two sources. The Go
+// assembler does not know the instruction, so it is written as its EVEX
+// bytes (512-bit, map 0F38, prefix F3, W0, opcode 52, register operands).
+func vdpbf16ps(g *gen, dst, src1, src2 int) {
+	inv := func(bit int) int { return ^bit & 1 }
+	p0 := inv(dst>>3)<<7 | inv(src2>>4)<<6 | inv(src2>>3)<<5 | inv(dst>>4)<<4 | 0b10
+	p1 := (^src1&15)<<3 | 1<<2 | 0b10
+	p2 := 0b10<<5 | inv(src1>>4)<<3
+	modrm := 0b11<<6 | (dst&7)<<3 | src2&7
+	g.p("BYTE $0x62; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x52; BYTE $0x%02x // VDPBF16PS Z%d, Z%d, Z%d",
+		p0, p1, p2, modrm, src2, src1, dst)
 }
 
 // kernel256 emits an mr×64 AVX2 microkernel over np panels: per panel,

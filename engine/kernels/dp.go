@@ -1,0 +1,353 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Unit is the arithmetic the weight products (Linear and
+// LinearBackwardInput: the model's projections, forward and backward) run
+// on. Everything else (LoRA, attention, norms, softmax) is fp32 in every
+// unit.
+type Unit uint8
+
+const (
+	// UnitFP32 is exact fp32: the products of fp32 (or widened 16-bit)
+	// weights and fp32 activations, summed with FMAs.
+	UnitFP32 Unit = iota
+	// UnitBF16 rounds both factors of every weight product to bf16 (ties
+	// to even) and sums the exact products in fp32, two at a time
+	// (VDPBF16PS, AVX512_BF16): half the bytes per multiply-add and, on
+	// CPUs that run it at the FMA's rate, twice the products per cycle.
+	// A bf16 weight loses nothing; fp16 and fp32 weights are rounded to
+	// bf16's 8 significant bits, activations too. Quantized weights (Q8,
+	// Q4) keep their exact fp32 path.
+	UnitBF16
+)
+
+func (u Unit) String() string {
+	switch u {
+	case UnitFP32:
+		return "fp32"
+	case UnitBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("Unit(%d)", uint8(u))
+}
+
+// ParseUnit reads a unit name: "fp32" (or "exact"), "bf16", or "auto" (the
+// fastest the CPU has, measured; ok is then false and the caller asks
+// BestUnit).
+func ParseUnit(s string) (u Unit, auto bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "fp32", "exact", "f32":
+		return UnitFP32, false, nil
+	case "bf16":
+		return UnitBF16, false, nil
+	case "auto", "":
+		return UnitFP32, true, nil
+	}
+	return 0, false, fmt.Errorf("matmul unit %q: want fp32 (exact), bf16 or auto", s)
+}
+
+// UnitEnv is the environment variable that picks the unit at start-up
+// (fp32, bf16 or auto; default auto).
+const UnitEnv = "ART_MATMUL_UNIT"
+
+// unit is the unit in use, set once at start-up (startUnit) or by SetUnit
+// before any product runs.
+var unit, unitWhy = startUnit()
+
+// startUnit reads UnitEnv and, for auto, measures.
+func startUnit() (Unit, string) {
+	env := os.Getenv(UnitEnv)
+	u, auto, err := ParseUnit(env)
+	switch {
+	case err != nil:
+		return UnitFP32, fmt.Sprintf("%v (%s); using fp32", err, UnitEnv)
+	case auto:
+		return BestUnit()
+	case u == UnitBF16 && !hasDP():
+		return UnitFP32, fmt.Sprintf("%s=bf16 but this CPU has no AVX512_BF16; using fp32", UnitEnv)
+	}
+	return u, fmt.Sprintf("set by %s=%s", UnitEnv, env)
+}
+
+// ActiveUnit is the unit the weight products run on, and why it was chosen.
+func ActiveUnit() (Unit, string) { return unit, unitWhy }
+
+// SetUnit makes the weight products run on u. It must be called before
+// any product runs (a flag read at start-up, a test's setup): sampler and
+// trainer must use one unit for their logprobs to agree. It fails if the
+// CPU lacks the unit.
+func SetUnit(u Unit) error {
+	switch u {
+	case UnitFP32:
+	case UnitBF16:
+		if !hasDP() || active != varAVX512 {
+			return fmt.Errorf("matmul unit bf16 needs AVX512_BF16, which this CPU (or the %s kernels in use) lacks", active)
+		}
+	default:
+		return fmt.Errorf("unknown matmul unit %d", u)
+	}
+	unit, unitWhy = u, "set by the program"
+	return nil
+}
+
+// BestUnit measures the units the CPU has on the microkernel the weight
+// products spend their time in (6 rows × 64 columns over weights in L1)
+// and returns the fastest, with what was measured. bf16 must beat fp32 by
+// 20 % in multiply-adds per second to be chosen: it rounds, so it has to
+// pay for it.
+func BestUnit() (Unit, string) {
+	if !hasDP() || active != varAVX512 {
+		return UnitFP32, "fp32: the only unit this CPU has"
+	}
+	fp32, bf16 := unitRates()
+	if bf16 > 1.2*fp32 {
+		return UnitBF16, fmt.Sprintf("bf16: %.0f GFLOP/s a core against fp32's %.0f, measured at start-up", bf16, fp32)
+	}
+	return UnitFP32, fmt.Sprintf("fp32: %.0f GFLOP/s a core, bf16 %.0f (needs 1.2×), measured at start-up", fp32, bf16)
+}
+
+// UnitPeaks measures one core's rate of the fp32 and bf16 microkernels
+// (GFLOP/s, a multiply-add counting 2; bf16 0 where the CPU lacks it), the
+// peak a benchmark prints beside what it reached.
+func UnitPeaks() (fp32, bf16 float64) {
+	if active != varAVX512 {
+		return 0, 0
+	}
+	return unitRates()
+}
+
+// unitRates times the 6-row AVX-512 kernels on an L1-resident block,
+// best of several runs of ~1 ms each.
+func unitRates() (fp32, bf16 float64) {
+	const k, np = 128, 2 // k k-rows (fp32) or pairs (bf16) of 2 panels: 64 KiB
+	a := make([]float32, 6*k)
+	b := make([]float32, np*k*panelW)
+	c := make([]float32, 6*np*panelW)
+	for i := range a {
+		a[i] = math.Float32frombits(0x3f803f80) // 1.0 as fp32 ≈ 1.0039, as a bf16 pair 1, 1
+	}
+	for i := range b {
+		b[i] = math.Float32frombits(0x3c003c00)
+	}
+	rate := func(dp bool) float64 {
+		t := tileArgs{mr: 6, k: k, a: a, lda: k, bf: b, ldb: panelW, pstride: k * panelW, np: np, ncols: np * panelW,
+			c: c, ldc: np * panelW, dp: dp}
+		macs := float64(6 * k * np * panelW)
+		if dp {
+			macs *= 2
+		}
+		best := 0.0
+		for range 5 {
+			n := 0
+			start := time.Now()
+			for time.Since(start) < time.Millisecond {
+				for range 8 {
+					tile(&t)
+				}
+				n += 8
+			}
+			best = max(best, 2*macs*float64(n)/time.Since(start).Seconds()/1e9)
+		}
+		return best
+	}
+	rate(false) // warm up
+	fp32 = rate(false)
+	if hasDP() {
+		bf16 = rate(true)
+	}
+	return fp32, bf16
+}
+
+// The bf16 pair layout. A row of activations becomes bf16 pairs: word i
+// (32 bits) holds k-rows 2i (low half) and 2i+1 (high half), rounded to
+// bf16, a zero filling an odd K's last pair; that is the row rounded to
+// bf16 and read as 32-bit words. A weight's dp panels hold, per pair-row i
+// of panel p, 64 such words, column j's at p·K2·64 + i·64 + j (K2 =
+// ⌈K/2⌉): the fp32 panels' layout with pairs for k-rows, so the fp32
+// drivers move them unchanged. Both are kept in float32 slices as bit
+// patterns (never computed with, only copied).
+
+// pairs returns ⌈k/2⌉, the pairs of k k-rows.
+func pairs(k int) int { return (k + 1) / 2 }
+
+// bf16Pair packs two fp32 values as one pair word.
+func bf16Pair(lo, hi float32) float32 {
+	return math.Float32frombits(uint32(F32ToBF16(lo)) | uint32(F32ToBF16(hi))<<16)
+}
+
+// toPairs writes rows × k values of src (row stride lds) as bf16 pairs to
+// dst (row stride ⌈k/2⌉ words).
+func toPairs(dst, src []float32, rows, k, lds int) {
+	k2 := pairs(k)
+	for r := range rows {
+		s, d := src[r*lds:r*lds+k], dst[r*k2:(r+1)*k2]
+		for i := range k / 2 {
+			d[i] = bf16Pair(s[2*i], s[2*i+1])
+		}
+		if k%2 == 1 {
+			d[k2-1] = bf16Pair(s[k-1], 0)
+		}
+	}
+}
+
+// dpPanels returns m's dp panels: B = wᵀ (K k-rows, N columns) rounded to
+// bf16 pairs, for Linear. Built on first use from the exact weight.
+func (m *Mat) dpPanels() []float32 {
+	m.dpOnce.Do(func() { m.dp = m.buildDP(false) })
+	return m.dp
+}
+
+// dpTPanels returns m's transposed dp panels: B = w (N k-rows, K columns)
+// rounded to bf16 pairs, for LinearBackwardInput. Built on first use (a
+// trainer's first backward pass); another 2 bytes a weight.
+func (m *Mat) dpTPanels() []float32 {
+	m.dpTOnce.Do(func() { m.dpT = m.buildDP(true) })
+	return m.dpT
+}
+
+// buildDP lays m's weights out as dp panels of B = wᵀ, or of B = w if
+// transposed, spread over the available cores.
+func (m *Mat) buildDP(transposed bool) []float32 {
+	N, K := m.Rows, m.Cols
+	kRows, cols := K, N
+	if transposed {
+		kRows, cols = N, K
+	}
+	K2 := pairs(kRows)
+	d := make([]float32, (cols+panelW-1)/panelW*K2*panelW)
+	adviseHugePages(unsafe.Pointer(unsafe.SliceData(d)), 4*len(d))
+	// Worker w fills pair-rows (transposed) or columns w, w+t, ...
+	fill := func(w, t int) {
+		if transposed {
+			lo, hi := make([]float32, K), make([]float32, K)
+			for i := w; i < K2; i += t {
+				m.Row(lo, 2*i)
+				if 2*i+1 < N {
+					m.Row(hi, 2*i+1)
+				} else {
+					clear(hi)
+				}
+				for k := range K {
+					d[(k/panelW)*K2*panelW+i*panelW+k%panelW] = bf16Pair(lo[k], hi[k])
+				}
+			}
+			return
+		}
+		row := make([]float32, K+1)
+		for n := w; n < N; n += t {
+			m.Row(row[:K], n)
+			base := (n/panelW)*K2*panelW + n%panelW
+			for i := range K2 {
+				d[base+i*panelW] = bf16Pair(row[2*i], row[2*i+1])
+			}
+		}
+	}
+	t := runtime.GOMAXPROCS(0)
+	if N*K < 1<<16 {
+		t = 1
+	}
+	var wg sync.WaitGroup
+	for w := range t {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fill(w, t)
+		}()
+	}
+	wg.Wait()
+	return d
+}
+
+// dpWord is what VDPBF16PS adds to one fp32 lane for one pair of pairs:
+// acc + a_hi·b_hi, rounded, then + a_lo·b_lo, rounded (ties to even; each
+// product of two bf16 is exact in fp32), with bf16 denormal inputs read
+// as zero and a denormal result flushed to zero, as Intel's SDM defines
+// the instruction.
+func dpWord(acc float32, a, b float32) float32 {
+	ua, ub := math.Float32bits(a), math.Float32bits(b)
+	hi := float32(daz(ua&0xffff0000) * daz(ub&0xffff0000))
+	acc = ftz(acc + hi)
+	lo := float32(daz(ua<<16) * daz(ub<<16))
+	return ftz(acc + lo)
+}
+
+func daz(u uint32) float32 {
+	if u&0x7f800000 == 0 {
+		u &= 0x80000000
+	}
+	return math.Float32frombits(u)
+}
+
+func ftz(f float32) float32 {
+	if u := math.Float32bits(f); u&0x7f800000 == 0 {
+		return math.Float32frombits(u & 0x80000000)
+	}
+	return f
+}
+
+// tileGoDP is tileGo for dp tiles: the same contract, k-rows being pairs.
+func tileGoDP(t *tileArgs) {
+	var acc [8][panelW]float32
+	kb := t.sumBlock()
+	for p := 0; p < t.np; p++ {
+		nc := min(panelW, t.ncols-p*panelW)
+		bbase := t.boff + p*t.pstride
+		flags := t.flags
+		for k0 := 0; k0 == 0 || k0 < t.k; k0 += kb {
+			for r := 0; r < t.mr; r++ {
+				acc[r] = [panelW]float32{}
+			}
+			for i := k0; i < min(k0+kb, t.k); i++ {
+				brow := t.bf[bbase+i*t.ldb:][:panelW]
+				for r := 0; r < t.mr; r++ {
+					av := t.a[t.aoff+r*t.lda+i]
+					ar := &acc[r]
+					for j := range nc {
+						ar[j] = dpWord(ar[j], av, brow[j])
+					}
+				}
+			}
+			for r := 0; r < t.mr; r++ {
+				crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
+				ar := acc[r][:nc]
+				if flags&flagAcc != 0 {
+					for j := range crow {
+						ar[j] += crow[j]
+					}
+				}
+				if flags&flagBias != 0 {
+					b := t.bias[t.biasoff+p*panelW:][:nc]
+					for j := range b {
+						ar[j] += b[j]
+					}
+				}
+				copy(crow, ar)
+			}
+			flags = flagAcc
+		}
+	}
+}
+
+// toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
+// one when the unit is in use: A rounded to pairs into a pooled buffer,
+// K counting pairs. It reports whether it did; the caller sets B.
+func (j *job) toDP() bool {
+	if unit != UnitBF16 {
+		return false
+	}
+	K2 := pairs(j.K)
+	j.abuf = getBuf(j.M * K2)
+	toPairs(*j.abuf, j.a, j.M, j.K, j.lda)
+	j.a, j.lda, j.K, j.dp = *j.abuf, K2, K2, true
+	return true
+}

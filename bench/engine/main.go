@@ -1220,7 +1220,7 @@ func prepack(m *model.Model) (weights, packed int, read readPerToken) {
 		weights += size * w.Rows * w.Cols
 		w.Prepack()
 		packed += w.PackedBytes()
-		read.bytes += ms.share * float64(w.PackedBytes())
+		read.bytes += ms.share * float64(w.LinearBytes())
 		read.params += ms.share * float64(w.Rows*w.Cols)
 	}
 	return weights, packed, read

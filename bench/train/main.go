@@ -70,6 +70,7 @@ func main() {
 	flag.IntVar(&o.rank, "rank", 8, "LoRA rank (alpha = 2·rank)")
 	flag.StringVar(&o.shape, "shape", "qwen2.5-0.5b", "model.Preset shape (qwen2 architecture)")
 	quantize := flag.String("quantize", "none", "storage of the engine's base weights: none (bf16), q8 or q4, quantized from the bf16 at load; a comma list (none,q8,q4) runs one engine per storage, interleaved")
+	units := flag.String("unit", "auto", "arithmetic of the engine's weight products: auto (what the kernels chose at start-up: "+kernels.UnitEnv+", else measured), fp32, bf16, or a comma list (fp32,bf16) running one engine per unit, interleaved")
 	flag.Var(&o.peers, "peer", "PyTorch peer command, repeatable (none: engine only)")
 	flag.StringVar(&o.dir, "dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
@@ -79,6 +80,10 @@ func main() {
 	var err error
 	if o.quant, err = parseQuantizations(*quantize); err != nil {
 		fmt.Fprintln(os.Stderr, "train: -quantize:", err)
+		os.Exit(2)
+	}
+	if o.units, err = parseUnits(*units); err != nil {
+		fmt.Fprintln(os.Stderr, "train: -unit:", err)
 		os.Exit(2)
 	}
 	if *cpuprofile != "" {
@@ -112,6 +117,7 @@ type options struct {
 	rounds, warmup, T, rank int
 	shape                   string
 	quant                   []model.Quantization // one engine each
+	units                   []kernels.Unit       // one engine each (× quant)
 	peers                   peerFlags
 	dir                     string
 	recompute               bool
@@ -130,6 +136,29 @@ func parseQuantizations(s string) ([]model.Quantization, error) {
 			return nil, fmt.Errorf("%q is listed twice", storageName(q))
 		}
 		out = append(out, q)
+	}
+	return out, nil
+}
+
+// parseUnits reads -unit: auto, or units separated by commas, each at most
+// once and each one this CPU has.
+func parseUnits(s string) ([]kernels.Unit, error) {
+	var out []kernels.Unit
+	for _, f := range strings.Split(s, ",") {
+		u, auto, err := kernels.ParseUnit(f)
+		if err != nil {
+			return nil, err
+		}
+		if auto {
+			u, _ = kernels.ActiveUnit()
+		}
+		if slices.Contains(out, u) {
+			return nil, fmt.Errorf("%v is listed twice", u)
+		}
+		if err := kernels.SetUnit(u); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }
@@ -160,6 +189,7 @@ func (p *peerFlags) Set(v string) error { *p = append(*p, v); return nil }
 // base stored as q.
 type engineSide struct {
 	q    model.Quantization
+	unit kernels.Unit // its weight products' arithmetic
 	m    *model.Model
 	name string // in the progress lines
 }
@@ -184,9 +214,10 @@ func newEngine(cfg model.Config, q model.Quantization, single bool) (*engineSide
 func run(o options) error {
 	rounds, warmup, T, rank, shape := o.rounds, o.warmup, o.T, o.rank, o.shape
 	loadBefore := idleCheck()
-	// The FMA peak of the unit the kernels use, before and after the
-	// rounds (the best of both): what the step's products are set against.
-	peak := fmapeak.Measure(runtime.GOMAXPROCS(0), 300*time.Millisecond, 3)
+	// The peak of each unit the engines use, before and after the rounds
+	// (the best of both): what the step's products are set against.
+	var pk peaks
+	pk.measure()
 
 	// 1. The models, the adapter and the sequence.
 	cfg, err := model.Preset("qwen2", shape, 151665) // Qwen2.5's tokenizer size
@@ -200,8 +231,16 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		engines = append(engines, e)
 		logf("engine: random %s (%.1f M params, bf16), base stored as %s, in %.1f s", shape, float64(cfg.NumParams())/1e6, storageName(q), time.Since(t0).Seconds())
+		// One engine per unit, on the same model.
+		for _, u := range o.units {
+			eu := *e
+			eu.unit = u
+			if len(o.units) > 1 {
+				eu.name += "-" + u.String()
+			}
+			engines = append(engines, &eu)
+		}
 	}
 	ad, err := lora.New(cfg, lora.Config{Rank: rank, Alpha: float64(2 * rank)}, 1)
 	if err != nil {
@@ -265,6 +304,9 @@ func run(o options) error {
 	// 3. Interleaved steps. The engines share one set of activation
 	// buffers (they depend on the shape alone).
 	for _, e := range engines {
+		if err := kernels.SetUnit(e.unit); err != nil {
+			return err
+		}
 		e.m.W.Prepack()
 	}
 	acts := engines[0].m.NewActs(T)
@@ -294,6 +336,9 @@ func run(o options) error {
 			if side < nEng {
 				e := engines[side]
 				name = e.name
+				if err := kernels.SetUnit(e.unit); err != nil { // between steps: no product runs
+					return err
+				}
 				c0 := cpuSeconds()
 				if st.wall, loss, err = goStep(e.m, ad, acts, tokens); err != nil {
 					return err
@@ -317,9 +362,7 @@ func run(o options) error {
 			}
 		}
 	}
-	if p := fmapeak.Measure(runtime.GOMAXPROCS(0), 300*time.Millisecond, 3); p.GFLOPS > peak.GFLOPS {
-		peak = p
-	}
+	pk.measure()
 	goRSS := procstat.Bytes("VmHWM")
 	peerRSS := make([]int64, len(peers))
 	for j, p := range peers {
@@ -352,8 +395,8 @@ func run(o options) error {
 		if best >= 0 {
 			ratio = fmt.Sprintf("**%.2f×**", median(walls(steps[nEng+best]))/goMed)
 		}
-		fmt.Printf("| ART Go engine: %s, fp32 compute, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
-			storageLabel(e.q), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
+		fmt.Printf("| ART Go engine: %s, %s, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
+			storageLabel(e.q), unitLabel(e.unit), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
 	}
 	for j, p := range peers {
 		ps := steps[nEng+j]
@@ -401,10 +444,10 @@ func run(o options) error {
 		for s, e := range engines {
 			for j, p := range peers {
 				rel := math.Abs(losses[s]-losses[nEng+j]) / math.Max(1, math.Abs(losses[nEng+j]))
-				fmt.Printf("Same model and step: loss engine (%s) %.6f, PyTorch %s %.6f (relative difference %.1e).", storageName(e.q), losses[s], p.precision, losses[nEng+j], rel)
+				fmt.Printf("Same model and step: loss engine (%s, %v unit) %.6f, PyTorch %s %.6f (relative difference %.1e).", storageName(e.q), e.unit, losses[s], p.precision, losses[nEng+j], rel)
 				if e.q != model.NoQuantization {
 					fmt.Print(" The engine's base is quantized and the peer's is not: the difference includes the quantization error, so it is not checked.")
-				} else if rel > p.lossTolerance() {
+				} else if rel > lossTolerance(p, e) {
 					fmt.Print(" **The losses differ: the two sides do not compute the same step.**")
 				}
 				fmt.Println()
@@ -415,8 +458,14 @@ func run(o options) error {
 	fmt.Println()
 	for s, e := range engines {
 		rate := flops / median(walls(steps[s])) / 1e9
-		fmt.Printf("Weight products (%s): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the FMA peak** of %.1f GFLOP/s measured in this run (%s, %d threads, a register-only FMA loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
-			storageName(e.q), flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
+		peak := pk.of(e.unit)
+		fmt.Printf("Weight products (%s, %v unit): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
+			storageName(e.q), e.unit, flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
+	}
+	if b, ok := pk.bf16, pk.hasBF16; ok {
+		_, why := kernels.BestUnit()
+		fmt.Printf("Units of this CPU, one register-only loop each on %d threads: fp32 FMA %.1f GFLOP/s, bf16 dot products %.1f GFLOP/s (%.2f×). What the kernels choose by themselves (auto): %s.\n",
+			b.Threads, pk.fp32.GFLOPS, b.GFLOPS, b.GFLOPS/pk.fp32.GFLOPS, why)
 	}
 	if len(peers) > 0 {
 		fmt.Println("\nTarget (issue 23): engine ≥ 1.5× PyTorch at its best (ratio of median step times against the faster peer).")
@@ -437,13 +486,14 @@ func storageLabel(q model.Quantization) string {
 // engine's of the same rounds (issue 18's target: no slower), when the run
 // has one.
 func reportVsBF16(engines []*engineSide, steps [][]sample, clean []int) {
-	ref := slices.IndexFunc(engines, func(e *engineSide) bool { return e.q == model.NoQuantization })
-	if ref < 0 {
-		return
-	}
 	fmt.Println()
 	for s, e := range engines {
-		if s == ref {
+		// The reference: the bf16 storage on the fp32 unit, or on e's
+		// unit for a quantized engine.
+		ref := slices.IndexFunc(engines, func(r *engineSide) bool {
+			return r.q == model.NoQuantization && (e.q == model.NoQuantization && r.unit == kernels.UnitFP32 || e.q != model.NoQuantization && r.unit == e.unit)
+		})
+		if ref < 0 || s == ref {
 			continue
 		}
 		// Per-round ratios: the two steps of a round ran back to back, so
@@ -453,13 +503,60 @@ func reportVsBF16(engines []*engineSide, steps [][]sample, clean []int) {
 			wr = append(wr, steps[s][i].wall/steps[ref][i].wall)
 			cr = append(cr, steps[s][i].cpu/steps[ref][i].cpu)
 		}
-		fmt.Printf("%s vs bf16, same rounds (median of the per-round ratios): step time %.3f×, CPU s per step %.3f×",
-			storageName(e.q), median(wr), median(cr))
+		fmt.Printf("%s vs %s, same rounds (median of the per-round ratios): step time %.3f×, CPU s per step %.3f×",
+			engines[s].name, engines[ref].name, median(wr), median(cr))
 		if len(clean) > 0 {
 			fmt.Printf("; clean rounds only: step time %.3f×", median(pickRounds(wr, clean)))
 		}
-		fmt.Println(". Target (issue 18): ≤ 1.")
+		if e.q != model.NoQuantization {
+			fmt.Print(". Target (issue 18): ≤ 1")
+		}
+		fmt.Println(".")
 	}
+}
+
+// peaks are the units' peaks measured in the run.
+type peaks struct {
+	fp32, bf16 fmapeak.Result
+	hasBF16    bool
+}
+
+// measure measures every unit this CPU has, keeping the best of this
+// and earlier calls.
+func (p *peaks) measure() {
+	n := runtime.GOMAXPROCS(0)
+	if r := fmapeak.Measure(n, 300*time.Millisecond, 3); r.GFLOPS > p.fp32.GFLOPS {
+		p.fp32 = r
+	}
+	if r, ok := fmapeak.MeasureBF16(n, 300*time.Millisecond, 3); ok && r.GFLOPS > p.bf16.GFLOPS {
+		p.bf16, p.hasBF16 = r, true
+	}
+}
+
+// of is the peak of unit u.
+func (p *peaks) of(u kernels.Unit) fmapeak.Result {
+	if u == kernels.UnitBF16 {
+		return p.bf16
+	}
+	return p.fp32
+}
+
+// unitLabel says how an engine computes its weight products, for the table.
+func unitLabel(u kernels.Unit) string {
+	if u == kernels.UnitBF16 {
+		return "bf16 products with fp32 sums (VDPBF16PS)"
+	}
+	return "fp32 compute"
+}
+
+// lossTolerance is how far the engine's loss may be from the peer's for
+// the two to compute the same step: the peer's own, or bf16's when the
+// engine's products round to bf16.
+func lossTolerance(p *peerProc, e *engineSide) float64 {
+	if e.unit == kernels.UnitBF16 {
+		return max(p.lossTolerance(), 2e-2)
+	}
+	return p.lossTolerance()
 }
 
 // pickRounds returns the values of the given rounds.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/artgo/art/engine/kernels"
 )
 
 // newRootCmd builds the art command with every subcommand. To add one, write
@@ -16,7 +18,7 @@ import (
 // subcommand that needs its own pre-run hook should use PreRunE, which does
 // not replace it.
 func newRootCmd() *cobra.Command {
-	var logLevel string
+	var logLevel, unit string
 	root := &cobra.Command{
 		Use:   "art",
 		Short: "Agent Reinforcement Trainer: train LLM agents with reinforcement learning",
@@ -31,10 +33,11 @@ OpenAI-compatible endpoint as name@step.`,
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
-			return nil
+			return setMatmulUnit(unit)
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+strings.Join([]string{"debug", "info", "warn", "error"}, ", "))
+	root.PersistentFlags().StringVar(&unit, "matmul-unit", "", "arithmetic of the weight products: fp32 (exact), bf16 (bf16 inputs, fp32 sums; CPUs with AVX512_BF16) or auto (the faster, measured at start-up); default $"+kernels.UnitEnv+", else auto")
 
 	root.AddCommand(
 		newVersionCmd(),
@@ -54,4 +57,24 @@ OpenAI-compatible endpoint as name@step.`,
 		newAutoRLCmd(),
 	)
 	return root
+}
+
+// setMatmulUnit applies --matmul-unit (empty: keep what start-up chose
+// from the environment). Sampler and trainer share the process, so one
+// unit serves both.
+func setMatmulUnit(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, auto, err := kernels.ParseUnit(s)
+	if err != nil {
+		return fmt.Errorf("--matmul-unit: %w", err)
+	}
+	if auto {
+		u, _ = kernels.BestUnit()
+	}
+	if err := kernels.SetUnit(u); err != nil {
+		return fmt.Errorf("--matmul-unit %s: %w", s, err)
+	}
+	return nil
 }

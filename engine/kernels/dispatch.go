@@ -49,7 +49,8 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok boo
 		j.first |= flagBias
 		j.bias = bias
 	}
-	if w.DType != Q8 && w.DType != Q4 && j.toDP() {
+	if w.dpUnit() {
+		j.toDP()
 		j.kind, j.bf = bPanelsF32, w.dpPanels()
 		return j, true
 	}
@@ -133,7 +134,8 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 		return
 	}
 	j := job{M: M, N: K, K: N, a: dout, lda: N, c: dinp, ldc: K, first: flagAcc, ldb: K}
-	if w.DType != Q8 && w.DType != Q4 && j.toDP() {
+	if w.dpUnit() {
+		j.toDP()
 		j.kind, j.bf = bPanelsF32, w.dpTPanels()
 		j.run()
 		j.done()

@@ -182,7 +182,17 @@ func pairs(k int) int { return (k + 1) / 2 }
 
 // bf16Pair packs two fp32 values as one pair word.
 func bf16Pair(lo, hi float32) float32 {
-	return math.Float32frombits(uint32(F32ToBF16(lo)) | uint32(F32ToBF16(hi))<<16)
+	return math.Float32frombits(uint32(dpBF16(lo)) | uint32(dpBF16(hi))<<16)
+}
+
+// dpBF16 rounds f to bf16 as the unit's conversion (VCVTNE2PS2BF16) does:
+// F32ToBF16, but a denormal becomes a zero of its sign (the dot products
+// would read it as zero anyway).
+func dpBF16(f float32) uint16 {
+	if u := math.Float32bits(f); u&0x7f800000 == 0 {
+		return uint16(u>>16) & 0x8000
+	}
+	return F32ToBF16(f)
 }
 
 // toPairs writes rows × k values of src (row stride lds) as bf16 pairs to
@@ -191,7 +201,8 @@ func toPairs(dst, src []float32, rows, k, lds int) {
 	k2 := pairs(k)
 	for r := range rows {
 		s, d := src[r*lds:r*lds+k], dst[r*k2:(r+1)*k2]
-		for i := range k / 2 {
+		done := pairsAsm(d, s, k)
+		for i := done / 2; i < k/2; i++ {
 			d[i] = bf16Pair(s[2*i], s[2*i+1])
 		}
 		if k%2 == 1 {
@@ -203,16 +214,22 @@ func toPairs(dst, src []float32, rows, k, lds int) {
 // dpPanels returns m's dp panels: B = wᵀ (K k-rows, N columns) rounded to
 // bf16 pairs, for Linear. Built on first use from the exact weight.
 func (m *Mat) dpPanels() []float32 {
-	m.dpOnce.Do(func() { m.dp = m.buildDP(false) })
-	return m.dp
+	m.dpOnce.Do(func() {
+		d := m.buildDP(false)
+		m.dp.Store(&d)
+	})
+	return *m.dp.Load()
 }
 
 // dpTPanels returns m's transposed dp panels: B = w (N k-rows, K columns)
 // rounded to bf16 pairs, for LinearBackwardInput. Built on first use (a
 // trainer's first backward pass); another 2 bytes a weight.
 func (m *Mat) dpTPanels() []float32 {
-	m.dpTOnce.Do(func() { m.dpT = m.buildDP(true) })
-	return m.dpT
+	m.dpTOnce.Do(func() {
+		d := m.buildDP(true)
+		m.dpT.Store(&d)
+	})
+	return *m.dpT.Load()
 }
 
 // buildDP lays m's weights out as dp panels of B = wᵀ, or of B = w if
@@ -338,16 +355,16 @@ func tileGoDP(t *tileArgs) {
 	}
 }
 
+// dpUnit reports whether m's products run on UnitBF16: the unit is in use
+// and m is not quantized (Q8 and Q4 keep their exact path).
+func (m *Mat) dpUnit() bool { return unit == UnitBF16 && m.DType != Q8 && m.DType != Q4 }
+
 // toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
-// one when the unit is in use: A rounded to pairs into a pooled buffer,
-// K counting pairs. It reports whether it did; the caller sets B.
-func (j *job) toDP() bool {
-	if unit != UnitBF16 {
-		return false
-	}
+// one: A rounded to pairs into a pooled buffer, K counting pairs. The
+// caller sets B.
+func (j *job) toDP() {
 	K2 := pairs(j.K)
 	j.abuf = getBuf(j.M * K2)
 	toPairs(*j.abuf, j.a, j.M, j.K, j.lda)
 	j.a, j.lda, j.K, j.dp = *j.abuf, K2, K2, true
-	return true
 }

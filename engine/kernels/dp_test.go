@@ -208,3 +208,37 @@ func TestDP_UnitChoice(t *testing.T) {
 	fp32, bf16 := UnitPeaks()
 	t.Logf("one core: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s", fp32, bf16)
 }
+
+// The hardware conversion of activations to pairs gives the bits of the
+// Go one, denormals, ties, NaN and all.
+func TestDP_PairsMatchGo(t *testing.T) {
+	needDP(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n = 32*37 + 7
+	src := make([]float32, n)
+	for i := range src {
+		switch i % 7 {
+		case 0:
+			src[i] = math.Float32frombits(rng.Uint32() & 0x807fffff) // denormal or zero
+		case 1:
+			src[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000) // a tie
+		case 2:
+			src[i] = float32(math.NaN())
+		default:
+			src[i] = math.Float32frombits(rng.Uint32())
+		}
+	}
+	saved := active
+	defer func() { active = saved }()
+	got := make([]float32, pairs(n))
+	active = varAVX512
+	toPairs(got, src, 1, n, n)
+	want := make([]float32, pairs(n))
+	active = varGo
+	toPairs(want, src, 1, n, n)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("pair %d of %v, %v: %#x in hardware, %#x in Go", i, src[2*i], src[2*i+1], math.Float32bits(got[i]), math.Float32bits(want[i]))
+		}
+	}
+}

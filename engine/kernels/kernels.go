@@ -139,12 +139,12 @@ type Mat struct {
 	Nibbles    []byte   // DType Q4: GGML Q4_0 nibbles, row-major [Rows×Cols/2]
 	Scales     []uint16 // DType Q8, Q4: fp16 scale of each block of 32, row-major [Rows×Cols/32]
 
-	packOnce sync.Once              // builds pk once
-	pk       atomic.Pointer[panels] // lazily built panel copy of the weights, see panels.go
-	dpOnce   sync.Once              // builds dp once
-	dp       []float32              // the weight rounded to bf16 pairs for UnitBF16's Linear (dp.go)
-	dpTOnce  sync.Once              // builds dpT once
-	dpT      []float32              // the same, transposed, for UnitBF16's LinearBackwardInput
+	packOnce sync.Once                 // builds pk once
+	pk       atomic.Pointer[panels]    // lazily built panel copy of the weights, see panels.go
+	dpOnce   sync.Once                 // builds dp once
+	dp       atomic.Pointer[[]float32] // the weight rounded to bf16 pairs for UnitBF16's Linear (dp.go)
+	dpTOnce  sync.Once                 // builds dpT once
+	dpT      atomic.Pointer[[]float32] // the same, transposed, for UnitBF16's LinearBackwardInput
 }
 
 // NewMatF32 wraps data (len rows*cols) as an F32 matrix without copying.

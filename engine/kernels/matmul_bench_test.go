@@ -19,6 +19,14 @@ var benchShapes = []struct {
 	{"lm_head_151936x896", 151936, 896},
 }
 
+// benchUnits are the units this CPU can run the weight products on.
+func benchUnits() []Unit {
+	if hasDP() && active == varAVX512 {
+		return []Unit{UnitFP32, UnitBF16}
+	}
+	return []Unit{UnitFP32}
+}
+
 // BenchmarkLinear reports GFLOP/s (2·M·N·K per op) of Linear on the model's
 // shapes for decode (M=1, 8) and prefill/training (M=512) rows, with bf16
 // and fp32 weights. Compare runs with benchstat.
@@ -29,14 +37,18 @@ func BenchmarkLinear(b *testing.B) {
 			w := randMat(r, sh.N, sh.K, dt)
 			w.Prepack()
 			for _, M := range []int{1, 8, 512} {
-				b.Run(fmt.Sprintf("%s/M=%d/%v", sh.name, M, dt), func(b *testing.B) {
-					inp := randSlice(r, M*sh.K)
-					out := make([]float32, M*sh.N)
-					for b.Loop() {
-						Linear(out, inp, w, nil, M)
-					}
-					reportGFLOPs(b, M, sh.N, sh.K)
-				})
+				for _, u := range benchUnits() {
+					b.Run(fmt.Sprintf("%s/M=%d/%v/%v", sh.name, M, dt, u), func(b *testing.B) {
+						unit = u
+						defer func() { unit = UnitFP32 }()
+						inp := randSlice(r, M*sh.K)
+						out := make([]float32, M*sh.N)
+						for b.Loop() {
+							Linear(out, inp, w, nil, M)
+						}
+						reportGFLOPs(b, M, sh.N, sh.K)
+					})
+				}
 			}
 		}
 	}
@@ -50,14 +62,18 @@ func BenchmarkLinearBackwardInput(b *testing.B) {
 		for _, dt := range []DType{BF16, F32} {
 			w := randMat(r, sh.N, sh.K, dt)
 			const M = 512
-			b.Run(fmt.Sprintf("%s/M=%d/%v", sh.name, M, dt), func(b *testing.B) {
-				dout := randSlice(r, M*sh.N)
-				dinp := make([]float32, M*sh.K)
-				for b.Loop() {
-					LinearBackwardInput(dinp, dout, w, M)
-				}
-				reportGFLOPs(b, M, sh.N, sh.K)
-			})
+			for _, u := range benchUnits() {
+				b.Run(fmt.Sprintf("%s/M=%d/%v/%v", sh.name, M, dt, u), func(b *testing.B) {
+					unit = u
+					defer func() { unit = UnitFP32 }()
+					dout := randSlice(r, M*sh.N)
+					dinp := make([]float32, M*sh.K)
+					for b.Loop() {
+						LinearBackwardInput(dinp, dout, w, M)
+					}
+					reportGFLOPs(b, M, sh.N, sh.K)
+				})
+			}
 		}
 	}
 }

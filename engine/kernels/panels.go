@@ -133,14 +133,42 @@ func (m *Mat) Bits16() []uint16 {
 	return out
 }
 
-// Prepack builds the packed copy that Linear uses, so the cost (a transpose
-// of the weight, tens to hundreds of milliseconds for large matrices) is paid
-// at load time instead of in the first forward pass. Calling it is optional.
-func (m *Mat) Prepack() { m.panels() }
+// Prepack builds the packed copy that Linear uses (on UnitBF16 also the
+// bf16 pairs it reads), so the cost (a transpose of the weight, tens to
+// hundreds of milliseconds for large matrices) is paid at load time
+// instead of in the first forward pass. Calling it is optional.
+func (m *Mat) Prepack() {
+	m.panels()
+	if m.dpUnit() {
+		m.dpPanels()
+	}
+}
 
-// PackedBytes reports the memory held by the packed copy (0 before the first
-// Linear call or Prepack).
+// PackedBytes reports the memory held by the packed copies (0 before the
+// first Linear call or Prepack).
 func (m *Mat) PackedBytes() int {
+	n := 0
+	if p := m.pk.Load(); p != nil {
+		n += p.bytes()
+	}
+	for _, d := range []*[]float32{m.dp.Load(), m.dpT.Load()} {
+		if d != nil {
+			n += 4 * len(*d)
+		}
+	}
+	return n
+}
+
+// LinearBytes reports the bytes of packed weights one Linear call over all
+// of m reads on the unit in use (0 before the first call or Prepack):
+// what decoding streams from memory per token.
+func (m *Mat) LinearBytes() int {
+	if m.dpUnit() {
+		if d := m.dp.Load(); d != nil {
+			return 4 * len(*d)
+		}
+		return 0
+	}
 	if p := m.pk.Load(); p != nil {
 		return p.bytes()
 	}

@@ -4,6 +4,51 @@
 
 #include "textflag.h"
 
+// pairs512: src[0:n] rounded to bf16 (ties to even, denormals to zero) into dst[0:n/2] as 32-bit pairs, n a multiple of 32 (AVX512_BF16).
+TEXT ·pairs512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $128
+	JLT ptail
+ploop128:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	BYTE $0x62; BYTE $0x72; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // VCVTNE2PS2BF16 Z0, Z1, Z8
+	BYTE $0x62; BYTE $0x72; BYTE $0x67; BYTE $0x48; BYTE $0x72; BYTE $0xca // VCVTNE2PS2BF16 Z2, Z3, Z9
+	BYTE $0x62; BYTE $0x72; BYTE $0x57; BYTE $0x48; BYTE $0x72; BYTE $0xd4 // VCVTNE2PS2BF16 Z4, Z5, Z10
+	BYTE $0x62; BYTE $0x72; BYTE $0x47; BYTE $0x48; BYTE $0x72; BYTE $0xde // VCVTNE2PS2BF16 Z6, Z7, Z11
+	VMOVDQU32 Z8, 0(DI)
+	VMOVDQU32 Z9, 64(DI)
+	VMOVDQU32 Z10, 128(DI)
+	VMOVDQU32 Z11, 192(DI)
+	ADDQ $512, SI
+	ADDQ $256, DI
+	SUBQ $128, CX
+	CMPQ CX, $128
+	JGE ploop128
+ptail:
+	TESTQ CX, CX
+	JEQ pdone
+ploop32:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	BYTE $0x62; BYTE $0x72; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xc0 // VCVTNE2PS2BF16 Z0, Z1, Z8
+	VMOVDQU32 Z8, (DI)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	SUBQ $32, CX
+	JNE ploop32
+pdone:
+	VZEROUPPER
+	RET
+
 // dot512: sum a[i]*b[i], n a multiple of 16 (AVX-512).
 TEXT ·dot512(SB), NOSPLIT, $0-28
 	MOVQ a+0(FP), SI

@@ -9,3 +9,5 @@ func axpyAsm(alpha float32, x, y []float32, n int) int     { return 0 }
 func scaleAsm(alpha float32, x []float32, n int) int       { return 0 }
 func widenAsm(dst []float32, src []uint16, n int) int      { return 0 }
 func softmaxGradAsm(dp, p []float32, c, scale float32) int { return 0 }
+
+func pairsAsm(dst, src []float32, n int) int { return 0 }

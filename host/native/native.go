@@ -24,6 +24,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/hfmodel"
+	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
@@ -117,6 +118,8 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if quant != model.NoQuantization {
 		log.Info("native: base weights quantized", "quantize", string(quant), "base_model", opt.BaseModel)
 	}
+	unit, why := kernels.ActiveUnit()
+	log.Info("native: weight products", "matmul_unit", unit.String(), "chosen", why)
 	h.prompts = h.folder.TrainTokenizer()
 	memory := opt.AnswerMemory
 	if memory <= 0 {

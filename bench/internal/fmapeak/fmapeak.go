@@ -26,15 +26,31 @@ type Result struct {
 // thread, for about d, rounds times, and returns the best round: noise
 // (other processes, frequency ramps) only lowers a round, never raises it.
 func Measure(threads int, d time.Duration, rounds int) Result {
-	threads = max(threads, 1)
-	best := 0.0
-	for range max(rounds, 1) {
-		best = max(best, measureOnce(threads, d))
-	}
-	return Result{GFLOPS: best, Threads: threads, Unit: unit()}
+	return Result{GFLOPS: best(threads, d, rounds, run), Threads: threads, Unit: unit()}
 }
 
-func measureOnce(threads int, d time.Duration) float64 {
+// MeasureBF16 is Measure for the bf16 dot-product unit (VDPBF16PS: bf16
+// pairs multiplied and added into fp32, a product counting 2 flops) that
+// the kernels' UnitBF16 runs on; ok is false on a CPU without it.
+func MeasureBF16(threads int, d time.Duration, rounds int) (r Result, ok bool) {
+	if _, ok := runBF16(1); !ok {
+		return Result{}, false
+	}
+	probe := func(n int) float64 { f, _ := runBF16(n); return f }
+	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: "bf16 dot products (VDPBF16PS), AVX-512 (512-bit)"}, true
+}
+
+// best is the best of rounds runs of probe.
+func best(threads int, d time.Duration, rounds int, probe func(n int) float64) float64 {
+	threads = max(threads, 1)
+	b := 0.0
+	for range max(rounds, 1) {
+		b = max(b, measureOnce(threads, d, probe))
+	}
+	return b
+}
+
+func measureOnce(threads int, d time.Duration, probe func(n int) float64) float64 {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	rates := make([]float64, threads)
@@ -48,7 +64,7 @@ func measureOnce(threads int, d time.Duration) float64 {
 			var flops float64
 			t0 := time.Now()
 			for time.Since(t0) < d {
-				flops += run(probeIters)
+				flops += probe(probeIters)
 			}
 			rates[i] = flops / time.Since(t0).Seconds() / 1e9
 		}()

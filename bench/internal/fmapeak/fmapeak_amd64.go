@@ -13,12 +13,25 @@ func fma256(n int)
 //go:noescape
 func fma512(n int)
 
+//go:noescape
+func dp512(n int)
+
 // The engine's kernels take AVX-512 where the CPU has it (F and BW, as
 // engine/kernels' dispatch), else AVX2 with FMA.
 var (
 	has512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 	has256 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasDP  = has512 && cpu.X86.HasAVX512BF16
 )
+
+// runBF16 runs the bf16 dot-product probe, if the CPU has the unit.
+func runBF16(n int) (float64, bool) {
+	if !hasDP {
+		return 0, false
+	}
+	dp512(n)
+	return float64(n) * 1024, true
+}
 
 func unit() string {
 	switch {

@@ -30,3 +30,14 @@ func TestRunCountsFlops(t *testing.T) {
 		t.Fatalf("%v flops an iteration", per)
 	}
 }
+
+func TestMeasureBF16(t *testing.T) {
+	r, ok := MeasureBF16(1, 20*time.Millisecond, 2)
+	if !ok {
+		t.Skip("this CPU has no AVX512_BF16: no bf16 unit to measure")
+	}
+	t.Logf("%.1f GFLOP/s, %s", r.GFLOPS, r.Unit)
+	if r.GFLOPS < 1 || r.GFLOPS > 1e5 {
+		t.Fatalf("implausible bf16 peak %.3f GFLOP/s", r.GFLOPS)
+	}
+}

@@ -385,17 +385,29 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 
 // vdpbf16ps emits VDPBF16PS Zsrc2, Zsrc1, Zdst (AVX512_BF16; Intel:
 // VDPBF16PS zmm_dst, zmm_src1, zmm_src2): each fp32 lane i of dst adds the
-// products of the bf16 pairs 2i+1 and 2i of the two sources. The Go
-// assembler does not know the instruction, so it is written as its EVEX
-// bytes (512-bit, map 0F38, prefix F3, W0, opcode 52, register operands).
+// products of the bf16 pairs 2i+1 and 2i of the two sources.
 func vdpbf16ps(g *gen, dst, src1, src2 int) {
+	evex0F38(g, "VDPBF16PS", 0x52, 0b10, dst, src1, src2)
+}
+
+// vcvtne2ps2bf16 emits VCVTNE2PS2BF16 Zsrc2, Zsrc1, Zdst (AVX512_BF16):
+// the 16 floats of src2 rounded to bf16 (ties to even, denormals to zero)
+// become words 0..15 of dst, those of src1 words 16..31.
+func vcvtne2ps2bf16(g *gen, dst, src1, src2 int) {
+	evex0F38(g, "VCVTNE2PS2BF16", 0x72, 0b11, dst, src1, src2)
+}
+
+// evex0F38 emits a 512-bit, W0, register-only instruction of opcode map
+// 0F38 with SIMD prefix pp (0b10 F3, 0b11 F2) as its bytes: the Go
+// assembler does not know the AVX512_BF16 instructions.
+func evex0F38(g *gen, name string, opcode, pp, dst, src1, src2 int) {
 	inv := func(bit int) int { return ^bit & 1 }
 	p0 := inv(dst>>3)<<7 | inv(src2>>4)<<6 | inv(src2>>3)<<5 | inv(dst>>4)<<4 | 0b10
-	p1 := (^src1&15)<<3 | 1<<2 | 0b10
+	p1 := (^src1&15)<<3 | 1<<2 | pp
 	p2 := 0b10<<5 | inv(src1>>4)<<3
 	modrm := 0b11<<6 | (dst&7)<<3 | src2&7
-	g.p("BYTE $0x62; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x52; BYTE $0x%02x // VDPBF16PS Z%d, Z%d, Z%d",
-		p0, p1, p2, modrm, src2, src1, dst)
+	g.p("BYTE $0x62; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x // %s Z%d, Z%d, Z%d",
+		p0, p1, p2, opcode, modrm, name, src2, src1, dst)
 }
 
 // kernel256 emits an mr×64 AVX2 microkernel over np panels: per panel,
@@ -974,6 +986,43 @@ func packs256(g *gen) {
 // where n is a multiple of the block size given in its comment; the Go
 // caller finishes the tail.
 func vec512(g *gen) {
+	// pairs512(dst, src *float32, n int); n a multiple of 32.
+	g.text("pairs512", 24, "pairs512: src[0:n] rounded to bf16 (ties to even, denormals to zero) into dst[0:n/2] as 32-bit pairs, n a multiple of 32 (AVX512_BF16).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), SI")
+	g.p("MOVQ n+16(FP), CX")
+	g.p("CMPQ CX, $128")
+	g.p("JLT ptail")
+	g.label("ploop128")
+	for i := 0; i < 8; i++ {
+		g.p("VMOVUPS %d(SI), Z%d", 64*i, i)
+	}
+	for i := 0; i < 4; i++ {
+		vcvtne2ps2bf16(g, 8+i, 2*i+1, 2*i)
+	}
+	for i := 0; i < 4; i++ {
+		g.p("VMOVDQU32 Z%d, %d(DI)", 8+i, 64*i)
+	}
+	g.p("ADDQ $512, SI")
+	g.p("ADDQ $256, DI")
+	g.p("SUBQ $128, CX")
+	g.p("CMPQ CX, $128")
+	g.p("JGE ploop128")
+	g.label("ptail")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ pdone")
+	g.label("ploop32")
+	g.p("VMOVUPS (SI), Z0")
+	g.p("VMOVUPS 64(SI), Z1")
+	vcvtne2ps2bf16(g, 8, 1, 0)
+	g.p("VMOVDQU32 Z8, (DI)")
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $64, DI")
+	g.p("SUBQ $32, CX")
+	g.p("JNE ploop32")
+	g.label("pdone")
+	g.ret()
+
 	// dot512(a, b *float32, n int) float32; n multiple of 16.
 	g.text("dot512", 28, "dot512: sum a[i]*b[i], n a multiple of 16 (AVX-512).")
 	g.p("MOVQ a+0(FP), SI")

@@ -596,19 +596,51 @@ func oursGroup(b *generate.Batcher, prompt []int, n, newTok int, temp float64, l
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// kernelVariant says which kernels engine/kernels should pick here. The
-// package does not export its choice, so this repeats its rule (dispatch:
-// AVX-512 F+BW, else AVX2+FMA, else Go).
+// kernelVariant says which kernels engine/kernels should pick here, and
+// the unit of its weight products. The package does not export its
+// variant, so this repeats its rule (dispatch: AVX-512 F+BW, else
+// AVX2+FMA, else Go).
 func kernelVariant() string {
+	u, why := kernels.ActiveUnit()
+	units := fmt.Sprintf("; weight products on the %v unit (%s)", u, why)
 	switch {
 	case runtime.GOARCH != "amd64":
-		return "go (not amd64)"
+		return "go (not amd64)" + units
 	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW:
-		return "avx512 (by CPU flags; engine/kernels does not export its choice)"
+		return "avx512 (by CPU flags; engine/kernels does not export its choice)" + units
 	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
-		return "avx2 (by CPU flags; engine/kernels does not export its choice)"
+		return "avx2 (by CPU flags; engine/kernels does not export its choice)" + units
 	}
-	return "go (by CPU flags)"
+	return "go (by CPU flags)" + units
+}
+
+// setUnit applies -unit (empty: keep the kernels' start-up choice) and
+// hands it to the subprocesses (the RSS phase) through the environment.
+func setUnit(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, auto, err := kernels.ParseUnit(s)
+	if err != nil {
+		return err
+	}
+	if auto {
+		u, _ = kernels.BestUnit()
+	}
+	if err := kernels.SetUnit(u); err != nil {
+		return err
+	}
+	return os.Setenv(kernels.UnitEnv, u.String())
+}
+
+// unitPeak measures the peak of the unit our weight products run on.
+func unitPeak(threads int) fmapeak.Result {
+	if u, _ := kernels.ActiveUnit(); u == kernels.UnitBF16 {
+		if r, ok := fmapeak.MeasureBF16(threads, 300*time.Millisecond, 3); ok {
+			return r
+		}
+	}
+	return fmapeak.Measure(threads, 300*time.Millisecond, 3)
 }
 
 // ---------------------------------------------------------------- the run
@@ -641,9 +673,13 @@ func runBench(args []string, log func(string, ...any)) error {
 	idleWait := fs.Duration("wait-idle", 30*time.Second, "wait up to this long before each round for the machine to be < 20% busy")
 	parityN := fs.Int("parity", 16, "greedy tokens compared with llama.cpp")
 	out := fs.String("out", "", "also write the report to this file")
+	unitFlag := fs.String("unit", "", "arithmetic of our weight products: fp32, bf16 or auto (default: $"+kernels.UnitEnv+", else auto)")
 	shape := shapeFlags(fs)
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
+	if err := setUnit(*unitFlag); err != nil {
+		return err
+	}
 	dt, quant, root, modelDir, ggufPath, err := benchAssets(*shape, *dtype, *quantize, *dir)
 	if err != nil {
 		return err
@@ -840,11 +876,11 @@ func runBench(args []string, log func(string, ...any)) error {
 		add("bw", gbs, o)
 		log("  read bandwidth %.1f GB/s (%d threads, kernels.Dot over 2×256 MiB)", gbs, *threads)
 		lm = startLoad(self, lpid)
-		pk := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
+		pk := unitPeak(*threads)
 		o, _ = lm.stop()
 		add("peak", pk.GFLOPS, o)
 		peakUnit = pk.Unit
-		log("  FMA peak %.1f GFLOP/s (%s, %d threads, register-only loop)", pk.GFLOPS, pk.Unit, *threads)
+		log("  peak %.1f GFLOP/s (%s, %d threads, register-only loop)", pk.GFLOPS, pk.Unit, *threads)
 		ours := []func() (map[string]float64, float64, error){oursSingleM, oursGroupM}
 		theirs := []func() (map[string]float64, float64, error){llamaSingleM}
 		if *llamaGroup {
@@ -963,7 +999,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		if need > pk {
 			limit += ": beyond it"
 		}
-		fmt.Fprintf(&b, "| group n=%d decode phase: weight products (2 flops per weight per token) against the FMA peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | %s | — | %.0f%% (peak runs) |\n",
+		fmt.Fprintf(&b, "| group n=%d decode phase: weight products (2 flops per weight per token) against the unit's peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | %s | — | %.0f%% (peak runs) |\n",
 			*groupN, pk, peakUnit, gf, 100*gf/pk, limit, oth("peak"))
 	}
 	if rss != nil {

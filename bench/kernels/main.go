@@ -160,6 +160,11 @@ func fmaPeak(args []string) {
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
 	r := fmapeak.Measure(*threads, 300*time.Millisecond, 3)
+	if u, _ := kernels.ActiveUnit(); u == kernels.UnitBF16 {
+		if b, ok := fmapeak.MeasureBF16(*threads, 300*time.Millisecond, 3); ok {
+			r = b
+		}
+	}
 	fmt.Printf("peak %d %.2f %s\n", *threads, r.GFLOPS, r.Unit)
 }
 

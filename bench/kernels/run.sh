@@ -28,6 +28,10 @@ fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# The peer is fp32 sgemm, so our side runs exact fp32 products unless the
+# caller asks for the bf16 unit (ART_MATMUL_UNIT=bf16: then the peak printed
+# is that unit's, and the ratio compares bf16 products with fp32 sgemm).
+export ART_MATMUL_UNIT=${ART_MATMUL_UNIT:-fp32}
 source "$root/bench/openblas-coretype.sh"
 coretype=$(openblas_coretype)
 rounds=${1:-5}

@@ -18,6 +18,7 @@ import (
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 
@@ -198,6 +199,7 @@ func top2(row []float32) (best, second float32, arg int) {
 // global layers with their own rope bases, a sliding window shorter than
 // the run, linear rope scaling).
 func TestExport_MatchesLlamaCpp(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	node, module := llamaCppModule(t)
 	// Reference tokenizations (Hugging Face tokenizers semantics, from
 	// @lenml/tokenizers 3.7.2 as in engine/tokenizer's golden file): they

@@ -12,6 +12,7 @@ import (
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 
@@ -157,6 +158,7 @@ func TestExportLoRA_BadInput(t *testing.T) {
 // matters (the base model alone decodes differently). Llama exercises the
 // q/k row reordering and an RSLoRA scale.
 func TestExportLoRA_MatchesLlamaCpp(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	node, module := llamaCppModule(t)
 	for _, tc := range []struct {
 		arch, asset string

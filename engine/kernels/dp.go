@@ -79,6 +79,15 @@ func startUnit() (Unit, string) {
 	return u, fmt.Sprintf("set by %s=%s", UnitEnv, env)
 }
 
+// Units lists the units this CPU can run the weight products on, exact
+// fp32 first.
+func Units() []Unit {
+	if hasDP() && active == varAVX512 {
+		return []Unit{UnitFP32, UnitBF16}
+	}
+	return []Unit{UnitFP32}
+}
+
 // ActiveUnit is the unit the weight products run on, and why it was chosen.
 func ActiveUnit() (Unit, string) { return unit, unitWhy }
 

@@ -19,14 +19,6 @@ var benchShapes = []struct {
 	{"lm_head_151936x896", 151936, 896},
 }
 
-// benchUnits are the units this CPU can run the weight products on.
-func benchUnits() []Unit {
-	if hasDP() && active == varAVX512 {
-		return []Unit{UnitFP32, UnitBF16}
-	}
-	return []Unit{UnitFP32}
-}
-
 // BenchmarkLinear reports GFLOP/s (2·M·N·K per op) of Linear on the model's
 // shapes for decode (M=1, 8) and prefill/training (M=512) rows, with bf16
 // and fp32 weights. Compare runs with benchstat.
@@ -37,7 +29,7 @@ func BenchmarkLinear(b *testing.B) {
 			w := randMat(r, sh.N, sh.K, dt)
 			w.Prepack()
 			for _, M := range []int{1, 8, 512} {
-				for _, u := range benchUnits() {
+				for _, u := range Units() {
 					b.Run(fmt.Sprintf("%s/M=%d/%v/%v", sh.name, M, dt, u), func(b *testing.B) {
 						unit = u
 						defer func() { unit = UnitFP32 }()
@@ -62,7 +54,7 @@ func BenchmarkLinearBackwardInput(b *testing.B) {
 		for _, dt := range []DType{BF16, F32} {
 			w := randMat(r, sh.N, sh.K, dt)
 			const M = 512
-			for _, u := range benchUnits() {
+			for _, u := range Units() {
 				b.Run(fmt.Sprintf("%s/M=%d/%v/%v", sh.name, M, dt, u), func(b *testing.B) {
 					unit = u
 					defer func() { unit = UnitFP32 }()

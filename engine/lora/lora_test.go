@@ -11,6 +11,7 @@ import (
 
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/exactunit"
 )
 
 func tinyModel(t testing.TB, arch string) *model.Model {
@@ -159,6 +160,7 @@ func TestExperts_SaveLoad(t *testing.T) {
 // Ensure the LoRA gradients of a loss on token logprobs match finite
 // differences through the whole model.
 func TestGradients_FiniteDifferences(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	for _, arch := range []string{"qwen2", "llama", "qwen3_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			m := tinyModel(t, arch)
@@ -218,6 +220,7 @@ func TestGradients_FiniteDifferences(t *testing.T) {
 // Ensure merging an adapter into F32 weights reproduces model+adapter,
 // experts' projections included.
 func TestMergeInto(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	for _, arch := range []string{"qwen2", "qwen3_moe"} {
 		t.Run(arch, func(t *testing.T) {
 			m := tinyModel(t, arch)
@@ -244,6 +247,7 @@ func TestMergeInto(t *testing.T) {
 // Ensure full fine-tuning gradients of the embedding (tied LM head) and the
 // RMSNorm weights match finite differences.
 func TestBaseGradients_FiniteDifferences(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	m := tinyModel(t, "qwen2")
 	toks := tokens(10, 200, 5)
 	rows := []int{2, 5, 8}

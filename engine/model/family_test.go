@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 
@@ -66,6 +67,7 @@ const torchGradTol = 2e-4
 // embedding and every norm of the family) match PyTorch autograd of
 // Σ w_t·logprob_t, so every family trains.
 func TestFamilies_BaseGradsMatchTorch(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	py := testassets.Torch(t)
 	for i, c := range familyCases(t) {
 		if c.dtype != 0 { // kernels.F32: full fine-tuning needs F32 weights

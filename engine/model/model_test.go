@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 
@@ -75,6 +76,7 @@ func randomTokens(n, vocab int, seed uint64) []int {
 
 // Ensure logprobs match an independent float64 PyTorch implementation.
 func TestLogProbs_MatchTorch(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	py := testassets.Torch(t)
 	for i, c := range parityCases {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/internal/exactunit"
 )
 
 // Bounds of |logprob(q8) − logprob(checkpoint dtype)| per token on the
@@ -35,11 +36,13 @@ const (
 // does (the same products in the same order), and stays within
 // q8LogprobTol of the unquantized model.
 func TestLoadWith_Q8(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	testLoadWithQuant(t, Q8, kernels.Q8, q8LogprobMaxTol, q8LogprobMeanTol)
 }
 
 // TestLoadWith_Q4 is TestLoadWith_Q8 for --quantize q4.
 func TestLoadWith_Q4(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	testLoadWithQuant(t, Q4, kernels.Q4, q4LogprobMaxTol, q4LogprobMeanTol)
 }
 

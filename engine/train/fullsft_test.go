@@ -68,7 +68,7 @@ func testFullSFTLossFalls(t *testing.T, arch string) {
 	}
 	var last float64
 	for step := range 40 {
-		loss, norm, err := f.StepSequences(ctx, seqs, 3e-3)
+		loss, norm, err := f.StepSequences(ctx, seqs, 2e-3)
 		if err != nil {
 			t.Fatal(err)
 		}

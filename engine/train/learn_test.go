@@ -127,7 +127,7 @@ func TestLearning_SFTThenGRPO(t *testing.T) {
 	}
 	var first, last float64
 	for step := 0; step < 100; step++ {
-		met, err := c.tr.SFTStep(ctx, batch, DefaultSFTConfig(3e-2))
+		met, err := c.tr.SFTStep(ctx, batch, DefaultSFTConfig(1e-2))
 		if err != nil {
 			t.Fatal(err)
 		}

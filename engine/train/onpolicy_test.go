@@ -29,12 +29,29 @@ import (
 // A mixture-of-experts model (qwen3_moe) too: the trainer routes every
 // token to the experts the sampler did, with no routing replay.
 func TestOnPolicy_SamplerEqualsTrainer(t *testing.T) {
-	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.Q8, kernels.Q4} {
-		t.Run(dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen2", dt) })
+	// Every unit the weight products can run on (kernels.Unit): sampler
+	// and trainer share the one in use.
+	for _, u := range kernels.Units() {
+		withUnit(t, u, func() {
+			for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.Q8, kernels.Q4} {
+				t.Run(u.String()+"-unit/"+dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen2", dt) })
+			}
+			for _, dt := range []kernels.DType{kernels.BF16, kernels.Q8} {
+				t.Run(u.String()+"-unit/qwen3_moe-"+dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen3_moe", dt) })
+			}
+		})
 	}
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.Q8} {
-		t.Run("qwen3_moe-"+dt.String(), func(t *testing.T) { testOnPolicy(t, "qwen3_moe", dt) })
+}
+
+// withUnit runs f with the weight products on u, then restores the unit.
+func withUnit(t *testing.T, u kernels.Unit, f func()) {
+	t.Helper()
+	prev, _ := kernels.ActiveUnit()
+	if err := kernels.SetUnit(u); err != nil {
+		t.Fatal(err)
 	}
+	defer kernels.SetUnit(prev)
+	f()
 }
 
 func testOnPolicy(t *testing.T, arch string, dt kernels.DType) {

@@ -11,6 +11,7 @@ import (
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/safetensors"
+	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 
@@ -105,6 +106,7 @@ var logRatios = []float64{math.NaN(), 2.5, -0.7, 0.4, -3, 0.05, 0.15}
 
 // Ensure the LoRA gradients of a CISPO loss match PyTorch autograd.
 func TestLoRAGrads_MatchTorch(t *testing.T) {
+	exactunit.Use(t) // an fp32 reference
 	py := testassets.Torch(t)
 	for ci, c := range loraParityCases {
 		t.Run(c.name, func(t *testing.T) { checkLoRAParity(t, py, c, uint64(ci+1)) })

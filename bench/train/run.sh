@@ -14,6 +14,9 @@
 # load from the bf16 weights; the peers keep bf16), or a list such as
 # QUANTIZE=none,q8,q4 (one engine per storage, interleaved; each quantized one
 # reported against the bf16 one). PEERS=none runs the engine(s) alone.
+# UNIT: the arithmetic of the engine's weight products, auto (default: what
+# the kernels choose), fp32, bf16, or a list such as UNIT=fp32,bf16 (one
+# engine per unit, interleaved; engine/kernels Unit).
 #
 # Two PyTorch peers run, and the engine's ratio is taken against the faster:
 # fp32 on OpenBLAS, with OPENBLAS_CORETYPE set on its command alone to the
@@ -107,5 +110,7 @@ for p in ${PEERS:-$default_peers}; do
 done
 quantize=${QUANTIZE:-none}
 echo "engine base weights: $quantize (none = bf16)" >&2
+unit=${UNIT:-auto}
+echo "engine weight products: $unit" >&2
 "$work/trainbench" -rounds "$rounds" -warmup "${WARMUP:-1}" -T "${SEQ:-512}" -rank "${RANK:-8}" -dir "$work" -recompute="${RECOMPUTE:-0}" \
-	-quantize "$quantize" ${peers[@]+"${peers[@]}"}
+	-quantize "$quantize" -unit "$unit" ${peers[@]+"${peers[@]}"}

@@ -135,8 +135,11 @@ func UnitPeaks() (fp32, bf16 float64) {
 	return unitRates()
 }
 
-// unitRates times the 6-row AVX-512 kernels on an L1-resident block,
-// best of several runs of ~1 ms each.
+// unitRates times the 6-row AVX-512 kernels on an L1-resident block: each
+// unit warmed up for a few milliseconds (a unit idle until then can start
+// slow: one such start measured bf16 at a third of its rate), then the best
+// of alternating runs of ~1 ms, so a burst of other work lowers one run of
+// each, not the choice.
 func unitRates() (fp32, bf16 float64) {
 	const k, np = 128, 2 // k k-rows (fp32) or pairs (bf16) of 2 panels: 64 KiB
 	a := make([]float32, 6*k)
@@ -148,31 +151,33 @@ func unitRates() (fp32, bf16 float64) {
 	for i := range b {
 		b[i] = math.Float32frombits(0x3c003c00)
 	}
-	rate := func(dp bool) float64 {
+	rate := func(dp bool, d time.Duration) float64 {
 		t := tileArgs{mr: 6, k: k, a: a, lda: k, bf: b, ldb: panelW, pstride: k * panelW, np: np, ncols: np * panelW,
 			c: c, ldc: np * panelW, dp: dp}
 		macs := float64(6 * k * np * panelW)
 		if dp {
 			macs *= 2
 		}
-		best := 0.0
-		for range 5 {
-			n := 0
-			start := time.Now()
-			for time.Since(start) < time.Millisecond {
-				for range 8 {
-					tile(&t)
-				}
-				n += 8
+		n := 0
+		start := time.Now()
+		for time.Since(start) < d {
+			for range 8 {
+				tile(&t)
 			}
-			best = max(best, 2*macs*float64(n)/time.Since(start).Seconds()/1e9)
+			n += 8
 		}
-		return best
+		return 2 * macs * float64(n) / time.Since(start).Seconds() / 1e9
 	}
-	rate(false) // warm up
-	fp32 = rate(false)
-	if hasDP() {
-		bf16 = rate(true)
+	dp := hasDP()
+	rate(false, 3*time.Millisecond)
+	if dp {
+		rate(true, 3*time.Millisecond)
+	}
+	for range 6 {
+		fp32 = max(fp32, rate(false, time.Millisecond))
+		if dp {
+			bf16 = max(bf16, rate(true, time.Millisecond))
+		}
 	}
 	return fp32, bf16
 }

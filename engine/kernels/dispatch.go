@@ -15,15 +15,16 @@ import (
 // weights stream from memory once, at bandwidth for decode); more rows run
 // the blocked GEMM. Safe for concurrent use.
 func Linear(out, inp []float32, w *Mat, bias []float32, M int) {
-	if j, ok := linearJob(out, inp, w, bias, M); ok {
+	if j, ok := linearJob(out, inp, w, bias, M, nil); ok {
 		j.run()
 		j.done()
 	}
 }
 
 // linearJob checks the arguments of Linear and returns its job; ok is
-// false when the product is empty (done: M, N or K is 0).
-func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok bool) {
+// false when the product is empty (done: M, N or K is 0). prev, if not
+// nil, is an earlier job whose converted input j may share (toDP).
+func linearJob(out, inp []float32, w *Mat, bias []float32, M int, prev *job) (j job, ok bool) {
 	N, K := w.Rows, w.Cols
 	checkLen("Linear out", out, M*N)
 	checkLen("Linear inp", inp, M*K)
@@ -50,7 +51,7 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int) (j job, ok boo
 		j.bias = bias
 	}
 	if w.dpUnit() {
-		j.toDP()
+		j.toDP(prev)
 		j.kind, j.bf = bPanelsF32, w.dpPanels()
 		return j, true
 	}
@@ -101,7 +102,11 @@ func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 			Linear(op.Out, in, w, op.Bias, m)
 			continue
 		}
-		j, ok := linearJob(op.Out, in, w, op.Bias, m)
+		var prev *job
+		if len(js) > 0 {
+			prev = &js[len(js)-1]
+		}
+		j, ok := linearJob(op.Out, in, w, op.Bias, m, prev)
 		if !ok {
 			continue
 		}
@@ -135,7 +140,7 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	}
 	j := job{M: M, N: K, K: N, a: dout, lda: N, c: dinp, ldc: K, first: flagAcc, ldb: K}
 	if w.dpUnit() {
-		j.toDP()
+		j.toDP(nil)
 		j.kind, j.bf = bPanelsF32, w.dpTPanels()
 		j.run()
 		j.done()

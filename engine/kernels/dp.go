@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/artgo/art/internal/parallel"
 )
 
 // Unit is the arithmetic the weight products (Linear and
@@ -210,10 +212,17 @@ func dpBF16(f float32) uint16 {
 }
 
 // toPairs writes rows × k values of src (row stride lds) as bf16 pairs to
-// dst (row stride ⌈k/2⌉ words).
+// dst (row stride ⌈k/2⌉ words), on all cores when there are many.
 func toPairs(dst, src []float32, rows, k, lds int) {
+	parallel.For(rows, max(1, (1<<18)/max(k, 1)), func(lo, hi int) {
+		toPairsRows(dst, src, lo, hi, k, lds)
+	})
+}
+
+// toPairsRows is toPairs for rows [lo, hi).
+func toPairsRows(dst, src []float32, lo, hi, k, lds int) {
 	k2 := pairs(k)
-	for r := range rows {
+	for r := lo; r < hi; r++ {
 		s, d := src[r*lds:r*lds+k], dst[r*k2:(r+1)*k2]
 		done := pairsAsm(d, s, k)
 		for i := done / 2; i < k/2; i++ {
@@ -374,11 +383,35 @@ func tileGoDP(t *tileArgs) {
 func (m *Mat) dpUnit() bool { return unit == UnitBF16 && m.DType != Q8 && m.DType != Q4 }
 
 // toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
-// one: A rounded to pairs into a pooled buffer, K counting pairs. The
-// caller sets B.
-func (j *job) toDP() {
+// one: A rounded to pairs into a pooled buffer, K counting pairs; the
+// caller sets B. If shared already holds this A as pairs (an earlier job
+// of LinearMulti over the same input), j reads it instead.
+func (j *job) toDP(shared *job) {
 	K2 := pairs(j.K)
-	j.abuf = getBuf(j.M * K2)
+	if shared != nil && shared.dp && shared.src == &j.a[0] && shared.M == j.M && shared.K == K2 && shared.srcLda == j.lda {
+		j.a, j.lda, j.K, j.dp, j.src, j.srcLda = shared.a, K2, K2, true, shared.src, shared.srcLda
+		return
+	}
+	j.abuf = getPairBuf(j.M * K2)
 	toPairs(*j.abuf, j.a, j.M, j.K, j.lda)
+	j.src, j.srcLda = &j.a[0], j.lda
 	j.a, j.lda, j.K, j.dp = *j.abuf, K2, K2, true
+}
+
+// Pooled buffers of activations as pairs, apart from the drivers' small
+// scratch (getBuf): they run to hundreds of megabytes (the LM head's input
+// gradient: 256 rows × 151936 logits), and a fresh one costs a page fault
+// every 4 KiB on first touch, which measured 30 times the conversion.
+var pairPool sync.Pool
+
+// getPairBuf returns a pooled buffer of n floats, a new one (backed by
+// huge pages where the kernel allows) if the pooled one is smaller.
+func getPairBuf(n int) *[]float32 {
+	if b, ok := pairPool.Get().(*[]float32); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	s := make([]float32, n)
+	adviseHugePages(unsafe.Pointer(unsafe.SliceData(s)), 4*n)
+	return &s
 }

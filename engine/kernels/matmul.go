@@ -121,15 +121,18 @@ type job struct {
 	scale bool
 
 	// dp: A and B are bf16 pairs and K counts pairs (UnitBF16, dp.go);
-	// abuf is A's pooled buffer, released by done.
-	dp   bool
-	abuf *[]float32
+	// abuf is A's pooled buffer if the job made it, released by done; src
+	// and srcLda are the fp32 A it was made from.
+	dp     bool
+	abuf   *[]float32
+	src    *float32
+	srcLda int
 }
 
 // done releases what the job borrowed, once it has run.
 func (j *job) done() {
 	if j.abuf != nil {
-		putBuf(j.abuf)
+		pairPool.Put(j.abuf)
 		j.abuf = nil
 	}
 }

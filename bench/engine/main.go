@@ -189,7 +189,7 @@ func benchAssets(shape benchShape, dtype, quantize, dir string) (dt kernels.DTyp
 		return
 	}
 	modelDir, ggufPath = assetPaths(shape, root, dir, dtype)
-	if gt := ggufType(q); gt != gguf.F16 {
+	if gt := ggufType(q, dt); gt != gguf.F16 {
 		ggufPath = strings.TrimSuffix(ggufPath, "-f16.gguf") + "-" + strings.ToLower(gt.String()) + ".gguf"
 	}
 	return
@@ -209,14 +209,17 @@ func assetPaths(shape benchShape, root, dir, dtype string) (modelDir, ggufPath s
 	return filepath.Join(dir, name), filepath.Join(dir, name+"-f16.gguf")
 }
 
-// ggufType is the GGUF export llama.cpp runs against our model loaded as
-// q: f16, or the quantized type holding our very blocks.
-func ggufType(q model.Quantization) gguf.Type {
-	switch q {
-	case model.Q8:
+// ggufType is the GGUF export llama.cpp runs against our model of dtype dt
+// loaded as q: the quantized type holding our very blocks, else our 16-bit
+// type (bf16 or f16: the same bits).
+func ggufType(q model.Quantization, dt kernels.DType) gguf.Type {
+	switch {
+	case q == model.Q8:
 		return gguf.Q8_0
-	case model.Q4:
+	case q == model.Q4:
 		return gguf.Q4_0
+	case dt == kernels.BF16:
+		return gguf.BF16
 	}
 	return gguf.F16
 }
@@ -263,7 +266,7 @@ func ensureAssets(shape benchShape, root, modelDir, ggufPath string, dt kernels.
 	}
 	log("model loaded in %.1fs (%s, %d params, %v)", time.Since(t0).Seconds(), shape, m.Config.NumParams(), m.W.Layers[0].Q.DType)
 	if st, err := os.Stat(ggufPath); err != nil || st.Size() == 0 {
-		gt := ggufType(q) // quantized: the engine's own blocks
+		gt := ggufType(q, m.W.Layers[0].Q.DType) // quantized: the engine's own blocks
 		log("exporting %v GGUF to %s ...", gt, ggufPath)
 		t0 := time.Now()
 		if err := gguf.ExportFile(ggufPath, m, modelDir, gguf.Options{DType: gt}); err != nil {
@@ -922,9 +925,9 @@ func runBench(args []string, log func(string, ...any)) error {
 	var b strings.Builder
 	med := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.v }) }
 	oth := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.others }) }
-	oursLabel, ggufLabel := strings.ToUpper(*dtype), "f16"
+	oursLabel, ggufLabel := strings.ToUpper(*dtype), strings.ToLower(ggufType(quant, dt).String())
 	if quant != model.NoQuantization {
-		oursLabel, ggufLabel = strings.ToUpper(string(quant))+" (quantized at load from "+oursLabel+")", "its "+ggufType(quant).String()
+		oursLabel, ggufLabel = strings.ToUpper(string(quant))+" (quantized at load from "+oursLabel+")", "its "+ggufType(quant, dt).String()
 	}
 	cpuName := cpuModel()
 	fmt.Fprintf(&b, "Engine vs llama.cpp (node-llama-cpp@3.22.1, llama.cpp %s), %s, %s, %d CPUs, %d threads both, "+

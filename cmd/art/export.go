@@ -31,7 +31,7 @@ func newExportCmd() *cobra.Command {
 func newExportGGUFCmd() *cobra.Command {
 	var dir, out, dtype, pre, name string
 	cmd := &cobra.Command{
-		Use:   "gguf --model DIR --out FILE [--dtype f32|f16|q8_0|q4_0]",
+		Use:   "gguf --model DIR --out FILE [--dtype f32|f16|bf16|q8_0|q4_0]",
 		Short: "Write a Hugging Face model folder as a GGUF file llama.cpp can run",
 		Long: `Write a Hugging Face model folder (config.json, *.safetensors, tokenizer.json,
 tokenizer_config.json) as a GGUF v3 file for llama.cpp: Llama, Mistral, Qwen2,
@@ -54,12 +54,14 @@ weights. The file is written atomically.`,
 				dt = gguf.F32
 			case "f16":
 				dt = gguf.F16
+			case "bf16":
+				dt = gguf.BF16
 			case "q8_0":
 				dt, load.Quantize = gguf.Q8_0, model.Q8
 			case "q4_0":
 				dt, load.Quantize = gguf.Q4_0, model.Q4
 			default:
-				return fmt.Errorf("--dtype %q: want f32, f16, q8_0 or q4_0", dtype)
+				return fmt.Errorf("--dtype %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
 			}
 			stderr := cmd.ErrOrStderr()
 			start := time.Now()
@@ -104,7 +106,7 @@ weights. The file is written atomically.`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "model", "", "model folder (config.json, *.safetensors, tokenizer.json, tokenizer_config.json)")
 	f.StringVar(&out, "out", "", "GGUF file to write")
-	f.StringVar(&dtype, "dtype", "f32", "storage of the weight matrices: f32, f16, q8_0 or q4_0 (8- or 4-bit blocks, as --quantize q8 or q4)")
+	f.StringVar(&dtype, "dtype", "f32", "storage of the weight matrices: f32, f16, bf16, q8_0 or q4_0 (8- or 4-bit blocks, as --quantize q8 or q4)")
 	f.StringVar(&pre, "pre", "", "llama.cpp pre-tokenizer name, when not recognised from tokenizer.json")
 	f.StringVar(&name, "name", "", "general.name stored in the file (default: the architecture)")
 	cmd.MarkFlagRequired("model")

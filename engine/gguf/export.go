@@ -15,7 +15,7 @@ import (
 // Options control Export.
 type Options struct {
 	// DType stores the weight matrices (embeddings, projections, LM head):
-	// F32 (the zero value), F16, Q8_0 or Q4_0. Norm weights, biases and
+	// F32 (the zero value), F16, BF16, Q8_0 or Q4_0. Norm weights, biases and
 	// rope factors are always F32, as llama.cpp wants them. Q8_0 (Q4_0)
 	// writes the blocks of a model quantized at load (model.Q8, model.Q4)
 	// byte for byte, so llama.cpp runs the very values the engine does,
@@ -97,8 +97,8 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 	if m == nil {
 		return nil, errors.New("gguf: nil model")
 	}
-	if opts.DType != F32 && opts.DType != F16 && opts.DType != Q8_0 && opts.DType != Q4_0 {
-		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32, F16, Q8_0 or Q4_0)", opts.DType)
+	if opts.DType != F32 && opts.DType != F16 && opts.DType != BF16 && opts.DType != Q8_0 && opts.DType != Q4_0 {
+		return nil, fmt.Errorf("gguf: export dtype %v is not supported (want F32, F16, BF16, Q8_0 or Q4_0)", opts.DType)
 	}
 	cfg := m.Config
 	if err := checkModel(m); err != nil {
@@ -129,6 +129,8 @@ func plan(m *model.Model, tokenizerDir string, opts Options) (*exportPlan, error
 	switch opts.DType {
 	case F16:
 		fileType = 1 // MOSTLY_F16
+	case BF16:
+		fileType = 32 // MOSTLY_BF16
 	case Q8_0:
 		fileType = 7 // MOSTLY_Q8_0
 	case Q4_0:
@@ -462,6 +464,11 @@ func writeMatrix(w io.Writer, name string, x *kernels.Mat, rowOrder []int, dt Ty
 					return fmt.Errorf("%s[%d][%d] = %g overflows F16 (max 65504); export as F32", name, src, c, f)
 				}
 				binary.LittleEndian.PutUint16(buf[2*c:], h)
+			}
+		case dt == BF16: // exact for BF16 weights; others round to nearest even
+			x.Row(row, src)
+			for c, f := range row {
+				binary.LittleEndian.PutUint16(buf[2*c:], kernels.F32ToBF16(f))
 			}
 		default:
 			x.Row(row, src)

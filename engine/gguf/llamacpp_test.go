@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 

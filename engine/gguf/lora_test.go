@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/artgo/art/engine/generate"
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 

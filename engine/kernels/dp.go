@@ -43,8 +43,8 @@ func (u Unit) String() string {
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }
 
-// ParseUnit reads a unit name: "fp32" (or "exact"), "bf16", or "auto" (the
-// fastest the CPU has, measured; ok is then false and the caller asks
+// ParseUnit reads a unit name: "fp32" (or "exact"), "bf16", or "auto" or
+// "" (the fastest the CPU has: auto is then true, and the caller asks
 // BestUnit).
 func ParseUnit(s string) (u Unit, auto bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -125,16 +125,6 @@ func BestUnit() (Unit, string) {
 		return UnitBF16, fmt.Sprintf("bf16: %.0f GFLOP/s a core against fp32's %.0f, measured at start-up", bf16, fp32)
 	}
 	return UnitFP32, fmt.Sprintf("fp32: %.0f GFLOP/s a core, bf16 %.0f (needs 1.2×), measured at start-up", fp32, bf16)
-}
-
-// UnitPeaks measures one core's rate of the fp32 and bf16 microkernels
-// (GFLOP/s, a multiply-add counting 2; bf16 0 where the CPU lacks it), the
-// peak a benchmark prints beside what it reached.
-func UnitPeaks() (fp32, bf16 float64) {
-	if active != varAVX512 {
-		return 0, 0
-	}
-	return unitRates()
 }
 
 // unitRates times the 6-row AVX-512 kernels on an L1-resident block: each

@@ -205,8 +205,6 @@ func TestDP_UnitChoice(t *testing.T) {
 	if _, _, err := ParseUnit("fp16"); err == nil {
 		t.Fatalf("ParseUnit accepted fp16")
 	}
-	fp32, bf16 := UnitPeaks()
-	t.Logf("one core: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s", fp32, bf16)
 }
 
 // The hardware conversion of activations to pairs gives the bits of the

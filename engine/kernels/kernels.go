@@ -54,6 +54,19 @@
 //     row blocks) when transA and computes narrow transA products (LoRA
 //     weight gradients) as Cᵀ to fill the panels.
 //
+// # Units
+//
+// The weight products (Linear, LinearBackwardInput) run on one Unit for
+// the whole process (dp.go): exact fp32 (UnitFP32), or bf16 (UnitBF16:
+// both factors rounded to bf16, exact products summed in fp32 by
+// VDPBF16PS, on AVX-512 CPUs with AVX512_BF16), chosen at start-up by
+// timing both microkernels unless ART_MATMUL_UNIT says. The bf16 unit keeps
+// its own copy of each weight, rounded to bf16 pairs in the fp32 panels'
+// layout (and a transposed one for the input gradient), converts each
+// product's activations to pairs, and runs the fp32 drivers and kernel
+// contract on pairs, so everything below holds for it too. Gemm (LoRA,
+// attention) is fp32 in every unit.
+//
 // # One summation order
 //
 // Every forward product sums in one order whatever the number of rows, the

@@ -398,6 +398,12 @@ func k512dpm6n4(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np in
 //go:noescape
 func k512dpm6p(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
 
+// k512dpm1q: one row of k512dpm1p over pairs of panels (np even), eight
+// dot-product chains in flight instead of four; the same bits.
+//
+//go:noescape
+func k512dpm1q(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, kb int)
+
 // Packing loops (matmul_amd64.s): rows k-rows of 64 columns each.
 
 //go:noescape
@@ -531,7 +537,15 @@ func tile512(t *tileArgs) {
 				np, c, ldc, t.k, mask, t.flags, bi, kb)
 		}
 	}
-	if full > 0 {
+	if t.dp && t.mr == 1 && t.prefetch > 0 && full >= 2 {
+		// One decoding row: pairs of panels on the eight-chain kernel.
+		even := full &^ 1
+		k512dpm1q(pf(t.a, t.aoff), lda, pf(t.bf, t.boff), uintptr(t.ldb)*4, uintptr(t.pstride)*4,
+			even, pf(t.c, t.coff), ldc, t.k, uint64(t.prefetch), t.flags, bias, kb)
+		if full > even {
+			call(1, even, 3, uint64(t.prefetch))
+		}
+	} else if full > 0 {
 		if t.prefetch > 0 {
 			call(full, 0, 3, uint64(t.prefetch))
 		} else {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
-	"github.com/artgo/art/internal/exactunit"
 )
 
 func tinyModel(t testing.TB, arch string) *model.Model {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/artgo/art/internal/exactunit"
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/kernels"
-	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/kernels"
-	"github.com/artgo/art/internal/exactunit"
 )
 
 // Bounds of |logprob(q8) − logprob(checkpoint dtype)| per token on the

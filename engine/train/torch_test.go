@@ -7,11 +7,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/safetensors"
-	"github.com/artgo/art/internal/exactunit"
 	"github.com/artgo/art/internal/testassets"
 )
 

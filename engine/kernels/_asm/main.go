@@ -71,6 +71,9 @@ func main() {
 		if dt == "bf16" || dt == "f16" {
 			kernel512m8(&mm, dt)
 		}
+		if dt == "dp" {
+			kernel512dpPairs(&mm)
+		}
 	}
 	for _, dt := range []string{"f32", "bf16", "f16"} {
 		for mr := 1; mr <= 6; mr++ {
@@ -377,6 +380,109 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("JNE block")
 	g.p("ADDQ $256, DX")
 	g.p("ADDQ $256, AX")
+	g.p("ADDQ pstride+32(FP), R14")
+	g.p("DECQ R9")
+	g.p("JNE panel")
+	g.ret()
+}
+
+// kernel512dpPairs emits k512dpm1q: one row × two contiguous panels at a
+// time of the bf16 pair kernels (np even, full panels, prefetching edge
+// bytes ahead as the p kernels do). One row of k512dpm1p keeps only four
+// dot-product chains in flight, one per 16 columns, and waits on the
+// instruction's latency (a decoding sequence measured 16 % slower than
+// the fp32 unit's); two panels give eight. Each output still sums its
+// pairs in order in one accumulator, so the bits are k512dpm1p's.
+//
+// Registers: Z0..Z7 accumulators (panel h, columns 16j.. at 4h+j), Z8..Z15
+// the B vectors, Z28 the broadcast pair. SI walks A; BX and DI the two
+// panels (DI = BX + pstride); R14 the first panel of the pair; R9 the
+// pairs left; DX, AX the C and bias columns of the pair; R15 the
+// prefetch distance.
+func kernel512dpPairs(g *gen) {
+	g.textFrame("k512dpm1q", kernelLocals, kernelArgs, "k512dpm1q: C[1×128] (+)= A·B over np/2 pairs of contiguous full panels of bf16 pairs, prefetching edge bytes ahead (AVX-512, AVX512_BF16).")
+	g.p("MOVQ a+0(FP), R10")
+	g.p("MOVQ b+16(FP), R14")
+	g.p("MOVQ np+40(FP), R9")
+	g.p("SHRQ $1, R9")
+	g.p("MOVQ c+48(FP), DX")
+	g.p("MOVQ edge+72(FP), R15")
+	g.p("MOVQ bias+88(FP), AX")
+	g.label("panel")
+	g.p("MOVQ R10, SI")
+	g.p("MOVQ R14, BX")
+	g.p("MOVQ R14, DI")
+	g.p("ADDQ pstride+32(FP), DI")
+	g.p("MOVQ flags+80(FP), CX")
+	g.p("MOVQ CX, fl-8(SP)")
+	g.p("MOVQ k+64(FP), CX")
+	g.p("MOVQ CX, kl-16(SP)")
+	g.label("block")
+	for i := 0; i < 8; i++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
+	}
+	body := func(u int) {
+		for _, base := range []string{"BX", "DI"} {
+			for i := 0; i < 256; i += 64 {
+				g.p("PREFETCHT0 %d(%s)(R15*1)", u*256+i, base)
+			}
+		}
+		for j := 0; j < 4; j++ {
+			g.p("VMOVUPS %d(BX), Z%d", u*256+64*j, 8+j)
+			g.p("VMOVUPS %d(DI), Z%d", u*256+64*j, 12+j)
+		}
+		g.p("VPBROADCASTD %d(SI), Z28", 4*u)
+		for j := 0; j < 8; j++ {
+			vdpbf16ps(g, j, 28, 8+j)
+		}
+	}
+	blockLen(g, "kl-16(SP)", "")
+	g.p("CMPQ CX, $4")
+	g.p("JLT tail")
+	g.label("loop4")
+	for u := 0; u < 4; u++ {
+		body(u)
+	}
+	g.p("ADDQ $16, SI")
+	g.p("ADDQ $1024, BX")
+	g.p("ADDQ $1024, DI")
+	g.p("SUBQ $4, CX")
+	g.p("CMPQ CX, $4")
+	g.p("JGE loop4")
+	g.label("tail")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ epilogue")
+	g.label("loop1")
+	body(0)
+	g.p("ADDQ $4, SI")
+	g.p("ADDQ $256, BX")
+	g.p("ADDQ $256, DI")
+	g.p("DECQ CX")
+	g.p("JNE loop1")
+	g.label("epilogue")
+	g.p("MOVQ fl-8(SP), CX")
+	g.p("TESTQ $1, CX")
+	g.p("JEQ nocadd")
+	for j := 0; j < 8; j++ {
+		g.p("VADDPS %d(DX), Z%d, Z%d", 64*j, j, j)
+	}
+	g.label("nocadd")
+	g.p("TESTQ $2, CX")
+	g.p("JEQ store")
+	for j := 0; j < 8; j++ {
+		g.p("VADDPS %d(AX), Z%d, Z%d", 64*j, j, j)
+	}
+	g.label("store")
+	for j := 0; j < 8; j++ {
+		g.p("VMOVUPS Z%d, %d(DX)", j, 64*j)
+	}
+	// The later blocks of the pair add to C.
+	g.p("MOVQ $1, fl-8(SP)")
+	g.p("CMPQ kl-16(SP), $0")
+	g.p("JNE block")
+	g.p("ADDQ $512, DX")
+	g.p("ADDQ $512, AX")
+	g.p("ADDQ pstride+32(FP), R14")
 	g.p("ADDQ pstride+32(FP), R14")
 	g.p("DECQ R9")
 	g.p("JNE panel")

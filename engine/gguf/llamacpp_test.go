@@ -253,6 +253,11 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 		{name: "qwen2", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: F32, texts: qwenTexts},
 		{name: "llama", arch: "llama", asset: testassets.Llama31Tokenizer, biases: true, dtype: F32, texts: llamaTexts},
 		{name: "qwen2_f16", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: F16},
+		// llama.cpp's BF16 products round the activations to bf16 too
+		// (ggml's vec_dot_bf16), as the engine's bf16 unit does: where the
+		// CPU has that unit the engine runs on it, both sides then
+		// computing the same products in another order.
+		{name: "qwen2_bf16", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: BF16},
 		{name: "qwen2_q8", arch: "qwen2", asset: testassets.Qwen3Tokenizer, dtype: Q8_0},
 		// llama.cpp rounds the activations of a Q4_0 product to 8 bits, so
 		// its logits differ from ours by up to ~0.15 (as for Q8_0, and
@@ -315,6 +320,21 @@ func TestExport_MatchesLlamaCpp(t *testing.T) {
 				init.Seed = tt.seed
 			}
 			atol, rtol := logitAtolF32, logitRtolF32
+			if tt.dtype == BF16 {
+				// Exact fp32 against llama.cpp's bf16 activations: logits
+				// measured up to 0.024 apart (2026-11-27); on the bf16 unit
+				// up to 0.012, within F16's tolerances.
+				init.DType = kernels.BF16
+				atol, rtol = 5e-2, 5e-3
+				if slices.Contains(kernels.Units(), kernels.UnitBF16) {
+					atol, rtol = logitAtolF16, logitRtolF16
+					prev, _ := kernels.ActiveUnit()
+					if err := kernels.SetUnit(kernels.UnitBF16); err != nil {
+						t.Fatal(err)
+					}
+					defer kernels.SetUnit(prev)
+				}
+			}
 			if tt.dtype == F16 {
 				init.DType = kernels.F16
 				atol, rtol = logitAtolF16, logitRtolF16

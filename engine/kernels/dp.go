@@ -282,19 +282,7 @@ func (m *Mat) buildDP(transposed bool) []float32 {
 			}
 		}
 	}
-	t := runtime.GOMAXPROCS(0)
-	if N*K < 1<<16 {
-		t = 1
-	}
-	var wg sync.WaitGroup
-	for w := range t {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fill(w, t)
-		}()
-	}
-	wg.Wait()
+	spread(N*K, runtime.GOMAXPROCS(0), fill)
 	return d
 }
 
@@ -323,49 +311,6 @@ func ftz(f float32) float32 {
 		return math.Float32frombits(u & 0x80000000)
 	}
 	return f
-}
-
-// tileGoDP is tileGo for dp tiles: the same contract, k-rows being pairs.
-func tileGoDP(t *tileArgs) {
-	var acc [8][panelW]float32
-	kb := t.sumBlock()
-	for p := 0; p < t.np; p++ {
-		nc := min(panelW, t.ncols-p*panelW)
-		bbase := t.boff + p*t.pstride
-		flags := t.flags
-		for k0 := 0; k0 == 0 || k0 < t.k; k0 += kb {
-			for r := 0; r < t.mr; r++ {
-				acc[r] = [panelW]float32{}
-			}
-			for i := k0; i < min(k0+kb, t.k); i++ {
-				brow := t.bf[bbase+i*t.ldb:][:panelW]
-				for r := 0; r < t.mr; r++ {
-					av := t.a[t.aoff+r*t.lda+i]
-					ar := &acc[r]
-					for j := range nc {
-						ar[j] = dpWord(ar[j], av, brow[j])
-					}
-				}
-			}
-			for r := 0; r < t.mr; r++ {
-				crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
-				ar := acc[r][:nc]
-				if flags&flagAcc != 0 {
-					for j := range crow {
-						ar[j] += crow[j]
-					}
-				}
-				if flags&flagBias != 0 {
-					b := t.bias[t.biasoff+p*panelW:][:nc]
-					for j := range b {
-						ar[j] += b[j]
-					}
-				}
-				copy(crow, ar)
-			}
-			flags = flagAcc
-		}
-	}
 }
 
 // dpUnit reports whether m's products run on UnitBF16: the unit is in use

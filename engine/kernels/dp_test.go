@@ -81,7 +81,7 @@ func TestDP_KernelsMatchEmulation(t *testing.T) {
 						ldc: ncols, flags: flags, bias: bias, prefetch: pre, dp: true}
 					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
 					tl.c = want
-					tileGoDP(&tl)
+					tileGo(&tl)
 					tl.c = got
 					active = varAVX512
 					tile(&tl)

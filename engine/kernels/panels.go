@@ -211,22 +211,32 @@ func buildPanels(m *Mat) *panels {
 		panic("kernels: Mat.U16 shorter than Rows*Cols")
 	}
 	// Transpose panel by panel, spread over the available cores.
-	t := min(runtime.GOMAXPROCS(0), p.np)
-	if N*K < 1<<16 {
-		t = 1
+	spread(N*K, min(runtime.GOMAXPROCS(0), p.np), func(w, t int) {
+		for q := w; q < p.np; q += t {
+			p.fill(m, q)
+		}
+	})
+	return p
+}
+
+// spread runs fill(w, t) for workers w = 0..t-1 on their own goroutines
+// and waits for them, or fill(0, 1) alone for a matrix of fewer than 2^16
+// weights (starting goroutines costs more). A worker takes every t-th
+// piece of the work from its own w.
+func spread(weights, t int, fill func(w, t int)) {
+	if weights < 1<<16 || t <= 1 {
+		fill(0, 1)
+		return
 	}
 	var wg sync.WaitGroup
 	for w := range t {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for q := w; q < p.np; q += t {
-				p.fill(m, q)
-			}
+			fill(w, t)
 		}()
 	}
 	wg.Wait()
-	return p
 }
 
 // fill writes panel q of p from m.

@@ -112,7 +112,7 @@ func tile(t *tileArgs) {
 	if t.dp && active != varAVX512 {
 		// Only the AVX-512 variant has the bf16 dot-product kernels; the
 		// others (a test that forces one) emulate them exactly.
-		tileGoDP(t)
+		tileGo(t)
 		return
 	}
 	switch active {
@@ -190,12 +190,9 @@ func (t *tileArgs) check() {
 }
 
 // tileGo is the portable microkernel: the same contract as the assembly,
-// one panel at a time with a 6×64 accumulator block.
+// one panel at a time with a 6×64 accumulator block; for dp tiles the
+// emulation of the bf16 dot-product kernels (dpWord).
 func tileGo(t *tileArgs) {
-	if t.dp {
-		tileGoDP(t)
-		return
-	}
 	var acc [6][panelW]float32
 	var brow [panelW]float32
 	kb := t.sumBlock()
@@ -225,28 +222,41 @@ func tileGo(t *tileArgs) {
 				for r := 0; r < t.mr; r++ {
 					av := t.a[t.aoff+r*t.lda+i]
 					ar := &acc[r]
+					if t.dp { // av and brow hold bf16 pairs
+						for j := range nc {
+							ar[j] = dpWord(ar[j], av, brow[j])
+						}
+						continue
+					}
 					for j := range nc {
 						ar[j] += av * brow[j]
 					}
 				}
 			}
-			for r := 0; r < t.mr; r++ {
-				crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
-				ar := acc[r][:nc]
-				if flags&flagAcc != 0 {
-					for j := range crow {
-						ar[j] += crow[j]
-					}
-				}
-				if flags&flagBias != 0 {
-					b := t.bias[t.biasoff+p*panelW:][:nc]
-					for j := range b {
-						ar[j] += b[j]
-					}
-				}
-				copy(crow, ar)
-			}
+			t.flush(acc[:t.mr], p, nc, flags)
 			flags = flagAcc
 		}
+	}
+}
+
+// flush ends a sum block of the Go tiles: row r of panel p's first nc
+// columns of C becomes acc[r] (+ C as flags say) (+ bias), added in the
+// kernels' order.
+func (t *tileArgs) flush(acc [][panelW]float32, p, nc, flags int) {
+	for r := range acc {
+		crow := t.c[t.coff+r*t.ldc+p*panelW:][:nc]
+		ar := acc[r][:nc]
+		if flags&flagAcc != 0 {
+			for j := range crow {
+				ar[j] += crow[j]
+			}
+		}
+		if flags&flagBias != 0 {
+			b := t.bias[t.biasoff+p*panelW:][:nc]
+			for j := range b {
+				ar[j] += b[j]
+			}
+		}
+		copy(crow, ar)
 	}
 }

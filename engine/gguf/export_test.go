@@ -554,7 +554,7 @@ func TestExport_BadInput(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"BF16Option", qwen, tokDir, Options{DType: BF16}, "export dtype BF16 is not supported (want F32, F16, Q8_0 or Q4_0)"},
+		{"I16Option", qwen, tokDir, Options{DType: I16}, "export dtype I16 is not supported (want F32, F16, BF16, Q8_0 or Q4_0)"},
 		{"UnknownDType", qwen, tokDir, Options{DType: Type(99)}, "export dtype Type(99) is not supported"},
 		{"NoTokenizerDir", qwen, "", Options{}, "tokenizer.json and tokenizer_config.json are needed"},
 		{"NoTokenizerFiles", qwen, t.TempDir(), Options{}, "tokenizer.json not found"},

@@ -43,9 +43,9 @@
 //   - Q8 and Q4 weights (quant.go) keep int8 (or packed 4-bit) panels plus
 //     a panel of fp16 scales per 32 k-rows; streamed rows run AVX2
 //     kernels that dequantize in
-//     registers (the other variants, and the blocked GEMM, widen each
-//     block to fp32 first), with the bits of fp32 on the dequantized
-//     values.
+//     registers, on the AVX-512 variant too (the Go variant, and the
+//     blocked GEMM, widen each block to fp32 first), with the bits of
+//     fp32 on the dequantized values.
 //   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;
 //     bf16/f16/Q8/Q4: transposed back out of the Linear panels), packing and
 //     widening B blocks per call.

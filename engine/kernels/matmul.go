@@ -326,7 +326,7 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// Streaming: B is read in place, panel group by panel group, so it
 	// streams from memory once, each panel in the same K blocks as the
 	// blocked path (one summation order at any M).
-	if m1-m0 <= 6 || m1-m0 == 8 && active == varAVX2 && j.m8() {
+	if m1-m0 <= 6 || m1-m0 == 8 && j.m8() && (j.kind == bPanelsQ8 || j.kind == bPanelsQ4) {
 		// One row micro-panel (a decoding row, up to 6 rows, or a group of
 		// 8 on the quantized 8-row kernel): each call streams whole
 		// panels, all of K, and the kernels add each K block's sums to C

@@ -39,7 +39,8 @@ const (
 // B[k × ncols], where B is np consecutive 64-column panels. mr is at most 6,
 // or 8 for contiguous pre-packed panels (prefetch > 0): 16-bit ones, which
 // the AVX-512 variant runs in one pass over B, or quantized ones, which
-// the AVX2 variant does; the others run them as 6 + 2 rows.
+// the AVX2 quantized kernels do (on the AVX2 and AVX-512 variants); the
+// others run them as 6 + 2 rows.
 //
 // All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
 // B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
@@ -98,7 +99,7 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
-	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || active == varAVX2 && t.q.quantized()) {
+	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || t.q.quantized()) {
 		// Six rows, then the rest.
 		u := *t
 		u.mr = 6
@@ -115,10 +116,12 @@ func tile(t *tileArgs) {
 		tileGo(t)
 		return
 	}
-	switch active {
-	case varAVX512:
+	switch {
+	case t.q.quantized(): // only where hasQuantKernels: the AVX2 kernels
+		tile256(t)
+	case active == varAVX512:
 		tile512(t)
-	case varAVX2:
+	case active == varAVX2:
 		tile256(t)
 	default:
 		tileGo(t)
@@ -168,7 +171,7 @@ func (t *tileArgs) check() {
 		}
 		if q := &t.q; q.quantized() {
 			nb = len(q.q8) + 2*len(q.q4)
-			if active != varAVX2 {
+			if !hasQuantKernels() {
 				panic("kernels: quantized panels in place need the AVX2 kernels")
 			}
 			if n := q.soff + (t.np-1)*q.sstride + (q.k0+t.k-1)/qBlock*panelW + panelW; n > len(q.s) {

@@ -623,14 +623,8 @@ func setUnit(s string) error {
 	if s == "" {
 		return nil
 	}
-	u, auto, err := kernels.ParseUnit(s)
+	u, err := kernels.UseUnit(s)
 	if err != nil {
-		return err
-	}
-	if auto {
-		u, _ = kernels.BestUnit()
-	}
-	if err := kernels.SetUnit(u); err != nil {
 		return err
 	}
 	return os.Setenv(kernels.UnitEnv, u.String())

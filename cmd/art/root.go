@@ -63,17 +63,7 @@ OpenAI-compatible endpoint as name@step.`,
 // from the environment). Sampler and trainer share the process, so one
 // unit serves both.
 func setMatmulUnit(s string) error {
-	if s == "" {
-		return nil
-	}
-	u, auto, err := kernels.ParseUnit(s)
-	if err != nil {
-		return fmt.Errorf("--matmul-unit: %w", err)
-	}
-	if auto {
-		u, _ = kernels.BestUnit()
-	}
-	if err := kernels.SetUnit(u); err != nil {
+	if _, err := kernels.UseUnit(s); err != nil {
 		return fmt.Errorf("--matmul-unit %s: %w", s, err)
 	}
 	return nil

@@ -84,7 +84,7 @@ func startUnit() (Unit, string) {
 // Units lists the units this CPU can run the weight products on, exact
 // fp32 first.
 func Units() []Unit {
-	if hasDP() && active == varAVX512 {
+	if hasDP() {
 		return []Unit{UnitFP32, UnitBF16}
 	}
 	return []Unit{UnitFP32}
@@ -101,7 +101,7 @@ func SetUnit(u Unit) error {
 	switch u {
 	case UnitFP32:
 	case UnitBF16:
-		if !hasDP() || active != varAVX512 {
+		if !hasDP() {
 			return fmt.Errorf("matmul unit bf16 needs AVX512_BF16, which this CPU (or the %s kernels in use) lacks", active)
 		}
 	default:
@@ -111,13 +111,30 @@ func SetUnit(u Unit) error {
 	return nil
 }
 
+// UseUnit makes the weight products run on the unit named name (see
+// ParseUnit; "auto" measures with BestUnit), for a flag read at start-up;
+// "" keeps the unit start-up chose. It returns the unit in use.
+func UseUnit(name string) (Unit, error) {
+	if name == "" {
+		return unit, nil
+	}
+	u, auto, err := ParseUnit(name)
+	if err != nil {
+		return 0, err
+	}
+	if auto {
+		u, _ = BestUnit()
+	}
+	return u, SetUnit(u)
+}
+
 // BestUnit measures the units the CPU has on the microkernel the weight
 // products spend their time in (6 rows × 64 columns over weights in L1)
 // and returns the fastest, with what was measured. bf16 must beat fp32 by
 // 20 % in multiply-adds per second to be chosen: it rounds, so it has to
 // pay for it.
 func BestUnit() (Unit, string) {
-	if !hasDP() || active != varAVX512 {
+	if !hasDP() {
 		return UnitFP32, "fp32: the only unit this CPU has"
 	}
 	fp32, bf16 := unitRates()
@@ -194,12 +211,7 @@ func bf16Pair(lo, hi float32) float32 {
 // dpBF16 rounds f to bf16 as the unit's conversion (VCVTNE2PS2BF16) does:
 // F32ToBF16, but a denormal becomes a zero of its sign (the dot products
 // would read it as zero anyway).
-func dpBF16(f float32) uint16 {
-	if u := math.Float32bits(f); u&0x7f800000 == 0 {
-		return uint16(u>>16) & 0x8000
-	}
-	return F32ToBF16(f)
-}
+func dpBF16(f float32) uint16 { return F32ToBF16(ftz(f)) }
 
 // toPairs writes rows × k values of src (row stride lds) as bf16 pairs to
 // dst (row stride ⌈k/2⌉ words), on all cores when there are many.
@@ -293,19 +305,15 @@ func (m *Mat) buildDP(transposed bool) []float32 {
 // the instruction.
 func dpWord(acc float32, a, b float32) float32 {
 	ua, ub := math.Float32bits(a), math.Float32bits(b)
-	hi := float32(daz(ua&0xffff0000) * daz(ub&0xffff0000))
+	half := func(u uint32) float32 { return ftz(math.Float32frombits(u)) }
+	hi := float32(half(ua&0xffff0000) * half(ub&0xffff0000))
 	acc = ftz(acc + hi)
-	lo := float32(daz(ua<<16) * daz(ub<<16))
+	lo := float32(half(ua<<16) * half(ub<<16))
 	return ftz(acc + lo)
 }
 
-func daz(u uint32) float32 {
-	if u&0x7f800000 == 0 {
-		u &= 0x80000000
-	}
-	return math.Float32frombits(u)
-}
-
+// ftz flushes a denormal f to the zero of its sign (denormals are read
+// as zero and results flushed by the unit).
 func ftz(f float32) float32 {
 	if u := math.Float32bits(f); u&0x7f800000 == 0 {
 		return math.Float32frombits(u & 0x80000000)

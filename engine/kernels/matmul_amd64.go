@@ -18,9 +18,10 @@ var (
 	useF16C   = cpu.X86.HasF16C
 )
 
-// hasDP reports whether the CPU has the bf16 dot-product unit (VDPBF16PS)
-// that UnitBF16 runs on.
-func hasDP() bool { return useAVX512 && cpu.X86.HasAVX512BF16 }
+// hasDP reports whether the kernels in use have the bf16 dot-product unit
+// (VDPBF16PS) that UnitBF16 runs on: the AVX-512 variant on a CPU with
+// AVX512_BF16.
+func hasDP() bool { return active == varAVX512 && cpu.X86.HasAVX512BF16 }
 
 func bestVariant() variant {
 	switch {

@@ -17,7 +17,7 @@ func pairs512(dst, src *float32, n int)
 // (see toPairs) where the CPU converts in hardware, and returns how many
 // it did.
 func pairsAsm(dst, src []float32, n int) int {
-	if active != varAVX512 || !hasDP() {
+	if !hasDP() {
 		return 0
 	}
 	n &^= 31

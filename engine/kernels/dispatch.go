@@ -130,7 +130,9 @@ func LinearMulti(inp []float32, M int, ops ...LinearOp) {
 // LinearBackwardInput accumulates dinp[M×K] += dout[M×N] · w, the input
 // gradient of Linear. dinp must not overlap dout. w is read in its own
 // layout (each k-row of B = w is a weight row), packed per call (16-bit
-// and quantized weights: transposed back, dequantized, from the Linear panels).
+// and quantized weights: transposed back, dequantized, from the Linear
+// panels; on UnitBF16, transposed from the dp panels Linear reads), so
+// training keeps no second copy of a weight.
 func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	N, K := w.Rows, w.Cols
 	checkLen("LinearBackwardInput dinp", dinp, M*K)
@@ -141,7 +143,7 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 	j := job{M: M, N: K, K: N, a: dout, lda: N, c: dinp, ldc: K, first: flagAcc, ldb: K}
 	if w.dpUnit() {
 		j.toDP(nil)
-		j.kind, j.bf = bPanelsF32, w.dpTPanels()
+		j.kind, j.bf = bPanelsDPT, w.dpPanels()
 		j.run()
 		j.done()
 		return

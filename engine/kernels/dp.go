@@ -237,50 +237,49 @@ func toPairsRows(dst, src []float32, lo, hi, k, lds int) {
 }
 
 // dpPanels returns m's dp panels: B = wᵀ (K k-rows, N columns) rounded to
-// bf16 pairs, for Linear. Built on first use from the exact weight.
+// bf16 pairs, for Linear. Built on first use from the exact weight (for a
+// BF16 weight packed on UnitBF16 they are its only copy: Mat.pack).
 func (m *Mat) dpPanels() []float32 {
-	m.dpOnce.Do(func() {
-		d := m.buildDP(false)
+	m.pack()
+	if d := m.dp.Load(); d != nil {
+		return *d
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dp.Load() == nil {
+		d := m.buildDP()
 		m.dp.Store(&d)
-	})
+	}
 	return *m.dp.Load()
 }
 
-// dpTPanels returns m's transposed dp panels: B = w (N k-rows, K columns)
-// rounded to bf16 pairs, for LinearBackwardInput. Built on first use (a
-// trainer's first backward pass); another 2 bytes a weight.
-func (m *Mat) dpTPanels() []float32 {
-	m.dpTOnce.Do(func() {
-		d := m.buildDP(true)
-		m.dpT.Store(&d)
-	})
-	return *m.dpT.Load()
+// dpBits returns the bits of weight (n, k) from the dp panels d of a weight
+// of K columns.
+func dpBits(d []float32, K, n, k int) uint16 {
+	w := math.Float32bits(d[(n/panelW)*pairs(K)*panelW+(k/2)*panelW+n%panelW])
+	return uint16(w >> (16 * (k & 1)))
 }
 
-// buildDP lays m's weights out as dp panels of B = wᵀ, or of B = w if
-// transposed, spread over the available cores.
-func (m *Mat) buildDP(transposed bool) []float32 {
+// buildDP lays m's weights out as dp panels of B = wᵀ, spread over the
+// available cores.
+func (m *Mat) buildDP() []float32 {
 	N, K := m.Rows, m.Cols
-	kRows, cols := K, N
-	if transposed {
-		kRows, cols = N, K
-	}
-	K2 := pairs(kRows)
-	d := make([]float32, (cols+panelW-1)/panelW*K2*panelW)
+	K2 := pairs(K)
+	d := make([]float32, (N+panelW-1)/panelW*K2*panelW)
 	adviseHugePages(unsafe.Pointer(unsafe.SliceData(d)), 4*len(d))
-	// Worker w fills pair-rows (transposed) or columns w, w+t, ...
+	// Worker w fills columns w, w+t, ...
 	fill := func(w, t int) {
-		if transposed {
-			lo, hi := make([]float32, K), make([]float32, K)
-			for i := w; i < K2; i += t {
-				m.Row(lo, 2*i)
-				if 2*i+1 < N {
-					m.Row(hi, 2*i+1)
+		if m.DType == BF16 { // the bits themselves: dp panels are then a lossless copy
+			bits := make([]uint16, K+1)
+			for n := w; n < N; n += t {
+				if m.U16 != nil { // packing (Mat.pack)
+					copy(bits, m.U16[n*K:(n+1)*K])
 				} else {
-					clear(hi)
+					m.rowBits(bits, n)
 				}
-				for k := range K {
-					d[(k/panelW)*K2*panelW+i*panelW+k%panelW] = bf16Pair(lo[k], hi[k])
+				base := (n/panelW)*K2*panelW + n%panelW
+				for i := range K2 {
+					d[base+i*panelW] = math.Float32frombits(uint32(bits[2*i]) | uint32(bits[2*i+1])<<16)
 				}
 			}
 			return

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"testing"
 )
 
@@ -239,4 +240,144 @@ func TestDP_PairsMatchGo(t *testing.T) {
 			t.Fatalf("pair %d of %v, %v: %#x in hardware, %#x in Go", i, src[2*i], src[2*i+1], math.Float32bits(got[i]), math.Float32bits(want[i]))
 		}
 	}
+}
+
+// A BF16 weight packed on UnitBF16 is held once, as its dp panels: its
+// bits read back exactly (bf16 denormals too, which the unit reads as
+// zero), its products are those of the same weight packed on the exact
+// unit first, and asking for the exact unit later builds its 16-bit
+// panels from the dp panels, bit for bit.
+func TestDP_BF16WeightIsOneCopy(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		const M, N, K = 9, 130, 77 // an odd K: the last pair's high half is padding
+		bits := make([]uint16, N*K)
+		for i := range bits {
+			bits[i] = F32ToBF16(float32(rng.Float64()*2 - 1))
+			if i%97 == 0 {
+				bits[i] = uint16(rng.IntN(0x7f)+1) | uint16(rng.IntN(2))<<15 // denormal
+			}
+		}
+		newW := func() *Mat { return matOfBits(N, K, bits) }
+		in, dout := randSlice(rng, M*K), randSlice(rng, M*N)
+		products := func(w *Mat) (out, dinp []float32) {
+			out, dinp = make([]float32, M*N), make([]float32, M*K)
+			Linear(out, in, w, nil, M)
+			LinearBackwardInput(dinp, dout, w, M)
+			return out, dinp
+		}
+		sameBits := func(what string, got []uint16) {
+			t.Helper()
+			for i := range bits {
+				if got[i] != bits[i] {
+					t.Fatalf("%s: weight %d reads %#04x, stored %#04x", what, i, got[i], bits[i])
+				}
+			}
+		}
+		readBack := func(w *Mat) []uint16 {
+			row := make([]float32, K)
+			got := make([]uint16, N*K)
+			for n := range N {
+				w.Row(row, n)
+				for k, v := range row {
+					got[n*K+k] = F32ToBF16(v)
+					if a := F32ToBF16(w.At(n, k)); a != got[n*K+k] {
+						t.Fatalf("At(%d, %d) = %#04x, Row %#04x", n, k, a, got[n*K+k])
+					}
+				}
+			}
+			return got
+		}
+
+		// The exact unit's panels first, then the unit: the dp panels are
+		// built from the panels.
+		viaPanels := newW()
+		withUnit(t, UnitFP32, func(t *testing.T) { viaPanels.Prepack() })
+		var wantOut, wantDinp []float32
+		withUnit(t, UnitBF16, func(t *testing.T) { wantOut, wantDinp = products(viaPanels) })
+
+		w := newW()
+		withUnit(t, UnitBF16, func(t *testing.T) {
+			w.Prepack()
+			if got, want := w.PackedBytes(), 4*(N+panelW-1)/panelW*panelW*pairs(K); got != want {
+				t.Fatalf("packed on UnitBF16: %d bytes, want %d (the dp panels alone)", got, want)
+			}
+			out, dinp := products(w)
+			sameFloats(t, "Linear", out, wantOut)
+			sameFloats(t, "LinearBackwardInput", dinp, wantDinp)
+			sameBits("Row/At on the dp panels", readBack(w))
+			sameBits("Bits16 on the dp panels", w.Bits16())
+		})
+		withUnit(t, UnitFP32, func(t *testing.T) {
+			exact := newW()
+			wantOut, _ := products(exact)
+			out, _ := products(w)
+			sameFloats(t, "Linear on the exact unit after UnitBF16", out, wantOut)
+			sameBits("Row/At on panels built from dp panels", readBack(w))
+		})
+	})
+}
+
+// sameFloats fails unless got and want have the same bits.
+func sameFloats(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d is %g, want %g (bit for bit)", what, i, got[i], want[i])
+		}
+	}
+}
+
+// Concurrent first uses of a BF16 weight on UnitBF16 (products, Row,
+// Bits16, the exact panels) pack it once and agree (run with -race).
+func TestDP_BF16WeightConcurrentFirstUse(t *testing.T) {
+	withUnit(t, UnitBF16, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		const M, N, K = 3, 200, 96
+		w := randMat(rng, N, K, BF16)
+		bits := append([]uint16(nil), w.U16...)
+		in := randSlice(rng, M*K)
+		want := make([]float32, M*N)
+		Linear(want, in, matOfBits(N, K, bits), nil, M)
+		var wg sync.WaitGroup
+		errs := make(chan string, 16)
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				switch g % 4 {
+				case 0, 1:
+					out := make([]float32, M*N)
+					Linear(out, in, w, nil, M)
+					for i := range out {
+						if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+							errs <- fmt.Sprintf("Linear element %d: %g, want %g", i, out[i], want[i])
+							return
+						}
+					}
+				case 2:
+					row := make([]float32, K)
+					w.Row(row, g)
+					for k, v := range row {
+						if F32ToBF16(v) != bits[g*K+k] {
+							errs <- fmt.Sprintf("Row %d column %d: %#04x, want %#04x", g, k, F32ToBF16(v), bits[g*K+k])
+							return
+						}
+					}
+				case 3:
+					w.panels()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+	})
+}
+
+// matOfBits is a BF16 weight holding a copy of bits.
+func matOfBits(N, K int, bits []uint16) *Mat {
+	return &Mat{Rows: N, Cols: K, DType: BF16, U16: append([]uint16(nil), bits...)}
 }

@@ -60,9 +60,10 @@
 // the whole process (dp.go): exact fp32 (UnitFP32), or bf16 (UnitBF16:
 // both factors rounded to bf16, exact products summed in fp32 by
 // VDPBF16PS, on AVX-512 CPUs with AVX512_BF16), chosen at start-up by
-// timing both microkernels unless ART_MATMUL_UNIT says. The bf16 unit keeps
-// its own copy of each weight, rounded to bf16 pairs in the fp32 panels'
-// layout (and a transposed one for the input gradient), converts each
+// timing both microkernels unless ART_MATMUL_UNIT says. The bf16 unit reads
+// each weight rounded to bf16 pairs in the fp32 panels' layout ("dp
+// panels": a bf16 weight's only copy, an f16 or f32 weight's second one;
+// the input gradient transposes blocks of them per call), converts each
 // product's activations to pairs, and runs the fp32 drivers and kernel
 // contract on pairs, so everything below holds for it too. Gemm (LoRA,
 // attention) is fp32 in every unit.
@@ -152,12 +153,10 @@ type Mat struct {
 	Nibbles    []byte   // DType Q4: GGML Q4_0 nibbles, row-major [Rows×Cols/2]
 	Scales     []uint16 // DType Q8, Q4: fp16 scale of each block of 32, row-major [Rows×Cols/32]
 
-	packOnce sync.Once                 // builds pk once
+	packOnce sync.Once                 // builds the first packed copy, pk or dp (Mat.pack)
+	mu       sync.Mutex                // builds the other of pk and dp later
 	pk       atomic.Pointer[panels]    // lazily built panel copy of the weights, see panels.go
-	dpOnce   sync.Once                 // builds dp once
-	dp       atomic.Pointer[[]float32] // the weight rounded to bf16 pairs for UnitBF16's Linear (dp.go)
-	dpTOnce  sync.Once                 // builds dpT once
-	dpT      atomic.Pointer[[]float32] // the same, transposed, for UnitBF16's LinearBackwardInput
+	dp       atomic.Pointer[[]float32] // the weight rounded to bf16 pairs for UnitBF16's products (dp.go)
 }
 
 // NewMatF32 wraps data (len rows*cols) as an F32 matrix without copying.
@@ -177,7 +176,15 @@ func (m *Mat) Row(dst []float32, r int) {
 	case F32:
 		copy(dst[:c], m.F32[r*c:(r+1)*c])
 	case BF16, F16:
-		p := m.panels()
+		m.pack()
+		p := m.pk.Load()
+		if p == nil { // packed as dp panels alone
+			d := *m.dp.Load()
+			for k := range dst[:c] {
+				dst[k] = BF16ToF32(dpBits(d, c, r, k))
+			}
+			return
+		}
 		src, dt := p.u16()
 		base := (r/panelW)*p.k*panelW + p.word(r)
 		dst = dst[:c]
@@ -206,7 +213,11 @@ func (m *Mat) At(r, c int) float32 {
 	case F32:
 		return m.F32[r*m.Cols+c]
 	case BF16, F16:
-		p := m.panels()
+		m.pack()
+		p := m.pk.Load()
+		if p == nil { // packed as dp panels alone
+			return BF16ToF32(dpBits(*m.dp.Load(), m.Cols, r, c))
+		}
 		src, dt := p.u16()
 		v := src[(r/panelW)*p.k*panelW+c*panelW+p.word(r)]
 		if dt == BF16 {

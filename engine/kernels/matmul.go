@@ -91,6 +91,7 @@ const (
 	bRowsU16                 // row-major K×N bf16/f16 (dt) with stride ldb: widened while packing
 	bColsF32                 // N×K fp32 with stride ldb (transposed B): transposed while packing
 	bPanelsT                 // B = w (K = w.Rows) read from w's 16-bit Linear panels tp: transposed and widened while packing
+	bPanelsDPT               // B = w as bf16 pairs (UnitBF16) read from w's dp panels bf: transposed while packing
 	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has quantized kernels, else widened per block
 	bPanelsQ4                // pre-packed Q4 panels tp (Linear): as bPanelsQ8
 )
@@ -459,6 +460,11 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		d := need(np * kc * panelW)
 		for q := range np {
 			packPanelsT(d, q*kc*panelW, j.tp, pc, kc, (jp+q)*panelW, min(panelW, ncols-q*panelW))
+		}
+	case j.kind == bPanelsDPT:
+		d := need(np * kc * panelW)
+		for q := range np {
+			packDPT(d, q*kc*panelW, j.bf, pairs(j.N), pc, kc, (jp+q)*panelW, min(panelW, ncols-q*panelW))
 		}
 	case j.kind == bRowsF32 && stream:
 		full := ncols / panelW

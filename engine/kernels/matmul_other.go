@@ -29,3 +29,7 @@ func packColsF32Asm(dst []float32, doff, ldd int, src []float32, soff, lds, rows
 func packPanelsTAsm(dst []float32, doff int, src []uint16, soff, stride, rows, ncols int, dt DType) (done, cols int) {
 	return 0, 0
 }
+
+func packDPTAsm(dst []float32, doff int, src []float32, soff, rows, ncols int) (done, cols int) {
+	return 0, 0
+}

@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Packing: copying a block of B into the contiguous 64-column panel layout
 // the microkernels read (k-row i of a panel at i*64), widening bf16/f16 to
 // fp32 on the way. Each function handles one panel of `rows` k-rows; the
@@ -172,6 +174,43 @@ func packPanelsT(dst []float32, doff int, p *panels, pc, kc, col0, ncols int) {
 			if r >= done {
 				clear(d[ncols:])
 			}
+		}
+		i += run
+	}
+}
+
+// packDPT packs the B block of LinearBackwardInput on UnitBF16 (B = w as
+// bf16 pairs: pair-row i holds weight rows 2i and 2i+1) from w's dp panels
+// d (B = wᵀ: each run of 64 words holds one pair of weight columns of 64
+// weight rows; K2 pairs of columns a panel): dst[doff + i*64 + j] =
+// (w[2(pc+i)][col0+j], w[2(pc+i)+1][col0+j]) for i < kc and j < ncols,
+// zero for j ≥ ncols. Rows 2(pc+i) and 2(pc+i)+1 are neighbours in their
+// panel, so their words for one column pair are one aligned 64-bit word
+// (lo₀ hi₀ lo₁ hi₁ in 16-bit units), and the two output pairs are the same
+// four halves as lo₀ lo₁ hi₀ hi₁; the pairs of rows of one panel are
+// consecutive qwords, which the assembly transposes in tiles. col0 is even
+// (a panel's first column); rows past the weight's last read as the
+// panel's zero padding.
+func packDPT(dst []float32, doff int, d []float32, K2, pc, kc, col0, ncols int) {
+	for i := 0; i < kc; {
+		n := 2 * (pc + i)
+		run := min(kc-i, (panelW-n%panelW)/2) // pair-rows left in n's panel
+		soff := (n/panelW)*K2*panelW + n%panelW + col0/2*panelW
+		done, cols := packDPTAsm(dst, doff+i*panelW, d, soff, run, ncols)
+		for r := range run {
+			j0 := 0
+			if r < done {
+				j0 = cols
+			}
+			out := dst[doff+(i+r)*panelW:][:panelW]
+			s := d[soff+2*r:]
+			for j := j0; j < ncols; j += 2 {
+				q := uint64(math.Float32bits(s[j/2*panelW])) | uint64(math.Float32bits(s[j/2*panelW+1]))<<32
+				q = q&0xffff00000000ffff | q>>16&0xffff0000 | q<<16&0xffff00000000
+				out[j] = math.Float32frombits(uint32(q))
+				out[j+1] = math.Float32frombits(uint32(q >> 32)) // past an odd ncols: cleared below
+			}
+			clear(out[ncols:])
 		}
 		i += run
 	}

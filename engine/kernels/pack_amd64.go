@@ -39,3 +39,22 @@ func packPanelsT256(dst []float32, doff int, src []uint16, soff, stride, rows, n
 	}
 	return done, cols
 }
+
+//go:noescape
+func packDPT256(dst, src *float32, groups, cg int)
+
+// packDPTAsm packs what it can of packDPT's run of rows pair-rows (pairs
+// of weight rows of one panel, from the qword at src[soff:]) at ncols
+// columns, and says how much: pair-rows [0, done) at columns [0, cols)
+// (4×4 tiles of qwords: groups of 4 pair-rows and of 8 columns). Every
+// variant that can run UnitBF16 has AVX2.
+func packDPTAsm(dst []float32, doff int, src []float32, soff, rows, ncols int) (done, cols int) {
+	done, cols = rows&^3, ncols&^7
+	if active == varGo || done == 0 || cols == 0 {
+		return 0, 0
+	}
+	_ = dst[doff+(done-1)*panelW+cols-1]
+	_ = src[soff+(cols/2-1)*panelW+2*done-1]
+	packDPT256(pf(dst, doff), pf(src, soff), done/4, cols/8)
+	return done, cols
+}

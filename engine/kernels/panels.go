@@ -69,18 +69,41 @@ func bf16Col(w int) int {
 	return h + 16 + i/2
 }
 
-// panels returns the panel copy of m, building it on first use.
-// It is safe for concurrent use.
-// For BF16 and F16 weights it then releases m.U16: the panels hold the same
-// bits, and every reader (Row, At, Bits16, LinearBackwardInput) goes
-// through panels(), whose sync.Once orders the release before them.
-func (m *Mat) panels() *panels {
+// pack builds m's first packed copy, once, and releases the stored one
+// (for all but F32): the packed copy holds the same bits, and every reader
+// (Row, At, Bits16, the products) calls pack first, whose sync.Once orders
+// the release before them.
+//
+// A BF16 weight on UnitBF16 is packed as its dp panels alone (dp.go): they
+// hold its bits exactly, in the layout the unit reads, so the weight costs
+// its own size once, as on the exact unit. Its 16-bit panels are built
+// from them only if the exact unit is asked for later (panels).
+func (m *Mat) pack() {
 	m.packOnce.Do(func() {
-		m.pk.Store(buildPanels(m))
+		if m.DType == BF16 && unit == UnitBF16 {
+			d := m.buildDP()
+			m.dp.Store(&d)
+		} else {
+			m.pk.Store(buildPanels(m))
+		}
 		if m.DType != F32 {
 			m.U16, m.Quants, m.Nibbles, m.Scales = nil, nil, nil, nil
 		}
 	})
+}
+
+// panels returns the panel copy of m, building it on first use.
+// It is safe for concurrent use.
+func (m *Mat) panels() *panels {
+	m.pack()
+	if p := m.pk.Load(); p != nil {
+		return p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pk.Load() == nil { // packed as dp panels alone
+		m.pk.Store(buildPanels(m))
+	}
 	return m.pk.Load()
 }
 
@@ -125,12 +148,25 @@ func (m *Mat) Bits16() []uint16 {
 	if u := m.U16; u != nil { // packing sets the panels before it drops U16
 		return u
 	}
-	p := m.pk.Load()
 	out := make([]uint16, m.Rows*m.Cols)
 	for n := range m.Rows {
-		p.rowBits(out[n*m.Cols:(n+1)*m.Cols], n)
+		m.rowBits(out[n*m.Cols:(n+1)*m.Cols], n)
 	}
 	return out
+}
+
+// rowBits copies the raw bits of weight row n of a packed BF16 or F16
+// matrix to dst (len ≥ Cols), from its panels or, packed as dp panels
+// alone, from those.
+func (m *Mat) rowBits(dst []uint16, n int) {
+	if p := m.pk.Load(); p != nil {
+		p.rowBits(dst, n)
+		return
+	}
+	d := *m.dp.Load()
+	for k := range m.Cols {
+		dst[k] = dpBits(d, m.Cols, n, k)
+	}
 }
 
 // Prepack builds the packed copy that Linear uses (on UnitBF16 also the
@@ -138,9 +174,10 @@ func (m *Mat) Bits16() []uint16 {
 // hundreds of milliseconds for large matrices) is paid at load time
 // instead of in the first forward pass. Calling it is optional.
 func (m *Mat) Prepack() {
-	m.panels()
 	if m.dpUnit() {
 		m.dpPanels()
+	} else {
+		m.panels()
 	}
 }
 
@@ -151,10 +188,8 @@ func (m *Mat) PackedBytes() int {
 	if p := m.pk.Load(); p != nil {
 		n += p.bytes()
 	}
-	for _, d := range []*[]float32{m.dp.Load(), m.dpT.Load()} {
-		if d != nil {
-			n += 4 * len(*d)
-		}
+	if d := m.dp.Load(); d != nil {
+		n += 4 * len(*d)
 	}
 	return n
 }
@@ -207,6 +242,7 @@ func buildPanels(m *Mat) *panels {
 		checkLen("Mat.F32", m.F32, N*K)
 	} else if m.DType == Q8 || m.DType == Q4 {
 		checkQuant(m)
+	} else if m.U16 == nil && m.dp.Load() != nil { // packed as dp panels alone (pack)
 	} else if len(m.U16) < N*K {
 		panic("kernels: Mat.U16 shorter than Rows*Cols")
 	}
@@ -262,9 +298,15 @@ func (p *panels) fill(m *Mat, q int) {
 				dst[k*panelW] = v
 			}
 		case BF16:
-			src := m.U16[n*K : (n+1)*K]
 			dst := p.bf16[base+bf16Word(j):]
-			for k, v := range src {
+			if m.U16 == nil { // from the dp panels (pack)
+				d := *m.dp.Load()
+				for k := range K {
+					dst[k*panelW] = dpBits(d, K, n, k)
+				}
+				continue
+			}
+			for k, v := range m.U16[n*K : (n+1)*K] {
 				dst[k*panelW] = v
 			}
 		case Q8, Q4:

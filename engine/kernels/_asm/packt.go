@@ -11,6 +11,7 @@ func writePackT(dir string) {
 	g.raw(header)
 	packT256u16(&g, "bf16")
 	packT256u16(&g, "f16")
+	packDPT256(&g)
 	write(filepath.Join(dir, "pack_amd64.s"), g.b.Bytes())
 }
 
@@ -104,4 +105,61 @@ func transpose8x8(g *gen, base string) {
 		g.p("VMOVUPS Y9, %d(%s)", 256*j, base)
 		g.p("VMOVUPS Y10, %d(%s)", 256*(j+4), base)
 	}
+}
+
+// packDPT256 emits the AVX2 transposing pack of dp panels (package kernels'
+// packDPT: the B block of LinearBackwardInput on UnitBF16). In a dp panel
+// the words of two neighbouring weight rows for one pair of weight columns
+// are one qword (lo₀ hi₀ lo₁ hi₁ in 16-bit units), and consecutive pairs
+// of rows are consecutive qwords; the packed block wants, for each pair of
+// rows, the pairs of columns side by side, each qword as lo₀ lo₁ hi₀ hi₁.
+// So it reads 4×4 tiles of qwords (4 pairs of rows of each of 4 column
+// pairs, 32 contiguous bytes each), transposes them in registers and
+// swaps the middle halves of every qword (VPSHUFB):
+//
+//	packDPT256(dst, src *float32, groups, cg int)
+//
+// dst: packed pair-row 0, column 0; pair-rows 256 bytes apart. src: the
+// qword of pair-row 0, column pair 0; column pairs 256 bytes apart.
+// groups: runs of 4 pair-rows; cg (≥ 1): groups of 4 column pairs.
+func packDPT256(g *gen) {
+	g.text("packDPT256", 32, "packDPT256: transposing pack of dp panels, 4×4 tiles of qwords (AVX2).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), BX")
+	g.p("MOVQ groups+16(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	// The byte shuffle of one 128-bit lane: qword bytes 0 1 4 5 2 3 6 7.
+	g.p("MOVQ $0x0706030205040100, AX")
+	g.p("VMOVQ AX, X15")
+	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
+	g.p("VPINSRQ $1, AX, X15, X15")
+	g.p("VPERMQ $0x44, Y15, Y15")
+	g.label("group")
+	g.p("MOVQ BX, SI")
+	g.p("MOVQ DI, R8")
+	g.p("MOVQ cg+24(FP), R12")
+	g.label("cgroup")
+	for c := 0; c < 4; c++ { // Yc: column pair c of pair-rows 0..3
+		g.p("VMOVDQU %d(SI), Y%d", 256*c, c)
+	}
+	g.p("VPUNPCKLQDQ Y1, Y0, Y4") // rows 0 | 2, column pairs 0, 1
+	g.p("VPUNPCKHQDQ Y1, Y0, Y5") // rows 1 | 3, column pairs 0, 1
+	g.p("VPUNPCKLQDQ Y3, Y2, Y6") // rows 0 | 2, column pairs 2, 3
+	g.p("VPUNPCKHQDQ Y3, Y2, Y7") // rows 1 | 3, column pairs 2, 3
+	for r, src := range [][3]string{{"0x20", "Y6", "Y4"}, {"0x20", "Y7", "Y5"}, {"0x31", "Y6", "Y4"}, {"0x31", "Y7", "Y5"}} {
+		g.p("VPERM2I128 $%s, %s, %s, Y%d", src[0], src[1], src[2], r)
+		g.p("VPSHUFB Y15, Y%d, Y%d", r, r)
+		g.p("VMOVDQU Y%d, %d(R8)", r, 256*r)
+	}
+	g.p("ADDQ $%d, SI", 4*256)
+	g.p("ADDQ $32, R8")
+	g.p("DECQ R12")
+	g.p("JNE cgroup")
+	g.p("ADDQ $%d, DI", 4*256)
+	g.p("ADDQ $32, BX")
+	g.p("DECQ R9")
+	g.p("JNE group")
+	g.label("done")
+	g.ret()
 }

@@ -41,11 +41,11 @@
 //     ones widened per block into an L2 buffer), 6-row micro-panels of A
 //     sweeping each block.
 //   - Q8 and Q4 weights (quant.go) keep int8 (or packed 4-bit) panels plus
-//     a panel of fp16 scales per 32 k-rows; streamed rows run AVX2
-//     kernels that dequantize in
-//     registers, on the AVX-512 variant too (the Go variant, and the
-//     blocked GEMM, widen each block to fp32 first), with the bits of
-//     fp32 on the dequantized values.
+//     a panel of fp16 scales per 32 k-rows; streamed rows run kernels
+//     that dequantize in registers (AVX2; on the AVX-512 variant its own
+//     one-row and 8-row kernels, the AVX2 ones for 2 to 6 rows; the Go
+//     variant, and the blocked GEMM, widen each block to fp32 first), with
+//     the bits of fp32 on the dequantized values.
 //   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;
 //     bf16/f16/Q8/Q4: transposed back out of the Linear panels), packing and
 //     widening B blocks per call.

@@ -774,6 +774,12 @@ type accOut struct{ r, acc, off int }
 // AX (bit 1) to the accumulators outs, then store them into C (rows from
 // DX; R13 = DX + 3*ldc and R9 = DX + 6*ldc are set here for rows 3..7).
 func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
+	epilogueRegs(g, "Y", mr, sfx, flags, outs)
+}
+
+// epilogueRegs is epilogue256 on registers reg (Y, or Z: the AVX-512
+// quantized kernels, whose accumulators hold 16 columns).
+func epilogueRegs(g *gen, reg string, mr int, sfx, flags string, outs []accOut) {
 	g.p("MOVQ %s, CX", flags)
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")
@@ -786,17 +792,17 @@ func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
 	g.p("TESTQ $1, CX")
 	g.p("JEQ nocadd" + sfx)
 	for _, o := range outs {
-		g.p("VADDPS %s, Y%d, Y%d", cRow(o.r, o.off), o.acc, o.acc)
+		g.p("VADDPS %s, %s%d, %s%d", cRow(o.r, o.off), reg, o.acc, reg, o.acc)
 	}
 	g.label("nocadd" + sfx)
 	g.p("TESTQ $2, CX")
 	g.p("JEQ store" + sfx)
 	for _, o := range outs {
-		g.p("VADDPS %d(AX), Y%d, Y%d", o.off, o.acc, o.acc)
+		g.p("VADDPS %d(AX), %s%d, %s%d", o.off, reg, o.acc, reg, o.acc)
 	}
 	g.label("store" + sfx)
 	for _, o := range outs {
-		g.p("VMOVUPS Y%d, %s", o.acc, cRow(o.r, o.off))
+		g.p("VMOVUPS %s%d, %s", reg, o.acc, cRow(o.r, o.off))
 	}
 }
 

@@ -19,6 +19,8 @@ func writeQuant(dir string) {
 		}
 		kernel256qm8(&g, dt)
 		widen256q(&g, dt)
+		kernel512q1(&g, dt)
+		kernel512qm8(&g, dt)
 	}
 	for _, dt := range []quantType{q8, q4} {
 		packT256q(&g, dt)
@@ -589,4 +591,159 @@ func packT256q(g *gen, dt quantType) {
 	g.p("JNE group")
 	g.label("done")
 	g.ret()
+}
+
+// load512 emits the 16 weights of 16-column group s of the k-row at
+// displacement d from BX as int32 values in zmm register z. q4's group is
+// 8 bytes, low nibbles then high ones (quantType q4): both halves of z get
+// the sign-extended bytes, which Z31 (shift counts 28 for the low half, 24
+// for the high) and an arithmetic shift by 28 turn into the nibbles.
+func (dt quantType) load512(g *gen, d int, z int) {
+	if dt.name == "q8" {
+		g.p("VPMOVSXBD %d(BX), Z%d", d, z)
+		return
+	}
+	g.p("VPMOVSXBD %d(BX), Y%d", d, z)
+	g.p("VINSERTI64X4 $1, Y%d, Z%d, Z%d", z, z, z)
+	g.p("VPSLLVD Z31, Z%d, Z%d", z, z)
+	g.p("VPSRAD $28, Z%d, Z%d", z, z)
+}
+
+// nibbleShifts512 sets Z31 for load512 (q4 only), through BX.
+func (dt quantType) nibbleShifts512(g *gen) {
+	if dt.name != "q4" {
+		return
+	}
+	g.p("MOVL $28, BX")
+	g.p("VPBROADCASTD BX, Y31")
+	g.p("MOVL $24, BX")
+	g.p("VPBROADCASTD BX, Y30")
+	g.p("VINSERTI64X4 $1, Y30, Z31, Z31")
+}
+
+// kernel512q1 emits k512{q8,q4}m1, kernel256q1 on AVX-512 registers: a
+// k-row's 64 columns in four accumulators Z0..Z3 (16 columns each), the 64
+// scales of the block of 32 k-rows widened once into Z4..Z7. Each output is
+// the same chain as in kernel256q1 (d·q exact, one FMA a k-row in order,
+// the same sum blocks and epilogue), so the bits are k256{q8,q4}m1's: only
+// the number of columns an instruction carries differs, which halves the
+// instructions per weight.
+//
+// Registers: Z0..Z3 accumulators, Z4..Z7 scales, Z8 the broadcast of A,
+// Z9..Z16 weights in flight, Z30, Z31 q4's shift counts. R10, R14, R15,
+// R12, R13 and CX as in kernel256q.
+func kernel512q1(g *gen, dt quantType) {
+	name := "k512" + dt.name + "m1"
+	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[1×64] (+)= A·B over np panels, B %s (AVX-512).", name, dt.name))
+	g.p("MOVQ np+32(FP), R9")
+	dt.nibbleShifts512(g)
+	quantPointers(g)
+	quantPanelStart(g)
+	g.p("MOVQ R10, SI")
+	g.p("MOVQ R14, BX")
+	g.p("MOVQ R15, R12")
+	for i := 0; i < 4; i++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
+	}
+	firstScaleBlock(g, "")
+	tmp := 0
+	body := func(u int) {
+		dt.prefetch(g, u)
+		g.p("VBROADCASTSS %s, Z8", aRow(0, 4*u))
+		for s := 0; s < 4; s++ {
+			z := 9 + tmp%8
+			tmp++
+			dt.load512(g, dt.rowBytes*u+dt.groupOff(s), z)
+			g.p("VCVTDQ2PS Z%d, Z%d", z, z)
+			g.p("VMULPS Z%d, Z%d, Z%d", 4+s, z, z)
+			g.p("VFMADD231PS Z%d, Z8, Z%d", z, s)
+		}
+	}
+	g.label("sblock")
+	for i := 0; i < 4; i++ {
+		g.p("VCVTPH2PS %d(R12), Z%d", 32*i, 4+i)
+	}
+	dt.rows(g, 1, "", body)
+	var outs []accOut
+	for i := 0; i < 4; i++ {
+		outs = append(outs, accOut{0, i, 64 * i})
+	}
+	epilogueRegs(g, "Z", 1, "", "fl-8(SP)", outs)
+	quantBlockEnd(g, dt, "R9")
+}
+
+// kernel512qm8 emits k512{q8,q4}m8, kernel256qm8 on AVX-512 registers: a
+// decoding group of 8 rows in one pass over the weights, each panel in two
+// passes of 32 columns (16 accumulators: 8 rows × 2 groups of 16 columns)
+// where kernel256qm8 takes eight of 8. Each output's chain is
+// kernel256qm8's, so the bits are k256{q8,q4}m8's.
+//
+// Registers: Z0..Z15 accumulators (row r, group h at 2r+h), Z16, Z17 the
+// group's scales, Z18, Z19 its weights, Z20..Z23 broadcasts of A, Z30,
+// Z31 q4's shift counts.
+func kernel512qm8(g *gen, dt quantType) {
+	const mr = 8
+	name := "k512" + dt.name + "m8"
+	g.textFrame(name, quantLocals+16, quantArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX-512).", name, dt.name))
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ np+32(FP), CX")
+	g.p("MOVQ CX, np-56(SP)")
+	g.p("MOVQ kb+104(FP), CX")
+	g.p("IMULQ $%d, CX", dt.rowBytes)
+	g.p("MOVQ CX, pd-64(SP)")
+	dt.nibbleShifts512(g)
+	quantPointers(g)
+	quantPanelStart(g)
+	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
+	for p := 0; p < 2; p++ {
+		sfx := fmt.Sprint(p)
+		g.p("MOVQ R10, SI")
+		g.p("LEAQ (SI)(R11*2), DI")
+		g.p("ADDQ R11, DI")
+		g.p("LEAQ (DI)(R11*2), R9")
+		g.p("ADDQ R11, R9")
+		g.p("MOVQ R14, BX")
+		g.p("LEAQ %d(R15), R12", 64*p)
+		g.p("MOVQ pd-64(SP), R8")
+		for r := 0; r < 2*mr; r++ {
+			g.p("VPXORD Z%d, Z%d, Z%d", r, r, r)
+		}
+		firstScaleBlock(g, sfx)
+		body := func(u int) {
+			if u == 0 {
+				// Lines of the next sum block's four k-rows, half each pass.
+				for l := p * lines / 2; l < (p+1)*lines/2; l++ {
+					g.p("PREFETCHT1 %d(BX)(R8*1)", 64*l)
+				}
+			}
+			if p == 0 {
+				dt.prefetch(g, u)
+			}
+			for h := 0; h < 2; h++ {
+				z := 18 + h
+				dt.load512(g, dt.rowBytes*u+dt.groupOff(2*p+h), z)
+				g.p("VCVTDQ2PS Z%d, Z%d", z, z)
+				g.p("VMULPS Z%d, Z%d, Z%d", 16+h, z, z)
+			}
+			for r := 0; r < mr; r++ {
+				b := 20 + r%4
+				g.p("VBROADCASTSS %s, Z%d", aRow(r, 4*u), b)
+				g.p("VFMADD231PS Z18, Z%d, Z%d", b, 2*r)
+				g.p("VFMADD231PS Z19, Z%d, Z%d", b, 2*r+1)
+			}
+		}
+		g.label("sblock" + sfx)
+		g.p("VCVTPH2PS (R12), Z16")
+		g.p("VCVTPH2PS 32(R12), Z17")
+		dt.rows(g, mr, sfx, body)
+		g.p("MOVQ ldc+48(FP), R8")
+		var outs []accOut
+		for r := 0; r < mr; r++ {
+			for h := 0; h < 2; h++ {
+				outs = append(outs, accOut{r, 2*r + h, 4 * (32*p + 16*h)})
+			}
+		}
+		epilogueRegs(g, "Z", mr, sfx, "fl-8(SP)", outs)
+	}
+	quantBlockEnd(g, dt, "np-56(SP)")
 }

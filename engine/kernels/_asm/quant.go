@@ -593,32 +593,54 @@ func packT256q(g *gen, dt quantType) {
 	g.ret()
 }
 
-// load512 emits the 16 weights of 16-column group s of the k-row at
-// displacement d from BX as int32 values in zmm register z. q4's group is
-// 8 bytes, low nibbles then high ones (quantType q4): both halves of z get
-// the sign-extended bytes, which Z31 (shift counts 28 for the low half, 24
-// for the high) and an arithmetic shift by 28 turn into the nibbles.
-func (dt quantType) load512(g *gen, d int, z int) {
+// weights512 emits the weights of 16-column groups s and s+1 (s even) of
+// the k-row at displacement d from BX as int32 values in zmm registers z0
+// and z1. For q8, z0 and z1 are the groups in natural order. For q4 they
+// are its nibbles as stored (quantType q4): one sign-extending load of the
+// pair's 16 bytes, then z0 = the low nibbles (lanes 0..7: columns 16s+i,
+// lanes 8..15: 16s+16+i) and z1 = the high ones (16s+8+i, 16s+24+i), the
+// "nibble order" that scales512 and unnibble512 follow, which halves the
+// instructions that unpack them.
+func (dt quantType) weights512(g *gen, d, s, z0, z1 int) {
 	if dt.name == "q8" {
-		g.p("VPMOVSXBD %d(BX), Z%d", d, z)
+		g.p("VPMOVSXBD %d(BX), Z%d", d+dt.groupOff(s), z0)
+		g.p("VPMOVSXBD %d(BX), Z%d", d+dt.groupOff(s+1), z1)
 		return
 	}
-	g.p("VPMOVSXBD %d(BX), Y%d", d, z)
-	g.p("VINSERTI64X4 $1, Y%d, Z%d, Z%d", z, z, z)
-	g.p("VPSLLVD Z31, Z%d, Z%d", z, z)
-	g.p("VPSRAD $28, Z%d, Z%d", z, z)
+	g.p("VPMOVSXBD %d(BX), Z%d", d+dt.groupOff(s), z1)
+	g.p("VPSLLD $28, Z%d, Z%d", z1, z0)
+	g.p("VPSRAD $28, Z%d, Z%d", z0, z0)
+	g.p("VPSRAD $4, Z%d, Z%d", z1, z1)
 }
 
-// nibbleShifts512 sets Z31 for load512 (q4 only), through BX.
-func (dt quantType) nibbleShifts512(g *gen) {
-	if dt.name != "q4" {
+// scales512 emits the fp32 scales of groups s and s+1 (s even) of the
+// block of 32 k-rows at R12 into z0 and z1, in weights512's order (tmp: a
+// scratch register).
+func (dt quantType) scales512(g *gen, s, z0, z1, tmp int) {
+	if dt.name == "q8" {
+		g.p("VCVTPH2PS %d(R12), Z%d", 32*s, z0)
+		g.p("VCVTPH2PS %d(R12), Z%d", 32*(s+1), z1)
 		return
 	}
-	g.p("MOVL $28, BX")
-	g.p("VPBROADCASTD BX, Y31")
-	g.p("MOVL $24, BX")
-	g.p("VPBROADCASTD BX, Y30")
-	g.p("VINSERTI64X4 $1, Y30, Z31, Z31")
+	for h, z := range []int{z0, z1} {
+		g.p("VCVTPH2PS %d(R12), Y%d", 32*s+16*h, z)
+		g.p("VCVTPH2PS %d(R12), Y%d", 32*(s+1)+16*h, tmp)
+		g.p("VINSERTF64X4 $1, Y%d, Z%d, Z%d", tmp, z, z)
+	}
+}
+
+// unnibble512 emits, for q4, the accumulators z0, z1 of groups s, s+1 in
+// weights512's order back into column order (z0: group s, z1: group s+1;
+// t0, t1 scratch), so the epilogue adds and stores natural columns. Only
+// the lanes move: every column's sum is unchanged.
+func (dt quantType) unnibble512(g *gen, z0, z1, t0, t1 int) {
+	if dt.name == "q8" {
+		return
+	}
+	g.p("VSHUFF64X2 $0x44, Z%d, Z%d, Z%d", z1, z0, t0)
+	g.p("VSHUFF64X2 $0xEE, Z%d, Z%d, Z%d", z1, z0, t1)
+	g.p("VMOVAPS Z%d, Z%d", t0, z0)
+	g.p("VMOVAPS Z%d, Z%d", t1, z1)
 }
 
 // kernel512q1 emits k512{q8,q4}m1, kernel256q1 on AVX-512 registers: a
@@ -626,17 +648,17 @@ func (dt quantType) nibbleShifts512(g *gen) {
 // scales of the block of 32 k-rows widened once into Z4..Z7. Each output is
 // the same chain as in kernel256q1 (d·q exact, one FMA a k-row in order,
 // the same sum blocks and epilogue), so the bits are k256{q8,q4}m1's: only
-// the number of columns an instruction carries differs, which halves the
+// the number of columns an instruction carries differs (and, for q4, the
+// lanes the columns take until the epilogue), which halves the
 // instructions per weight.
 //
 // Registers: Z0..Z3 accumulators, Z4..Z7 scales, Z8 the broadcast of A,
-// Z9..Z16 weights in flight, Z30, Z31 q4's shift counts. R10, R14, R15,
-// R12, R13 and CX as in kernel256q.
+// Z9..Z16 weights in flight. R10, R14, R15, R12, R13 and CX as in
+// kernel256q.
 func kernel512q1(g *gen, dt quantType) {
 	name := "k512" + dt.name + "m1"
 	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[1×64] (+)= A·B over np panels, B %s (AVX-512).", name, dt.name))
 	g.p("MOVQ np+32(FP), R9")
-	dt.nibbleShifts512(g)
 	quantPointers(g)
 	quantPanelStart(g)
 	g.p("MOVQ R10, SI")
@@ -650,20 +672,23 @@ func kernel512q1(g *gen, dt quantType) {
 	body := func(u int) {
 		dt.prefetch(g, u)
 		g.p("VBROADCASTSS %s, Z8", aRow(0, 4*u))
-		for s := 0; s < 4; s++ {
-			z := 9 + tmp%8
-			tmp++
-			dt.load512(g, dt.rowBytes*u+dt.groupOff(s), z)
-			g.p("VCVTDQ2PS Z%d, Z%d", z, z)
-			g.p("VMULPS Z%d, Z%d, Z%d", 4+s, z, z)
-			g.p("VFMADD231PS Z%d, Z8, Z%d", z, s)
+		for s := 0; s < 4; s += 2 {
+			z0, z1 := 9+tmp%8, 9+(tmp+1)%8
+			tmp += 2
+			dt.weights512(g, dt.rowBytes*u, s, z0, z1)
+			for h, z := range []int{z0, z1} {
+				g.p("VCVTDQ2PS Z%d, Z%d", z, z)
+				g.p("VMULPS Z%d, Z%d, Z%d", 4+s+h, z, z)
+				g.p("VFMADD231PS Z%d, Z8, Z%d", z, s+h)
+			}
 		}
 	}
 	g.label("sblock")
-	for i := 0; i < 4; i++ {
-		g.p("VCVTPH2PS %d(R12), Z%d", 32*i, 4+i)
-	}
+	dt.scales512(g, 0, 4, 5, 9)
+	dt.scales512(g, 2, 6, 7, 9)
 	dt.rows(g, 1, "", body)
+	dt.unnibble512(g, 0, 1, 9, 10)
+	dt.unnibble512(g, 2, 3, 9, 10)
 	var outs []accOut
 	for i := 0; i < 4; i++ {
 		outs = append(outs, accOut{0, i, 64 * i})
@@ -679,8 +704,7 @@ func kernel512q1(g *gen, dt quantType) {
 // kernel256qm8's, so the bits are k256{q8,q4}m8's.
 //
 // Registers: Z0..Z15 accumulators (row r, group h at 2r+h), Z16, Z17 the
-// group's scales, Z18, Z19 its weights, Z20..Z23 broadcasts of A, Z30,
-// Z31 q4's shift counts.
+// groups' scales, Z18, Z19 their weights, Z20..Z23 broadcasts of A.
 func kernel512qm8(g *gen, dt quantType) {
 	const mr = 8
 	name := "k512" + dt.name + "m8"
@@ -691,7 +715,6 @@ func kernel512qm8(g *gen, dt quantType) {
 	g.p("MOVQ kb+104(FP), CX")
 	g.p("IMULQ $%d, CX", dt.rowBytes)
 	g.p("MOVQ CX, pd-64(SP)")
-	dt.nibbleShifts512(g)
 	quantPointers(g)
 	quantPanelStart(g)
 	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
@@ -703,7 +726,7 @@ func kernel512qm8(g *gen, dt quantType) {
 		g.p("LEAQ (DI)(R11*2), R9")
 		g.p("ADDQ R11, R9")
 		g.p("MOVQ R14, BX")
-		g.p("LEAQ %d(R15), R12", 64*p)
+		g.p("MOVQ R15, R12")
 		g.p("MOVQ pd-64(SP), R8")
 		for r := 0; r < 2*mr; r++ {
 			g.p("VPXORD Z%d, Z%d, Z%d", r, r, r)
@@ -719,11 +742,10 @@ func kernel512qm8(g *gen, dt quantType) {
 			if p == 0 {
 				dt.prefetch(g, u)
 			}
+			dt.weights512(g, dt.rowBytes*u, 2*p, 18, 19)
 			for h := 0; h < 2; h++ {
-				z := 18 + h
-				dt.load512(g, dt.rowBytes*u+dt.groupOff(2*p+h), z)
-				g.p("VCVTDQ2PS Z%d, Z%d", z, z)
-				g.p("VMULPS Z%d, Z%d, Z%d", 16+h, z, z)
+				g.p("VCVTDQ2PS Z%d, Z%d", 18+h, 18+h)
+				g.p("VMULPS Z%d, Z%d, Z%d", 16+h, 18+h, 18+h)
 			}
 			for r := 0; r < mr; r++ {
 				b := 20 + r%4
@@ -733,9 +755,11 @@ func kernel512qm8(g *gen, dt quantType) {
 			}
 		}
 		g.label("sblock" + sfx)
-		g.p("VCVTPH2PS (R12), Z16")
-		g.p("VCVTPH2PS 32(R12), Z17")
+		dt.scales512(g, 2*p, 16, 17, 18)
 		dt.rows(g, mr, sfx, body)
+		for r := 0; r < mr; r++ {
+			dt.unnibble512(g, 2*r, 2*r+1, 18, 19)
+		}
 		g.p("MOVQ ldc+48(FP), R8")
 		var outs []accOut
 		for r := 0; r < mr; r++ {

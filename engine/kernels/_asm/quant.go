@@ -186,6 +186,30 @@ func kernel256q(g *gen, dt quantType, mr int) {
 	quantBlockEnd(g, dt, "R9")
 }
 
+// quantM8Start emits the start of the 8-row quantized kernels (AVX2 and
+// AVX-512): R11 = lda, np and the prefetch distance pd (one sum block of
+// k-rows) in their locals, then quantPanelStart.
+func quantM8Start(g *gen, dt quantType) {
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ np+32(FP), CX")
+	g.p("MOVQ CX, np-56(SP)")
+	g.p("MOVQ kb+104(FP), CX")
+	g.p("IMULQ $%d, CX", dt.rowBytes)
+	g.p("MOVQ CX, pd-64(SP)")
+	quantPointers(g)
+	quantPanelStart(g)
+}
+
+// aRows8 points SI, DI and R9 at rows 0, 3 and 6 of the sum block's A
+// (from R10; aRow).
+func aRows8(g *gen) {
+	g.p("MOVQ R10, SI")
+	g.p("LEAQ (SI)(R11*2), DI")
+	g.p("ADDQ R11, DI")
+	g.p("LEAQ (DI)(R11*2), R9")
+	g.p("ADDQ R11, R9")
+}
+
 // kernel256qm8 emits the 8-row kernel k256{q8,q4}m8 for a decoding group
 // of eight sequences: eight passes over each sum block, pass p computing
 // eight columns of all eight rows with kernel256q's arithmetic (each weight
@@ -208,24 +232,13 @@ func kernel256qm8(g *gen, dt quantType) {
 	const mr = 8
 	name := "k256" + dt.name + "m8"
 	g.textFrame(name, quantLocals+16, quantArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX2+FMA+F16C).", name, dt.name))
-	g.p("MOVQ lda+8(FP), R11")
-	g.p("MOVQ np+32(FP), CX")
-	g.p("MOVQ CX, np-56(SP)")
-	g.p("MOVQ kb+104(FP), CX")
-	g.p("IMULQ $%d, CX", dt.rowBytes)
-	g.p("MOVQ CX, pd-64(SP)")
-	quantPointers(g)
-	quantPanelStart(g)
+	quantM8Start(g, dt)
 	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
 	for p := 0; p < 8; p++ {
 		sfx := fmt.Sprint(p)
 		s, h := p/2, p%2 // 16-column group, and its half
 		boff := dt.groupOff(s)
-		g.p("MOVQ R10, SI")
-		g.p("LEAQ (SI)(R11*2), DI")
-		g.p("ADDQ R11, DI")
-		g.p("LEAQ (DI)(R11*2), R9")
-		g.p("ADDQ R11, R9")
+		aRows8(g)
 		g.p("LEAQ %d(R14), BX", boff)
 		g.p("LEAQ %d(R15), R12", 32*s+16*h)
 		g.p("MOVQ pd-64(SP), R8")
@@ -709,22 +722,11 @@ func kernel512qm8(g *gen, dt quantType) {
 	const mr = 8
 	name := "k512" + dt.name + "m8"
 	g.textFrame(name, quantLocals+16, quantArgs, fmt.Sprintf("%s: C[8×64] (+)= A·B over np panels, B %s, one pass over the weights for 8 rows (AVX-512).", name, dt.name))
-	g.p("MOVQ lda+8(FP), R11")
-	g.p("MOVQ np+32(FP), CX")
-	g.p("MOVQ CX, np-56(SP)")
-	g.p("MOVQ kb+104(FP), CX")
-	g.p("IMULQ $%d, CX", dt.rowBytes)
-	g.p("MOVQ CX, pd-64(SP)")
-	quantPointers(g)
-	quantPanelStart(g)
+	quantM8Start(g, dt)
 	lines := 4 * dt.rowBytes / 64 // cache lines of four k-rows
 	for p := 0; p < 2; p++ {
 		sfx := fmt.Sprint(p)
-		g.p("MOVQ R10, SI")
-		g.p("LEAQ (SI)(R11*2), DI")
-		g.p("ADDQ R11, DI")
-		g.p("LEAQ (DI)(R11*2), R9")
-		g.p("ADDQ R11, R9")
+		aRows8(g)
 		g.p("MOVQ R14, BX")
 		g.p("MOVQ R15, R12")
 		g.p("MOVQ pd-64(SP), R8")

@@ -42,8 +42,8 @@
 //     sweeping each block.
 //   - Q8 and Q4 weights (quant.go) keep int8 (or packed 4-bit) panels plus
 //     a panel of fp16 scales per 32 k-rows; streamed rows run kernels
-//     that dequantize in registers (AVX2; on the AVX-512 variant its own
-//     one-row and 8-row kernels, the AVX2 ones for 2 to 6 rows; the Go
+//     that dequantize in registers (AVX2, and their 16-column versions on
+//     the AVX-512 variant; the Go
 //     variant, and the blocked GEMM, widen each block to fp32 first), with
 //     the bits of fp32 on the dequantized values.
 //   - LinearBackwardInput reads the weight as B = w (fp32: the stored rows;

@@ -52,12 +52,27 @@ func k256q4m6(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *floa
 //go:noescape
 func k256q4m8(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
-// The AVX-512 one-row and 8-row quantized kernels (kernel512q1 and
-// kernel512qm8 in _asm/quant.go): the arithmetic of their AVX2 namesakes,
-// 16 columns an instruction.
+// The AVX-512 quantized kernels (kernel512q and kernel512qm8 in
+// _asm/quant.go): the arithmetic of their AVX2 namesakes, 16 columns an
+// instruction.
 
 //go:noescape
 func k512q8m1(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q8m2(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q8m3(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q8m4(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q8m5(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q8m6(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
 //go:noescape
 func k512q8m8(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
@@ -66,18 +81,33 @@ func k512q8m8(a *float32, lda uintptr, b *int8, pstride uintptr, np int, c *floa
 func k512q4m1(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
 //go:noescape
+func k512q4m2(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q4m3(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q4m4(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q4m5(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
+func k512q4m6(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
+
+//go:noescape
 func k512q4m8(a *float32, lda uintptr, b *byte, pstride uintptr, np int, c *float32, ldc uintptr, k, k0, flags int, bias *float32, s *uint16, sstride uintptr, kb int)
 
-// quant512 reports whether decoding rows (one, or a group of 8) run the
-// AVX-512 quantized kernels: the AVX-512 variant on a CPU with AVX512VL
-// (they use the upper 16 ymm registers).
+// quant512 reports whether streamed rows run the AVX-512 quantized
+// kernels: the AVX-512 variant on a CPU with AVX512VL (they use the upper
+// 16 ymm registers).
 func quant512() bool { return active == varAVX512 && cpu.X86.HasAVX512VL }
 
 // hasQuantKernels reports whether the active variant reads Q8 and Q4
 // panels in place with the quantized kernels: the AVX2 variant, and the
-// AVX-512 one (its own kernels for one row and for 8, the AVX2 ones for
-// the rest: every AVX-512 CPU has AVX2; without them it widened each block
-// to fp32 first, which decoded q8 at a third of f16's speed on a Zen 5). Each output sums the same FMAs in the same order as over
+// AVX-512 one (its own kernels where the CPU has AVX512VL, else the AVX2
+// ones: every AVX-512 CPU has AVX2; without them it widened each block to
+// fp32 first, which decoded q8 at a third of f16's speed on a Zen 5). Each output sums the same FMAs in the same order as over
 // widened blocks, so the two paths give the same bits (row invariance).
 // The Go variant widens.
 func hasQuantKernels() bool { return active == varAVX2 || active == varAVX512 && useAVX2 }
@@ -89,50 +119,79 @@ func call256q(t *tileArgs, np, p int, c *float32, ldc uintptr, flags int, bias *
 	s, ss := &q.s[q.soff+p*q.sstride], uintptr(q.sstride)*2
 	// Direct calls (not a table of funcs): the compiler then knows the
 	// pointers do not escape, and the callers' scratch stays on the stack.
-	wide := quant512()
 	if q.q4 != nil {
 		b, ps := &q.q4[(t.boff+p*t.pstride)/2], uintptr(t.pstride)/2
-		switch {
-		case t.mr == 1 && wide:
-			k512q4m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 8 && wide:
-			k512q4m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 1:
+		if quant512() {
+			switch t.mr {
+			case 1:
+				k512q4m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 2:
+				k512q4m2(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 3:
+				k512q4m3(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 4:
+				k512q4m4(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 5:
+				k512q4m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 6:
+				k512q4m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			case 8:
+				k512q4m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+			}
+			return
+		}
+		switch t.mr {
+		case 1:
 			k256q4m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 2:
+		case 2:
 			k256q4m2(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 3:
+		case 3:
 			k256q4m3(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 4:
+		case 4:
 			k256q4m4(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 5:
+		case 5:
 			k256q4m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 6:
+		case 6:
 			k256q4m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-		case t.mr == 8:
+		case 8:
 			k256q4m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 		}
 		return
 	}
 	b, ps := &q.q8[t.boff+p*t.pstride], uintptr(t.pstride)
-	switch {
-	case t.mr == 1 && wide:
-		k512q8m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 8 && wide:
-		k512q8m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 1:
+	if quant512() {
+		switch t.mr {
+		case 1:
+			k512q8m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 2:
+			k512q8m2(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 3:
+			k512q8m3(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 4:
+			k512q8m4(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 5:
+			k512q8m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 6:
+			k512q8m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		case 8:
+			k512q8m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
+		}
+		return
+	}
+	switch t.mr {
+	case 1:
 		k256q8m1(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 2:
+	case 2:
 		k256q8m2(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 3:
+	case 3:
 		k256q8m3(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 4:
+	case 4:
 		k256q8m4(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 5:
+	case 5:
 		k256q8m5(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 6:
+	case 6:
 		k256q8m6(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
-	case t.mr == 8:
+	case 8:
 		k256q8m8(a, lda, b, ps, np, c, ldc, t.k, q.k0, flags, bias, s, ss, kb)
 	}
 }

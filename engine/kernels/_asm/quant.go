@@ -19,7 +19,9 @@ func writeQuant(dir string) {
 		}
 		kernel256qm8(&g, dt)
 		widen256q(&g, dt)
-		kernel512q1(&g, dt)
+		for mr := 1; mr <= 6; mr++ {
+			kernel512q(&g, dt, mr)
+		}
 		kernel512qm8(&g, dt)
 	}
 	for _, dt := range []quantType{q8, q4} {
@@ -656,57 +658,74 @@ func (dt quantType) unnibble512(g *gen, z0, z1, t0, t1 int) {
 	g.p("VMOVAPS Z%d, Z%d", t1, z1)
 }
 
-// kernel512q1 emits k512{q8,q4}m1, kernel256q1 on AVX-512 registers: a
-// k-row's 64 columns in four accumulators Z0..Z3 (16 columns each), the 64
-// scales of the block of 32 k-rows widened once into Z4..Z7. Each output is
-// the same chain as in kernel256q1 (d·q exact, one FMA a k-row in order,
-// the same sum blocks and epilogue), so the bits are k256{q8,q4}m1's: only
-// the number of columns an instruction carries differs (and, for q4, the
-// lanes the columns take until the epilogue), which halves the
-// instructions per weight.
+// kernel512q emits k512{q8,q4}m{mr} (mr 1..6), kernel256q on AVX-512
+// registers: all 64 columns of a k-row in one pass, four accumulators a
+// row (16 columns each), the 64 scales of the block of 32 k-rows widened
+// once into Z24..Z27. Each output is the same chain as in kernel256q and
+// kernel256q1 (d·q exact, one FMA a k-row in order, the same sum blocks and
+// epilogue), so the bits are k256{q8,q4}m{mr}'s: only the number of columns
+// an instruction carries differs (and, for q4, the lanes the columns take
+// until the epilogue), which halves the instructions per weight.
 //
-// Registers: Z0..Z3 accumulators, Z4..Z7 scales, Z8 the broadcast of A,
-// Z9..Z16 weights in flight. R10, R14, R15, R12, R13 and CX as in
-// kernel256q.
-func kernel512q1(g *gen, dt quantType) {
-	name := "k512" + dt.name + "m1"
-	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[1×64] (+)= A·B over np panels, B %s (AVX-512).", name, dt.name))
+// Registers: Z(4r+g) the accumulator of row r, group g; Z24..Z27 scales;
+// Z30, Z31 broadcasts of A; the weights in flight rotate through the rest
+// (Z28, Z29 and those the accumulators leave). R10, R14, R15, R12, R13 and
+// CX as in kernel256q; R9 counts panels, R8 = ldc, R11 = lda.
+func kernel512q(g *gen, dt quantType, mr int) {
+	name := fmt.Sprintf("k512%sm%d", dt.name, mr)
+	g.textFrame(name, quantLocals, quantArgs, fmt.Sprintf("%s: C[%d×64] (+)= A·B over np panels, B %s (AVX-512).", name, mr, dt.name))
+	g.p("MOVQ lda+8(FP), R11")
 	g.p("MOVQ np+32(FP), R9")
+	g.p("MOVQ ldc+48(FP), R8")
 	quantPointers(g)
 	quantPanelStart(g)
 	g.p("MOVQ R10, SI")
+	if mr > 3 {
+		g.p("LEAQ (SI)(R11*2), DI")
+		g.p("ADDQ R11, DI")
+	}
 	g.p("MOVQ R14, BX")
 	g.p("MOVQ R15, R12")
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 4*mr; i++ {
 		g.p("VPXORD Z%d, Z%d, Z%d", i, i, i)
 	}
 	firstScaleBlock(g, "")
+	free := []int{28, 29}
+	for z := 4 * mr; z < 24; z++ {
+		free = append(free, z)
+	}
 	tmp := 0
 	body := func(u int) {
 		dt.prefetch(g, u)
-		g.p("VBROADCASTSS %s, Z8", aRow(0, 4*u))
 		for s := 0; s < 4; s += 2 {
-			z0, z1 := 9+tmp%8, 9+(tmp+1)%8
+			w0, w1 := free[tmp%len(free)], free[(tmp+1)%len(free)]
 			tmp += 2
-			dt.weights512(g, dt.rowBytes*u, s, z0, z1)
-			for h, z := range []int{z0, z1} {
+			dt.weights512(g, dt.rowBytes*u, s, w0, w1)
+			for h, z := range []int{w0, w1} {
 				g.p("VCVTDQ2PS Z%d, Z%d", z, z)
-				g.p("VMULPS Z%d, Z%d, Z%d", 4+s+h, z, z)
-				g.p("VFMADD231PS Z%d, Z8, Z%d", z, s+h)
+				g.p("VMULPS Z%d, Z%d, Z%d", 24+s+h, z, z)
+			}
+			for r := 0; r < mr; r++ {
+				b := 30 + r%2
+				g.p("VBROADCASTSS %s, Z%d", aRow(r, 4*u), b)
+				g.p("VFMADD231PS Z%d, Z%d, Z%d", w0, b, 4*r+s)
+				g.p("VFMADD231PS Z%d, Z%d, Z%d", w1, b, 4*r+s+1)
 			}
 		}
 	}
 	g.label("sblock")
-	dt.scales512(g, 0, 4, 5, 9)
-	dt.scales512(g, 2, 6, 7, 9)
-	dt.rows(g, 1, "", body)
-	dt.unnibble512(g, 0, 1, 9, 10)
-	dt.unnibble512(g, 2, 3, 9, 10)
+	dt.scales512(g, 0, 24, 25, 28)
+	dt.scales512(g, 2, 26, 27, 28)
+	dt.rows(g, mr, "", body)
 	var outs []accOut
-	for i := 0; i < 4; i++ {
-		outs = append(outs, accOut{0, i, 64 * i})
+	for r := 0; r < mr; r++ {
+		dt.unnibble512(g, 4*r, 4*r+1, 28, 29)
+		dt.unnibble512(g, 4*r+2, 4*r+3, 28, 29)
+		for i := 0; i < 4; i++ {
+			outs = append(outs, accOut{r, 4*r + i, 64 * i})
+		}
 	}
-	epilogueRegs(g, "Z", 1, "", "fl-8(SP)", outs)
+	epilogueRegs(g, "Z", mr, "", "fl-8(SP)", outs)
 	quantBlockEnd(g, dt, "R9")
 }
 

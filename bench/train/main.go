@@ -194,6 +194,16 @@ type engineSide struct {
 	name string // in the progress lines
 }
 
+// products is the arithmetic e's weight products actually run on: its
+// unit, except that quantized weights keep the exact fp32 path on either
+// unit (engine/kernels).
+func (e *engineSide) products() kernels.Unit {
+	if e.q != model.NoQuantization {
+		return kernels.UnitFP32
+	}
+	return e.unit
+}
+
 // newEngine builds the random bf16 model (the same weights every time: a
 // fixed seed) and stores its base as q.
 func newEngine(cfg model.Config, q model.Quantization, single bool) (*engineSide, error) {
@@ -396,7 +406,7 @@ func run(o options) error {
 			ratio = fmt.Sprintf("**%.2f×**", median(walls(steps[nEng+best]))/goMed)
 		}
 		fmt.Printf("| ART Go engine: %s, %s, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
-			storageLabel(e.q), unitLabel(e.unit), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
+			storageLabel(e.q), unitLabel(e.products()), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
 	}
 	for j, p := range peers {
 		ps := steps[nEng+j]
@@ -458,9 +468,9 @@ func run(o options) error {
 	fmt.Println()
 	for s, e := range engines {
 		rate := flops / median(walls(steps[s])) / 1e9
-		peak := pk.of(e.unit)
-		fmt.Printf("Weight products (%s, %v unit): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
-			storageName(e.q), e.unit, flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
+		peak := pk.of(e.products())
+		fmt.Printf("Weight products (%s, %v): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
+			storageName(e.q), e.products(), flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
 	}
 	if b, ok := pk.bf16, pk.hasBF16; ok {
 		_, why := kernels.BestUnit()
@@ -553,7 +563,7 @@ func unitLabel(u kernels.Unit) string {
 // the two to compute the same step: the peer's own, or bf16's when the
 // engine's products round to bf16.
 func lossTolerance(p *peerProc, e *engineSide) float64 {
-	if e.unit == kernels.UnitBF16 {
+	if e.products() == kernels.UnitBF16 {
 		return max(p.lossTolerance(), 2e-2)
 	}
 	return p.lossTolerance()

@@ -59,10 +59,13 @@ OpenAI-compatible endpoint as name@step.`,
 	return root
 }
 
-// setMatmulUnit applies --matmul-unit (empty: keep what start-up chose
-// from the environment). Sampler and trainer share the process, so one
-// unit serves both.
+// setMatmulUnit applies --matmul-unit (empty: the kernels choose on first
+// use, from the environment or by measuring). Sampler and trainer share
+// the process, so one unit serves both.
 func setMatmulUnit(s string) error {
+	if s == "" {
+		return nil
+	}
 	if _, err := kernels.UseUnit(s); err != nil {
 		return fmt.Errorf("--matmul-unit %s: %w", s, err)
 	}

@@ -62,9 +62,21 @@ func ParseUnit(s string) (u Unit, auto bool, err error) {
 // (fp32, bf16 or auto; default auto).
 const UnitEnv = "ART_MATMUL_UNIT"
 
-// unit is the unit in use, set once at start-up (startUnit) or by SetUnit
-// before any product runs.
-var unit, unitWhy = startUnit()
+// unit is the unit in use and unitWhy why: chosen on first use
+// (currentUnit: startUnit's measurement costs ~20 ms, which a program
+// that multiplies nothing should not pay), or by SetUnit before any
+// product runs.
+var (
+	unitOnce sync.Once
+	unit     Unit
+	unitWhy  string
+)
+
+// currentUnit returns the unit in use, choosing it first if nothing has.
+func currentUnit() Unit {
+	unitOnce.Do(func() { unit, unitWhy = startUnit() })
+	return unit
+}
 
 // startUnit reads UnitEnv and, for auto, measures.
 func startUnit() (Unit, string) {
@@ -91,7 +103,10 @@ func Units() []Unit {
 }
 
 // ActiveUnit is the unit the weight products run on, and why it was chosen.
-func ActiveUnit() (Unit, string) { return unit, unitWhy }
+func ActiveUnit() (Unit, string) {
+	u := currentUnit()
+	return u, unitWhy
+}
 
 // SetUnit makes the weight products run on u. It must be called before
 // any product runs (a flag read at start-up, a test's setup): sampler and
@@ -107,16 +122,17 @@ func SetUnit(u Unit) error {
 	default:
 		return fmt.Errorf("unknown matmul unit %d", u)
 	}
+	unitOnce.Do(func() {}) // chosen: no measurement on first use
 	unit, unitWhy = u, "set by the program"
 	return nil
 }
 
 // UseUnit makes the weight products run on the unit named name (see
 // ParseUnit; "auto" measures with BestUnit), for a flag read at start-up;
-// "" keeps the unit start-up chose. It returns the unit in use.
+// "" keeps the unit chosen by default. It returns the unit in use.
 func UseUnit(name string) (Unit, error) {
 	if name == "" {
-		return unit, nil
+		return currentUnit(), nil
 	}
 	u, auto, err := ParseUnit(name)
 	if err != nil {
@@ -139,9 +155,9 @@ func BestUnit() (Unit, string) {
 	}
 	fp32, bf16 := unitRates()
 	if bf16 > 1.2*fp32 {
-		return UnitBF16, fmt.Sprintf("bf16: %.0f GFLOP/s a core against fp32's %.0f, measured at start-up", bf16, fp32)
+		return UnitBF16, fmt.Sprintf("bf16: %.0f GFLOP/s a core against fp32's %.0f, measured at first use", bf16, fp32)
 	}
-	return UnitFP32, fmt.Sprintf("fp32: %.0f GFLOP/s a core, bf16 %.0f (needs 1.2×), measured at start-up", fp32, bf16)
+	return UnitFP32, fmt.Sprintf("fp32: %.0f GFLOP/s a core, bf16 %.0f (needs 1.2×), measured at first use", fp32, bf16)
 }
 
 // unitRates times the 6-row AVX-512 kernels on an L1-resident block: each
@@ -322,7 +338,7 @@ func ftz(f float32) float32 {
 
 // dpUnit reports whether m's products run on UnitBF16: the unit is in use
 // and m is not quantized (Q8 and Q4 keep their exact path).
-func (m *Mat) dpUnit() bool { return unit == UnitBF16 && m.DType != Q8 && m.DType != Q4 }
+func (m *Mat) dpUnit() bool { return currentUnit() == UnitBF16 && m.DType != Q8 && m.DType != Q4 }
 
 // toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
 // one: A rounded to pairs into a pooled buffer, K counting pairs; the

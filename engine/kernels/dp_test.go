@@ -13,6 +13,7 @@ import (
 // compute) whatever unit start-up chose; the UnitBF16 tests set it
 // themselves (withUnit).
 func TestMain(m *testing.M) {
+	unitOnce.Do(func() {})
 	unit = UnitFP32
 	os.Exit(m.Run())
 }

@@ -59,7 +59,7 @@
 // The weight products (Linear, LinearBackwardInput) run on one Unit for
 // the whole process (dp.go): exact fp32 (UnitFP32), or bf16 (UnitBF16:
 // both factors rounded to bf16, exact products summed in fp32 by
-// VDPBF16PS, on AVX-512 CPUs with AVX512_BF16), chosen at start-up by
+// VDPBF16PS, on AVX-512 CPUs with AVX512_BF16), chosen on first use by
 // timing both microkernels unless ART_MATMUL_UNIT says. The bf16 unit reads
 // each weight rounded to bf16 pairs in the fp32 panels' layout ("dp
 // panels": a bf16 weight's only copy, an f16 or f32 weight's second one;

@@ -128,12 +128,11 @@ func SetUnit(u Unit) error {
 }
 
 // UseUnit makes the weight products run on the unit named name (see
-// ParseUnit; "auto" measures with BestUnit), for a flag read at start-up;
-// "" keeps the unit chosen by default. It returns the unit in use.
+// ParseUnit; "auto" measures with BestUnit now), for a flag read at
+// start-up, and returns it. A flag left empty is better not passed on:
+// the kernels then choose on first use, and a program that multiplies
+// nothing does not measure.
 func UseUnit(name string) (Unit, error) {
-	if name == "" {
-		return currentUnit(), nil
-	}
 	u, auto, err := ParseUnit(name)
 	if err != nil {
 		return 0, err

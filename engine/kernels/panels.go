@@ -242,8 +242,7 @@ func buildPanels(m *Mat) *panels {
 		checkLen("Mat.F32", m.F32, N*K)
 	} else if m.DType == Q8 || m.DType == Q4 {
 		checkQuant(m)
-	} else if m.U16 == nil && m.dp.Load() != nil { // packed as dp panels alone (pack)
-	} else if len(m.U16) < N*K {
+	} else if m.dp.Load() == nil && len(m.U16) < N*K { // dp panels alone: U16 released
 		panic("kernels: Mat.U16 shorter than Rows*Cols")
 	}
 	// Transpose panel by panel, spread over the available cores.

@@ -107,8 +107,9 @@ func quant512() bool { return active == varAVX512 && cpu.X86.HasAVX512VL }
 // panels in place with the quantized kernels: the AVX2 variant, and the
 // AVX-512 one (its own kernels where the CPU has AVX512VL, else the AVX2
 // ones: every AVX-512 CPU has AVX2; without them it widened each block to
-// fp32 first, which decoded q8 at a third of f16's speed on a Zen 5). Each output sums the same FMAs in the same order as over
-// widened blocks, so the two paths give the same bits (row invariance).
+// fp32 first, which decoded q8 at a third of f16's speed on a Zen 5). Each
+// output sums the same FMAs in the same order as over widened blocks, so
+// the two paths give the same bits (row invariance).
 // The Go variant widens.
 func hasQuantKernels() bool { return active == varAVX2 || active == varAVX512 && useAVX2 }
 

@@ -712,11 +712,14 @@ func kernel512q(g *gen, dt quantType, mr int) {
 			for h, z := range []int{w0, w1} {
 				g.p("VCVTDQ2PS Z%d, Z%d", z, z)
 				g.p("VMULPS Z%d, Z%d, Z%d", 24+s+h, z, z)
-				if mr == 1 {
+				if mr == 1 { // each weight's FMA right after its scaling
 					g.p("VFMADD231PS Z%d, Z30, Z%d", z, s+h)
 				}
 			}
-			for r := 0; r < mr && mr > 1; r++ {
+			if mr == 1 {
+				continue
+			}
+			for r := 0; r < mr; r++ {
 				b := 30 + r%2
 				if mr > 2 {
 					g.p("VBROADCASTSS %s, Z%d", aRow(r, 4*u), b)

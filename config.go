@@ -95,6 +95,12 @@ type TrainConfig struct {
 	// KLPenaltyReferenceStep names the checkpoint used as reference; nil
 	// means the base model with the adapter disabled.
 	KLPenaltyReferenceStep *int `json:"kl_penalty_reference_step,omitempty"`
+	// EntropyCoef > 0 adds an entropy bonus to the loss: -EntropyCoef·H per
+	// sampled token, H the entropy of the distribution the token was drawn
+	// from, averaged like the policy loss. It keeps a policy sampling the
+	// actions it is not yet sure of (ART's Python trainer has none; verl's
+	// entropy_coeff is the same term). 0 means off.
+	EntropyCoef float64 `json:"entropy_coef,omitempty"`
 	// PrecalculateLogprobs recomputes the old-policy logprobs with the
 	// trainer before the update instead of trusting the sampled ones.
 	PrecalculateLogprobs bool `json:"precalculate_logprobs,omitempty"`
@@ -204,6 +210,7 @@ func (c TrainConfig) Validate() error {
 	nonNegative("MaxNegativeAdvantageImportanceSamplingWeight", c.MaxNegativeAdvantageImportanceSamplingWeight, "0 means no clamp")
 	nonNegative("KimiK2Tau", c.KimiK2Tau, "0 means off")
 	nonNegative("KLPenaltyCoef", c.KLPenaltyCoef, "0 means off")
+	nonNegative("EntropyCoef", c.EntropyCoef, "0 means off")
 	nonNegative("TruncatedImportanceSampling", c.TruncatedImportanceSampling, "0 means off")
 	if !isFinite(c.MaxGradNorm) {
 		bad("MaxGradNorm", c.MaxGradNorm, "must be finite (0 selects 0.1, < 0 turns clipping off)")

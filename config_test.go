@@ -88,6 +88,7 @@ func TestTrainConfig_Validate(t *testing.T) {
 			"MaxNegativeAdvantageImportanceSamplingWeight = -1",
 			"PackedSequenceLength = -8: must be >= 0",
 		}},
+		{"entropy coef", TrainConfig{EntropyCoef: -0.01}, []string{"EntropyCoef = -0.01: must be a finite number >= 0 (0 means off)"}},
 		{"lr power", TrainConfig{NumTrajectoriesLearningRateMultiplierPower: math.NaN()}, []string{"NumTrajectoriesLearningRateMultiplierPower = NaN: must be finite"}},
 	}
 	for _, tt := range tests {

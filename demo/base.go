@@ -300,11 +300,11 @@ func (s *sft) step(batch []sftExample, lr float64) (float64, error) {
 			if _, err := m.TrainForward(acts, e.tokens, nil); err != nil {
 				return err
 			}
-			_, dh := m.LMHeadBackward(acts, e.rows, e.targets, func(i int, lp, _ float64) float64 {
+			_, dh := m.LMHeadBackward(acts, e.rows, e.targets, func(i int, lp, _ float64) (float64, float64) {
 				if e.move[i] {
 					loss -= e.weights[i] * lp
 				}
-				return -e.weights[i] / n
+				return -e.weights[i] / n, 0
 			})
 			m.TrainBackward(acts, dh, nil)
 		}

@@ -28,7 +28,8 @@ import (
 // Knobs: SEED, STEPS, LR, LR_END (exponential decay to it), GROUPS, GSIZE,
 // EVAL_EVERY, PENALTY, STOP_INVALID, RANK (alpha 2·rank), ACCUM (sequences
 // per optimizer step), NOSCALE, NONORM, KL (KL advantage shaping against
-// the base, its coefficient), EXACT_EVERY, EXP_PATH (the store,
+// the base, its coefficient), ENT (the entropy bonus's coefficient),
+// EXACT_EVERY, EXP_PATH (the store,
 // where bases are reused per seed and SFT setting).
 //
 // With ANALYSE_STEP also set it only analyses that checkpoint (-1: the
@@ -79,11 +80,13 @@ func TestDiagnose(t *testing.T) {
 	}
 	accum := int(env("ACCUM", 32))
 	kl := env("KL", 0)
+	ent := env("ENT", 0)
 	opt.tune = func(c *art.TrainConfig) {
 		c.GradAccumulationSequences = accum
 		c.DisableRewardScaling = os.Getenv("NOSCALE") != ""
 		c.DisableAdvantageNormalization = os.Getenv("NONORM") != ""
 		c.KLPenaltyCoef = kl
+		c.EntropyCoef = ent
 	}
 	if end := env("LR_END", 0); end > 0 {
 		lr0, n := opt.LearningRate, float64(opt.RLSteps)

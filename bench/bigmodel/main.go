@@ -120,9 +120,9 @@ func run(quantize string, promptLen, newTok, T, rank int) error {
 	n := float64(len(rows))
 	var loss float64
 	// CISPO on-policy with advantage 1: L = −mean log π.
-	_, dh := m.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) float64 {
+	_, dh := m.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) (float64, float64) {
 		loss -= lp / n
-		return -1 / n
+		return -1 / n, 0
 	})
 	m.TrainBackward(acts, dh, ad)
 	train.NewAdamW(len(ad.Params())).Step(ad.Params(), ad.Grads(), 1e-5)

@@ -605,10 +605,10 @@ func goStep(m *model.Model, ad *lora.Adapter, acts *model.Acts, tokens []int) (f
 	// advantage 1 and weight 1: L = -logπ per token, mean over the row.
 	n := float64(len(rows))
 	var loss float64
-	_, dh := m.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) float64 {
+	_, dh := m.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) (float64, float64) {
 		const adv, w, isWeight = 1.0, 1.0, 1.0
 		loss += -isWeight * adv * lp * w / n
-		return -isWeight * adv * w / n
+		return -isWeight * adv * w / n, 0
 	})
 	m.TrainBackward(acts, dh, ad)
 	return time.Since(start).Seconds(), loss, nil

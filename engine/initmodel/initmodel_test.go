@@ -68,7 +68,7 @@ func TestWrite_Families(t *testing.T) {
 			for i := range rows {
 				rows[i] = i
 			}
-			_, dh := f.Model.LMHeadBackward(acts, rows, targets, func(int, float64, float64) float64 { return 1 })
+			_, dh := f.Model.LMHeadBackward(acts, rows, targets, func(int, float64, float64) (float64, float64) { return 1, 0 })
 			f.Model.TrainBackward(acts, dh, ad)
 			var norm float64
 			for _, g := range ad.Grads() {

@@ -157,8 +157,9 @@ func TestExperts_SaveLoad(t *testing.T) {
 	}
 }
 
-// Ensure the LoRA gradients of a loss on token logprobs match finite
-// differences through the whole model.
+// Ensure the LoRA gradients of a loss on token logprobs and entropies (an
+// entropy bonus; one row without) match finite differences through the
+// whole model.
 func TestGradients_FiniteDifferences(t *testing.T) {
 	exactunit.Use(t) // an fp32 reference
 	for _, arch := range []string{"qwen2", "llama", "qwen3_moe"} {
@@ -173,6 +174,7 @@ func TestGradients_FiniteDifferences(t *testing.T) {
 			rows := []int{3, 4, 7, 10}
 			targets := make([]int, len(rows))
 			coef := []float64{0.7, -1.3, 0.4, 1.1}
+			coefH := []float64{0.5, 0, -0.8, 1.2}
 			for i, r := range rows {
 				targets[i] = toks[r+1]
 			}
@@ -184,13 +186,13 @@ func TestGradients_FiniteDifferences(t *testing.T) {
 				st, _ := m.LMHeadBackward(acts, rows, targets, nil)
 				var l float64
 				for i, lp := range st.Logprobs {
-					l += coef[i] * lp
+					l += coef[i]*lp + coefH[i]*st.Entropy[i]
 				}
 				return l
 			}
 			loss()
 			a.ZeroGrad()
-			_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, lp, ent float64) float64 { return coef[i] })
+			_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, lp, ent float64) (float64, float64) { return coef[i], coefH[i] })
 			m.TrainBackward(acts, dh, a)
 			grads := append([]float32(nil), a.Grads()...)
 			params := a.Params()
@@ -272,7 +274,7 @@ func TestBaseGradients_FiniteDifferences(t *testing.T) {
 	if _, err := m.TrainForward(acts, toks, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, _, _ float64) float64 { return coef[i] })
+	_, dh := m.LMHeadBackward(acts, rows, targets, func(i int, _, _ float64) (float64, float64) { return coef[i], 0 })
 	m.TrainBackward(acts, dh, nil)
 	grads := g.Slices()
 	rng := rand.New(rand.NewPCG(3, 3))

@@ -35,7 +35,7 @@ func TestRecomputeActs_SameGradients(t *testing.T) {
 					if _, err := m.TrainForward(acts, toks, a); err != nil {
 						t.Fatal(err)
 					}
-					st, dh := m.LMHeadBackward(acts, rows, targets, func(i int, _, _ float64) float64 { return coef[i] })
+					st, dh := m.LMHeadBackward(acts, rows, targets, func(i int, _, _ float64) (float64, float64) { return coef[i], 0 })
 					m.TrainBackward(acts, dh, a)
 					lps = st.Logprobs
 				}

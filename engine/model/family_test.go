@@ -138,7 +138,7 @@ func baseGrads(t *testing.T, m *Model, tokens []int, gw []float64) map[string][]
 	for j := range gw {
 		rows[j], targets[j] = j, tokens[j+1]
 	}
-	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return gw[i] })
+	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) (float64, float64) { return gw[i], 0 })
 	m.TrainBackward(a, dh, nil)
 	g := a.Base
 	out := map[string][]float32{"model.embed_tokens.weight": g.Embed, "model.norm.weight": g.FinalNorm}

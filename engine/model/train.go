@@ -355,10 +355,11 @@ func (m *Model) TrainBackward(a *Acts, dhidden []float32, adapter Adapter) {
 	}
 }
 
-// TokenLoss gives, for the i-th scored token, the loss's derivative with
-// respect to that token's log probability, given the log probability and
-// the entropy of its predictive distribution.
-type TokenLoss func(i int, logprob, entropy float64) (dlogprob float64)
+// TokenLoss gives, for the i-th scored token, the loss's derivatives with
+// respect to that token's log probability and to the entropy of its
+// predictive distribution (an entropy bonus; 0 when the loss has none),
+// given both.
+type TokenLoss func(i int, logprob, entropy float64) (dlogprob, dentropy float64)
 
 // HeadStats reports what LMHeadBackward computed for each scored token.
 type HeadStats struct {
@@ -384,6 +385,7 @@ type headWork struct {
 	logits  []float32 // (rows, V)
 	sum     []float64 // (rows) Σ exp(z - max) per row
 	g       []float64 // (rows) dL/dlogprob per row
+	gH      []float64 // (rows) dL/dentropy per row
 }
 
 func (w *headWork) ensure(rows, C, V int) {
@@ -391,6 +393,7 @@ func (w *headWork) ensure(rows, C, V int) {
 		*w = headWork{
 			rows: rows, in: make([]float32, rows*C), din: make([]float32, rows*C),
 			logits: make([]float32, rows*V), sum: make([]float64, rows), g: make([]float64, rows),
+			gH: make([]float64, rows),
 		}
 	}
 }
@@ -398,9 +401,9 @@ func (w *headWork) ensure(rows, C, V int) {
 // LMHeadBackward scores the tokens targets[i] at hidden rows rows[i] (rows
 // ascending, each < T): it computes their log probabilities and entropies
 // from the LM head in chunks (never holding (T, V) logits), asks loss for
-// dL/dlogprob, and writes dL/dhidden into a's gradient buffer, which it
-// returns for TrainBackward. loss may be nil to only score; it is called
-// from the caller's goroutine, in order.
+// dL/dlogprob and dL/dentropy, and writes dL/dhidden into a's gradient
+// buffer, which it returns for TrainBackward. loss may be nil to only
+// score; it is called from the caller's goroutine, in order.
 func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (HeadStats, []float32) {
 	C, V := m.Config.HiddenSize, m.Config.VocabSize
 	T := a.T
@@ -411,7 +414,7 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 	chunk := min(headChunk, a.cap)
 	w := &a.head
 	w.ensure(chunk, C, V)
-	in, logits, din, sums, gs := w.in, w.logits, w.din, w.sum, w.g
+	in, logits, din, sums, gs, gHs := w.in, w.logits, w.din, w.sum, w.g, w.gH
 	for i0 := 0; i0 < len(rows); i0 += chunk {
 		n := min(chunk, len(rows)-i0)
 		for i := 0; i < n; i++ {
@@ -441,12 +444,16 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 		}
 		// d logp[tgt] / d z_j = 1[j = tgt] - p_j, p_j = exp(z_j - max)/sum.
 		for i := 0; i < n; i++ {
-			gs[i] = loss(i0+i, st.Logprobs[i0+i], st.Entropy[i0+i])
+			gs[i], gHs[i] = loss(i0+i, st.Logprobs[i0+i], st.Entropy[i0+i])
 		}
 		parallel.For(n, 1, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				z := logits[i*V : (i+1)*V]
-				kernels.Scale(float32(-gs[i]/sums[i]), z)
+				if gHs[i] != 0 {
+					entropyGrad(z, sums[i], st.Entropy[i0+i], gs[i], gHs[i])
+				} else {
+					kernels.Scale(float32(-gs[i]/sums[i]), z)
+				}
 				z[targets[i0+i]] += float32(gs[i])
 			}
 		})
@@ -465,6 +472,27 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 		}
 	}
 	return st, dhidden
+}
+
+// entropyGrad turns e = exp(z - max) of one row (Σe = sum, entropy H)
+// into the gradient of g·logp[tgt] + gH·H with respect to z, all but the
+// target's g·1[j = tgt]:
+//
+//	dH/dz_j = -p_j·(log p_j + H), so dz_j = -p_j·(g + gH·(log p_j + H)).
+//
+// log p_j = log e_j - log sum: taking the log again costs a log per
+// vocabulary entry, paid only by a loss with an entropy term, where keeping
+// z - max would cost another (rows, V) buffer on every call. A p_j that
+// underflowed to 0 contributes 0, the limit of p·log p.
+func entropyGrad(e []float32, sum, H, g, gH float64) {
+	logSum := math.Log(sum)
+	for j, ej := range e {
+		if ej == 0 {
+			continue
+		}
+		p := float64(ej) / sum
+		e[j] = float32(-p * (g + gH*(math.Log(float64(ej))-logSum+H)))
+	}
 }
 
 // Cap returns the longest sequence a can hold.

@@ -114,6 +114,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.ImportanceSamplingLevel = "tok" }, "importance_sampling_level"},
 		{func(c *Config) { c.GradAccumulationSequences = 0 }, "grad_accumulation_sequences"},
 		{func(c *Config) { c.LearningRate = math.NaN() }, "learning_rate"},
+		{func(c *Config) { c.EntropyCoef = math.Inf(1) }, "entropy_coef"},
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("default config: %v", err)

@@ -36,6 +36,11 @@ type Config struct {
 	// learner's, with the reference (ART's kl_penalty_source "sample");
 	// tokens without them use the learner's.
 	KLSourceSample bool
+	// EntropyCoef > 0 adds an entropy bonus to the loss: -EntropyCoef·H_t
+	// per sampled token t, H_t the entropy of the distribution it was
+	// drawn from (over the whole vocabulary), reduced as the policy loss
+	// is (the row's mean, times the sequence's weight).
+	EntropyCoef float64
 	// PrecalculateLogprobs recomputes the old logprobs with the trainer's
 	// weights before the step's first update; the rollout logprobs then
 	// only weight truncated importance sampling.
@@ -92,6 +97,8 @@ func (c Config) Validate() error {
 		return bad("truncated_importance_sampling", c.TruncatedIS, ">= 0")
 	case !(c.KLPenaltyCoef >= 0) || !finite(c.KLPenaltyCoef):
 		return bad("kl_penalty_coef", c.KLPenaltyCoef, ">= 0")
+	case !(c.EntropyCoef >= 0) || !finite(c.EntropyCoef):
+		return bad("entropy_coef", c.EntropyCoef, ">= 0")
 	case !(c.MaxGradNorm >= 0):
 		return bad("max_grad_norm", c.MaxGradNorm, ">= 0")
 	case c.GradAccumulationSequences < 1:

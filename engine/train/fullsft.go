@@ -141,9 +141,9 @@ func (f *FullSFT) StepSequences(ctx context.Context, seqs []Sequence, lr float64
 				return fmt.Errorf("train: full sft: %w", err)
 			}
 			rows, targets, _ := sampledRows(s)
-			_, dh := f.Model.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) float64 {
+			_, dh := f.Model.LMHeadBackward(acts, rows, targets, func(_ int, lp, _ float64) (float64, float64) {
 				nll -= lp
-				return -1 / float64(total)
+				return -1 / float64(total), 0
 			})
 			f.Model.TrainBackward(acts, dh, nil)
 		}

@@ -81,3 +81,13 @@ func tokenTerms(c Config, lp, old, orig, adv []float64, w float64) (loss float64
 	}
 	return loss, dlp
 }
+
+// entropyBonus is one sampled token's entropy term, before the row's mean
+// over its tokens: -β·H·w for its predictive distribution's entropy H
+// (β = c.EntropyCoef, w the sequence's token weight), and the derivative
+// with respect to H. Rewarding entropy keeps the policy sampling moves it
+// is not yet sure of; without it a policy can become near-certain of a
+// wrong action that then is never sampled again, so never corrected.
+func entropyBonus(c Config, H, w float64) (loss, dH float64) {
+	return -c.EntropyCoef * H * w, -c.EntropyCoef * w
+}

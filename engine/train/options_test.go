@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/artgo/art/engine/internal/exactunit"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 )
@@ -137,5 +138,63 @@ func TestStep_RecomputeActivations(t *testing.T) {
 	}
 	if !slices.Equal(params[0], params[1]) {
 		t.Error("recomputing activations changed the update")
+	}
+}
+
+// Ensure the entropy bonus's gradient is the derivative of the loss the
+// trainer reports, on the token-level path (one LM-head pass) and the
+// sequence-level one (two passes): without sampling logprobs every ratio
+// is 1, so the loss -A·logπ·w/n - β·H·w/n is an ordinary function of the
+// adapter.
+func TestSequenceGrad_EntropyBonusMatchesFiniteDifferences(t *testing.T) {
+	exactunit.Use(t) // finite differences need the fp32 products
+	c := newColorTask(t)
+	start := perturbed(c.tr.Adapter, 11)
+	for _, level := range []string{"token", "sequence"} {
+		t.Run(level, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.ImportanceSamplingLevel = level
+			tr := &Trainer{Model: c.tr.Model, Adapter: start.Clone(), Opt: NewAdamW(len(start.Params())), Tokenizer: c.z}
+			seqs, _, err := tr.Prepare(optionGroups(c, math.NaN()), cfg)
+			if err != nil || len(seqs) == 0 {
+				t.Fatalf("prepare: %d sequences, %v", len(seqs), err)
+			}
+			s := &seqs[0]
+			tr.ensureActs(len(s.Tokens))
+			grad := func(cfg Config) (float64, []float32) {
+				tr.Adapter.ZeroGrad()
+				loss, _, _, err := tr.sequenceGrad(s, cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return loss, slices.Clone(tr.Adapter.Grads())
+			}
+			_, plain := grad(cfg)
+			cfg.EntropyCoef = 0.5
+			_, grads := grad(cfg)
+			if slices.Equal(plain, grads) {
+				t.Fatal("the entropy bonus did not change the gradient")
+			}
+			params := tr.Adapter.Params()
+			rng := rand.New(rand.NewPCG(5, 5))
+			const eps = 1e-2
+			var worst, scale float64
+			for range 40 {
+				i := rng.IntN(len(params))
+				old := params[i]
+				params[i] = old + eps
+				lp, _ := grad(cfg)
+				params[i] = old - eps
+				lm, _ := grad(cfg)
+				params[i] = old
+				num := (lp - lm) / (2 * eps)
+				worst = math.Max(worst, math.Abs(num-float64(grads[i])))
+				scale = math.Max(scale, math.Abs(num))
+			}
+			t.Logf("max |analytic-numeric| %.3g, largest gradient %.3g", worst, scale)
+			if scale == 0 || worst > 2e-3*scale {
+				t.Fatalf("gradient with the entropy bonus disagrees with finite differences: max err %.3g vs scale %.3g", worst, scale)
+			}
+		})
 	}
 }

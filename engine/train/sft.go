@@ -113,9 +113,9 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 			return nil, fmt.Errorf("train: sft: %w", err)
 		}
 		rows, targets, _ := sampledRows(s)
-		_, dh := tr.Model.LMHeadBackward(tr.acts, rows, targets, func(_ int, lp, _ float64) float64 {
+		_, dh := tr.Model.LMHeadBackward(tr.acts, rows, targets, func(_ int, lp, _ float64) (float64, float64) {
 			nll -= lp
-			return -1 / float64(total)
+			return -1 / float64(total), 0
 		})
 		tr.Model.TrainBackward(tr.acts, dh, adapter)
 		tokens += len(s.Tokens)

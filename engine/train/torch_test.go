@@ -276,10 +276,10 @@ func goCISPOGrads(t *testing.T, m *model.Model, ad *lora.Adapter, c loraParityCa
 		}
 		w := c.weights[s]
 		var loss float64
-		st, dh := m.LMHeadBackward(acts, rows, targets, func(i int, logprob, _ float64) float64 {
+		st, dh := m.LMHeadBackward(acts, rows, targets, func(i int, logprob, _ float64) (float64, float64) {
 			l, d := tokenTerms(tc, []float64{logprob}, old[i:i+1], nil, adv[i:i+1], w)
 			loss += l / float64(n)
-			return d[0] / float64(n)
+			return d[0] / float64(n), 0
 		})
 		m.TrainBackward(acts, dh, ad)
 		total += loss

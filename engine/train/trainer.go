@@ -325,7 +325,7 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	var dlp []float64
 	if c.ImportanceSamplingLevel == "token" {
 		// One pass: each token's gradient depends on its own logprob only.
-		st, dh := m.LMHeadBackward(a, rows, targets, func(i int, logprob, _ float64) float64 {
+		st, dh := m.LMHeadBackward(a, rows, targets, func(i int, logprob, ent float64) (float64, float64) {
 			// A one-token call gives that token's term with weight w/1;
 			// the row loss is the mean over its n tokens.
 			var o []float64
@@ -333,8 +333,9 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 				o = orig[i : i+1]
 			}
 			l, d := tokenTerms(c, []float64{logprob}, old[i:i+1], o, adv[i:i+1], s.Weight)
-			loss += l / float64(n)
-			return d[0] / float64(n)
+			lH, dH := entropyBonus(c, ent, s.Weight)
+			loss += (l + lH) / float64(n)
+			return d[0] / float64(n), dH / float64(n)
 		})
 		m.TrainBackward(a, dh, tr.Adapter)
 		for _, e := range st.Entropy {
@@ -345,7 +346,14 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
 	loss, dlp = tokenTerms(c, st.Logprobs, old, orig, adv, s.Weight)
-	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) float64 { return dlp[i] })
+	var dH float64
+	for _, e := range st.Entropy {
+		var lH float64
+		lH, dH = entropyBonus(c, e, s.Weight)
+		loss += lH / float64(n)
+	}
+	dH /= float64(n)
+	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) (float64, float64) { return dlp[i], dH })
 	m.TrainBackward(a, dh, tr.Adapter)
 	for _, e := range st.Entropy {
 		entropy += e

@@ -47,6 +47,7 @@ func engineConfig(c art.TrainConfig) (train.Config, error) {
 	tc.KimiK2Tau = c.KimiK2Tau
 	tc.TruncatedIS = c.TruncatedImportanceSampling
 	tc.KLPenaltyCoef = c.KLPenaltyCoef
+	tc.EntropyCoef = c.EntropyCoef
 	tc.KLSourceSample = c.KLPenaltySource == art.KLSample
 	tc.PrecalculateLogprobs = c.PrecalculateLogprobs
 	tc.MaxGradNorm = max(c.MaxGradNorm, 0) // the engine's 0 is no clipping

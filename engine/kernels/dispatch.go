@@ -166,6 +166,20 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 // if transB). beta = 0 overwrites C without reading it. C must not overlap A
 // or B. Safe for concurrent use on disjoint C.
 func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+	gemmChecked(false, transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+}
+
+// GemmSerial is Gemm on the caller's goroutine alone, with the same bits
+// (a product's result never depends on how it is split). It is for
+// callers that already keep every core busy with products of their own,
+// one attention head per goroutine: there each product's own fork and join
+// found no idle core to hand work to and only added scheduling.
+func GemmSerial(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+	gemmChecked(true, transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+}
+
+// gemmChecked is Gemm, on the caller's goroutine alone if serial.
+func gemmChecked(serial, transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
 	if M <= 0 || N <= 0 {
 		return
 	}
@@ -198,7 +212,7 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 		tp := getBuf(N * M)
 		defer putBuf(tp)
 		t := *tp
-		gemm(!transB, false, N, M, K, B, ldb, A, lda, 0, t, M)
+		gemm(serial, !transB, false, N, M, K, B, ldb, A, lda, 0, t, M)
 		for i := range M {
 			row := C[i*ldc : i*ldc+N]
 			if beta == 0 {
@@ -213,7 +227,7 @@ func Gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 		}
 		return
 	}
-	gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+	gemm(serial, transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 }
 
 // PanelWidth is the number of B rows in one panel of GemmPanels.
@@ -227,6 +241,16 @@ const PanelWidth = panelW
 // on B's rows, which packs B on every call: the decoder keeps its cached
 // keys in this layout so that attention reads them in place.
 func GemmPanels(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int) {
+	gemmPanels(false, M, N, K, A, lda, B, pstride, C, ldc)
+}
+
+// GemmPanelsSerial is GemmPanels on the caller's goroutine alone, with the
+// same bits (see GemmSerial).
+func GemmPanelsSerial(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int) {
+	gemmPanels(true, M, N, K, A, lda, B, pstride, C, ldc)
+}
+
+func gemmPanels(serial bool, M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int) {
 	if M <= 0 || N <= 0 {
 		return
 	}
@@ -242,7 +266,7 @@ func GemmPanels(M, N, K int, A []float32, lda int, B []float32, pstride int, C [
 		panic(fmt.Sprintf("kernels: GemmPanels panel stride %d < %d (K×64)", pstride, K*panelW))
 	}
 	checkLen("GemmPanels B", B, ((N+panelW-1)/panelW-1)*pstride+K*panelW)
-	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bPanelsF32, bf: B, pstride: pstride, c: C, ldc: ldc, first: flagStore}
+	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bPanelsF32, bf: B, pstride: pstride, c: C, ldc: ldc, first: flagStore, serial: serial}
 	j.run()
 }
 
@@ -251,9 +275,9 @@ func GemmPanels(M, N, K int, A []float32, lda int, B []float32, pstride int, C [
 // M = 151936). A variable so tests can make it small.
 var transAChunk = 1 << 22
 
-func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+func gemm(serial, transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
 	if !transA {
-		gemmRows(transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
+		gemmRows(serial, transB, M, N, K, A, lda, B, ldb, beta, C, ldc)
 		return
 	}
 	// The kernels broadcast A from rows: transpose A (stored K×M) up front,
@@ -268,18 +292,18 @@ func gemm(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, l
 	for m0 := 0; m0 < M; m0 += mb {
 		rows := min(mb, M-m0)
 		transposeF32(*tp, K, A[m0:], lda, K, rows)
-		gemmRows(transB, rows, N, K, *tp, K, B, ldb, beta, C[m0*ldc:], ldc)
+		gemmRows(serial, transB, rows, N, K, *tp, K, B, ldb, beta, C[m0*ldc:], ldc)
 	}
 }
 
 // gemmRows is gemm for A stored M×K.
-func gemmRows(transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
+func gemmRows(serial, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int) {
 	// A transposed B runs in the panel kernels too, even for one row of A
 	// (decode attention scores q·Kᵀ, LoRA x·Aᵀ), where dot products read B
 	// in place faster: a dot product sums in another order than the
 	// kernels, so a row's scores would depend on how many rows came with
 	// it, and the sampler's logprobs would differ from the trainer's.
-	j := job{M: M, N: N, K: K, a: A, lda: lda, bf: B, ldb: ldb, c: C, ldc: ldc}
+	j := job{M: M, N: N, K: K, a: A, lda: lda, bf: B, ldb: ldb, c: C, ldc: ldc, serial: serial}
 	j.kind = bRowsF32
 	if transB {
 		j.kind = bColsF32

@@ -128,6 +128,8 @@ type job struct {
 	abuf   *[]float32
 	src    *float32
 	srcLda int
+
+	serial bool // run on the caller's goroutine alone (GemmSerial)
 }
 
 // done releases what the job borrowed, once it has run.
@@ -175,7 +177,7 @@ func (j *job) run() {
 		return
 	}
 	t := runtime.GOMAXPROCS(0)
-	if t <= 1 || j.estimateNs() < parallelMinNs {
+	if t <= 1 || j.serial || j.estimateNs() < parallelMinNs {
 		j.part(0, j.M, 0, j.panels())
 		return
 	}

@@ -747,6 +747,58 @@ func TestBlockPanelsFor(t *testing.T) {
 // so sampler and trainer agree only if the two are equal. Panels are
 // spaced wider than K×64 (the KV cache interleaves kv heads) and the
 // unused columns of the last panel hold NaN, which must not reach C.
+// TestGemmSerial checks that the serial products give Gemm's and
+// GemmPanels' bits on shapes large enough for those to fork (and through
+// every path of Gemm: transposed A, the narrow-C swap, beta).
+func TestGemmSerial(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 14))
+		for _, sh := range []mnk{{512, 64, 64}, {64, 64, 512}, {300, 130, 200}, {200, 8, 300}} {
+			for _, tA := range []bool{false, true} {
+				for _, tB := range []bool{false, true} {
+					for _, beta := range []float32{0, 1, 0.5} {
+						M, N, K := sh.M, sh.N, sh.K
+						A, B, C0 := randSlice(rng, M*K), randSlice(rng, N*K), randSlice(rng, M*N)
+						want, got := append([]float32(nil), C0...), append([]float32(nil), C0...)
+						lda, ldb := K, N
+						if tA {
+							lda = M
+						}
+						if tB {
+							ldb = K
+						}
+						Gemm(tA, tB, M, N, K, A, lda, B, ldb, beta, want, N)
+						GemmSerial(tA, tB, M, N, K, A, lda, B, ldb, beta, got, N)
+						for i := range want {
+							if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%v tA=%v tB=%v beta=%v: C[%d] = %v, Gemm gives %v", sh, tA, tB, beta, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+			// GemmPanels: B as panels of its rows, two panels apart.
+			M, N, K := sh.M, sh.N, sh.K
+			A, B := randSlice(rng, M*K), randSlice(rng, N*K)
+			np, ps := (N+PanelWidth-1)/PanelWidth, 2*K*PanelWidth
+			P := make([]float32, (np-1)*ps+K*PanelWidth)
+			for n := range N {
+				for k := range K {
+					P[n/PanelWidth*ps+k*PanelWidth+n%PanelWidth] = B[n*K+k]
+				}
+			}
+			want, got := make([]float32, M*N), make([]float32, M*N)
+			GemmPanels(M, N, K, A, K, P, ps, want, N)
+			GemmPanelsSerial(M, N, K, A, K, P, ps, got, N)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("GemmPanels %v: C[%d] = %v, GemmPanels gives %v", sh, i, got[i], want[i])
+				}
+			}
+		}
+	})
+}
+
 func TestGemmPanels(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))

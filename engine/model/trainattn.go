@@ -2,10 +2,10 @@ package model
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/artgo/art/engine/kernels"
+	"github.com/artgo/art/internal/parallel"
 )
 
 // Causal attention for the training passes, over one whole sequence (T
@@ -95,13 +95,14 @@ func (w *attnWork) ensure(T, Q, KV, n int) {
 }
 
 // forHeads runs fn(worker, h) for every head h in [0, n) on up to workers
-// goroutines (the caller's among them) that take heads in turn from a
-// shared counter, so a descheduled goroutine holds up one head, not a
-// fixed share. worker < workers identifies the goroutine's scratch.
+// goroutines (the caller's and the shared pool's, parallel.Run) that take
+// heads in turn from a shared counter, so a descheduled goroutine holds up
+// one head, not a fixed share. worker < workers identifies the goroutine's
+// scratch.
 func forHeads(n, workers int, fn func(worker, h int)) {
-	t := min(n, workers)
-	var next atomic.Int64
-	work := func(w int) {
+	var next, joined atomic.Int64
+	parallel.Run(min(n, workers), func() {
+		w := int(joined.Add(1) - 1) // Run calls this at most min(n, workers) times
 		for {
 			h := int(next.Add(1) - 1)
 			if h >= n {
@@ -109,17 +110,28 @@ func forHeads(n, workers int, fn func(worker, h int)) {
 			}
 			fn(w, h)
 		}
+	})
+}
+
+// headProducts are the products one head runs: kernels.Gemm and
+// GemmPanels, or their serial forms (the same bits).
+type headProducts struct {
+	gemm       func(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int)
+	gemmPanels func(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int)
+}
+
+// productsFor returns the products of nh heads shared by workers
+// goroutines. With a head on every core, each head's products run on its
+// own goroutine: forked, thousands a step, they found no idle core to
+// hand work to, and the pool helper they woke took turns with the heads'
+// goroutines on the cores (BenchmarkTrainAttention at T = 512 took 10–15 %
+// more CPU time on an idle 2-core machine, 30–40 % on a busy one). With
+// fewer heads than workers they fork as usual.
+func productsFor(nh, workers int) headProducts {
+	if nh >= workers {
+		return headProducts{kernels.GemmSerial, kernels.GemmPanelsSerial}
 	}
-	var wg sync.WaitGroup
-	for w := 1; w < t; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(w)
-		}()
-	}
-	work(0)
-	wg.Wait()
+	return headProducts{kernels.Gemm, kernels.GemmPanels}
 }
 
 func attnWorkers() int { return runtime.GOMAXPROCS(0) }
@@ -132,10 +144,10 @@ func blockEnd(i, T int) int { return min(T, (i/attnBlock+1)*attnBlock) }
 // h: the block lower triangle of softmax(scale·Q·Kᵀ) with the causal mask,
 // zero right of the diagonal within each diagonal block. kp holds the keys
 // as key blocks (attnWork.kp).
-func scoresCausal(p, q, kp []float32, h, kvh, T, Q, KV, HD int, scale float32, window int) {
+func scoresCausal(pr headProducts, p, q, kp []float32, h, kvh, T, Q, KV, HD int, scale float32, window int) {
 	for j0 := 0; j0 < T; j0 += attnBlock {
 		j1 := min(T, j0+attnBlock)
-		kernels.GemmPanels(T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, kp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, p[j0*T+j0:], T)
+		pr.gemmPanels(T-j0, j1-j0, HD, q[j0*Q+h*HD:], Q, kp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, p[j0*T+j0:], T)
 	}
 	for i := 0; i < T; i++ {
 		softmaxWindow(p[i*T:i*T+blockEnd(i, T)], firstKey(i, window), i+1, scale)
@@ -157,13 +169,14 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, 
 	if kept != nil {
 		w.keptT[layer] = 0 // until every head's are in
 	}
+	pr := productsFor(NH, nw)
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p := w.p[wk]
 		if kept != nil {
 			p = kept[h*T*T : (h+1)*T*T]
 		}
-		scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
+		scoresCausal(pr, p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
 		// O[j0:T] (+)= P[j0:T, j0:j1]·V[j0:j1], key block by key block.
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
@@ -171,7 +184,7 @@ func trainAttentionForward(w *attnWork, out, q, k, v []float32, T, NH, KVH, HD, 
 			if j0 == 0 {
 				beta = 0
 			}
-			kernels.Gemm(false, false, T-j0, HD, j1-j0, p[j0*T+j0:], T, v[j0*KV+kvh*HD:], KV, beta, out[j0*Q+h*HD:], Q)
+			pr.gemm(false, false, T-j0, HD, j1-j0, p[j0*T+j0:], T, v[j0*KV+kvh*HD:], KV, beta, out[j0*Q+h*HD:], Q)
 		}
 	})
 	if kept != nil {
@@ -201,20 +214,21 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 	}
 	putKeys(w.vp, 0, v[:T*KV], KV)
 	dkh, dvh := w.dkh[:T*Q], w.dvh[:T*Q]
+	pr := productsFor(NH, nw)
 	forHeads(NH, nw, func(wk, h int) {
 		kvh := h / group
 		p, dp := w.p[wk], w.dp[wk]
 		if kept != nil {
 			p = kept[h*T*T : (h+1)*T*T]
 		} else {
-			scoresCausal(p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
+			scoresCausal(pr, p, q, w.kp, h, kvh, T, Q, KV, HD, scale, window)
 		}
 		for j0 := 0; j0 < T; j0 += attnBlock {
 			j1 := min(T, j0+attnBlock)
 			pb, dpb := p[j0*T+j0:], dp[j0*T+j0:]
 			// dV_h[j0:j1] = P[j0:T, j0:j1]ᵀ·dO[j0:T]; dP[j0:T, j0:j1] = dO[j0:T]·V[j0:j1]ᵀ
-			kernels.Gemm(true, false, j1-j0, HD, T-j0, pb, T, dout[j0*Q+h*HD:], Q, 0, dvh[j0*Q+h*HD:], Q)
-			kernels.GemmPanels(T-j0, j1-j0, HD, dout[j0*Q+h*HD:], Q, w.vp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, dpb, T)
+			pr.gemm(true, false, j1-j0, HD, T-j0, pb, T, dout[j0*Q+h*HD:], Q, 0, dvh[j0*Q+h*HD:], Q)
+			pr.gemmPanels(T-j0, j1-j0, HD, dout[j0*Q+h*HD:], Q, w.vp[j0*KV+kvh*HD*keyBlock:], KV*keyBlock, dpb, T)
 		}
 		// dS = P∘(dP − Σ_j P∘dP)·scale, row by row (masked entries have P = 0).
 		for i := 0; i < T; i++ {
@@ -225,8 +239,8 @@ func trainAttentionBackward(w *attnWork, dq, dk, dv, dout, q, k, v []float32, T,
 			j1 := min(T, j0+attnBlock)
 			dsb := dp[j0*T+j0:]
 			// dQ[j0:T] += dS[j0:T, j0:j1]·K[j0:j1]; dK_h[j0:j1] = dS[j0:T, j0:j1]ᵀ·Q[j0:T]
-			kernels.Gemm(false, false, T-j0, HD, j1-j0, dsb, T, k[j0*KV+kvh*HD:], KV, 1, dq[j0*Q+h*HD:], Q)
-			kernels.Gemm(true, false, j1-j0, HD, T-j0, dsb, T, q[j0*Q+h*HD:], Q, 0, dkh[j0*Q+h*HD:], Q)
+			pr.gemm(false, false, T-j0, HD, j1-j0, dsb, T, k[j0*KV+kvh*HD:], KV, 1, dq[j0*Q+h*HD:], Q)
+			pr.gemm(true, false, j1-j0, HD, T-j0, dsb, T, q[j0*Q+h*HD:], Q, 0, dkh[j0*Q+h*HD:], Q)
 		}
 	})
 	// dk, dv (kv head g) += Σ over g's query heads, in head order.

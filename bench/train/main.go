@@ -71,9 +71,9 @@ func main() {
 	flag.StringVar(&o.shape, "shape", "qwen2.5-0.5b", "model.Preset shape (qwen2 architecture)")
 	quantize := flag.String("quantize", "none", "storage of the engine's base weights: none (bf16), q8 or q4, quantized from the bf16 at load; a comma list (none,q8,q4) runs one engine per storage, interleaved")
 	units := flag.String("unit", "auto", "arithmetic of the engine's weight products: auto (what the kernels chose at start-up: "+kernels.UnitEnv+", else measured), fp32, bf16, or a comma list (fp32,bf16) running one engine per unit, interleaved")
-	flag.Var(&o.peers, "peer", "PyTorch peer command, repeatable (none: engine only)")
+	flag.Var(&o.peers, "peer", "PyTorch peer command, repeatable (omit it to time the engine alone)")
 	flag.StringVar(&o.dir, "dir", "", "scratch folder for the shared model (default: a temp dir, removed)")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the engine's steps to this file")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the timed steps (warm-up excluded) to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile (alloc_space) of the run to this file")
 	flag.BoolVar(&o.recompute, "recompute", false, "recompute activations in the backward pass (less memory, more compute)")
 	flag.Parse()
@@ -323,12 +323,6 @@ func run(o options) error {
 	if o.recompute {
 		acts = engines[0].m.NewRecomputeActs(T)
 	}
-	if profile != nil {
-		if err := pprof.StartCPUProfile(profile); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	// Sides 0..len(engines)-1 are the engines, side len(engines)+j is
 	// peers[j]; steps[s][i] is side s's timed step of round i.
 	nEng := len(engines)
@@ -337,6 +331,14 @@ func run(o options) error {
 	losses := make([]float64, nSides)
 	for i := 0; i < warmup+rounds; i++ {
 		timed := i >= warmup
+		if i == warmup && profile != nil {
+			// Only the timed steps: the warm-up's first touches of the
+			// activations (~600,000 page faults) would be charged to
+			// whichever operation writes each buffer first.
+			if err := pprof.StartCPUProfile(profile); err != nil {
+				return err
+			}
+		}
 		for k := range nSides {
 			side := (i + k) % nSides // the order rotates every round
 			busy0 := machineBusySeconds()
@@ -371,6 +373,9 @@ func run(o options) error {
 				steps[side] = append(steps[side], st)
 			}
 		}
+	}
+	if profile != nil {
+		pprof.StopCPUProfile() // before the peaks are measured
 	}
 	pk.measure()
 	goRSS := procstat.Bytes("VmHWM")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/games/tictactoe"
 )
 
@@ -28,9 +30,17 @@ import (
 // Knobs: SEED, STEPS, LR, LR_END (exponential decay to it), GROUPS, GSIZE,
 // EVAL_EVERY, PENALTY, STOP_INVALID, RANK (alpha 2·rank), ACCUM (sequences
 // per optimizer step), NOSCALE, NONORM, KL (KL advantage shaping against
-// the base, its coefficient), ENT (the entropy bonus's coefficient),
-// EXACT_EVERY, EXP_PATH (the store,
+// the base, its coefficient), ENT (the entropy bonus's coefficient), SHAPE
+// (the base's model.Preset shape), OPEN (Options.openings), SOONER
+// (Options.winSooner), EXACT_EVERY, EXP_PATH (the store,
 // where bases are reused per seed and SFT setting).
+//
+// With DISTILL set it measures the capacity of a LoRA on the seed's base
+// (built by an earlier run in EXP_PATH) instead: it trains a fresh adapter
+// of rank RANK by supervised learning on the optimal move of every board
+// the agent can face (DSTEPS steps of 64 boards at learning rate LR), then
+// scores it exactly, sampled and greedy; with DAGGER also set, on the
+// boards the adapter reaches in its own games.
 //
 // With ANALYSE_STEP also set it only analyses that checkpoint (-1: the
 // base) of the run EXP left in EXP_PATH: the regret against the optimal
@@ -61,6 +71,11 @@ func TestDiagnose(t *testing.T) {
 	opt.Seed = uint64(env("SEED", 1))
 	opt.Base.Seed = opt.Seed
 	opt.Base.StopInvalid = env("STOP_INVALID", 0)
+	opt.Base.Shape = os.Getenv("SHAPE")
+	if os.Getenv("DISTILL") != "" {
+		distill(t, filepath.Join(opt.Path, "demo", "base-tictactoe"), int(env("RANK", 8)), int(env("DSTEPS", 2000)), env("LR", 3e-3), opt.Seed)
+		return
+	}
 	if s := os.Getenv("ANALYSE_STEP"); s != "" {
 		step, err := strconv.Atoi(s)
 		if err != nil {
@@ -75,6 +90,8 @@ func TestDiagnose(t *testing.T) {
 	opt.GroupSize = int(env("GSIZE", float64(opt.GroupSize)))
 	opt.EvalEvery = int(env("EVAL_EVERY", float64(opt.EvalEvery)))
 	opt.InvalidPenalty = env("PENALTY", opt.InvalidPenalty)
+	opt.openings = int(env("OPEN", float64(opt.openings)))
+	opt.winSooner = env("SOONER", opt.winSooner)
 	if r := env("RANK", 0); r > 0 {
 		opt.lora = art.LoRAConfig{Rank: int(r), Alpha: 2 * r}
 	}
@@ -100,6 +117,11 @@ func TestDiagnose(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	t.Logf("%s seed %d: %d SFT steps, base %.0f s, GRPO %.0f s", tag, opt.Seed, rep.SFTSteps, rep.BuildBase.Seconds(), rep.RL.Seconds())
+	var curve strings.Builder
+	for _, e := range rep.Evals {
+		fmt.Fprintf(&curve, " %d:%.3f", e.Step, e.Reward)
+	}
+	t.Logf("%s seed %d held-out curve:%s", tag, opt.Seed, curve.String())
 	for s := 0; s <= rep.Steps; s += int(env("EXACT_EVERY", 50)) {
 		p, err := loadPolicy(rep.BaseModel, rep.ModelDir, s)
 		if err != nil {
@@ -290,5 +312,158 @@ func analyse(t *testing.T, base, modelDir string, step int) {
 		probs, _ := p(&c.b)
 		q := opt.q(c.b)
 		t.Logf("costs %.4f:\n%s\npolicy  %.2f\noptimal %.2f", c.loss, c.b.Prompt(), probs, q)
+	}
+}
+
+// distill trains a fresh rank-r adapter on base to play the optimal move
+// (the first best cell) on every board with X to move, and logs its exact
+// expected reward sampled at temperature 1 and greedily as it learns: what
+// the adapter can represent, apart from what GRPO finds.
+func distill(t *testing.T, base string, rank, steps int, lr float64, seed uint64) {
+	m, err := model.Load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := newPromptEncoder(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := optimal{}
+	type example struct {
+		ids    []int
+		target int
+	}
+	var data []example
+	var boards []tictactoe.Board
+	seen := map[tictactoe.Board]bool{}
+	var walk func(b tictactoe.Board)
+	walk = func(b tictactoe.Board) {
+		if seen[b] {
+			return
+		}
+		seen[b] = true
+		q := opt.q(b)
+		best := 0
+		for c := range q {
+			if q[c] > q[best] {
+				best = c
+			}
+		}
+		ids, err := enc.encode(b.Prompt())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, example{ids, enc.digit[best]})
+		boards = append(boards, b)
+		for _, c := range b.Empty() {
+			nb := b
+			nb[c] = 'X'
+			if _, done := terminal(&nb); done {
+				continue
+			}
+			for _, r := range nb.Empty() {
+				ob := nb
+				ob[r] = 'O'
+				if _, done := terminal(&ob); !done {
+					walk(ob)
+				}
+			}
+		}
+	}
+	walk(tictactoe.Board{})
+	maxT := 0
+	for _, e := range data {
+		maxT = max(maxT, len(e.ids))
+	}
+	a, err := lora.New(m.Config, lora.Config{Rank: rank, Alpha: 2 * float64(rank)}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adam := train.NewAdamW(len(a.Params()))
+	acts := m.NewActs(maxT)
+	rng := rand.New(rand.NewPCG(seed, 77))
+	const batch = 64
+	score := func(step int) {
+		p := enginePolicy(m, a, enc)
+		r, inv, err := tictactoe.Expected(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _, err := tictactoe.Expected(greedy(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("distill rank %d step %d: exact %.3f (invalid %.3f), greedy %.3f", rank, step, r, inv, g)
+	}
+	// With DAGGER set the boards are those the adapter itself reaches,
+	// playing at temperature 1 against the random opponent (DAgger), so
+	// the data weighs boards as the exact score does; else uniformly.
+	index := map[tictactoe.Board]int{}
+	for i, b := range boards {
+		index[b] = i
+	}
+	dagger := os.Getenv("DAGGER") != ""
+	play := func() []int {
+		p := enginePolicy(m, a, enc)
+		var out []int
+		for len(out) < batch {
+			var b tictactoe.Board
+			for {
+				if _, done := terminal(&b); done {
+					break
+				}
+				out = append(out, index[b])
+				probs, err := p(&b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, c := rng.Float64(), -1
+				for i, pc := range probs {
+					if u -= pc; u < 0 {
+						c = i
+						break
+					}
+				}
+				if c < 0 || b[c] != 0 {
+					break // an invalid move ends the game
+				}
+				b[c] = 'X'
+				if _, done := terminal(&b); done {
+					break
+				}
+				free := b.Empty()
+				b[free[rng.IntN(len(free))]] = 'O'
+			}
+		}
+		return out[:batch]
+	}
+	t.Logf("distill: %d boards, rank %d, lr %g, on-policy boards %v", len(data), rank, lr, dagger)
+	for step := 1; step <= steps; step++ {
+		var picks []int
+		if dagger {
+			picks = play()
+		} else {
+			for range batch {
+				picks = append(picks, rng.IntN(len(data)))
+			}
+		}
+		a.ZeroGrad()
+		var nll float64
+		for _, i := range picks {
+			e := data[i]
+			if _, err := m.TrainForward(acts, e.ids, a); err != nil {
+				t.Fatal(err)
+			}
+			_, dh := m.LMHeadBackward(acts, []int{len(e.ids) - 1}, []int{e.target}, func(_ int, lp, _ float64) (float64, float64) {
+				nll -= lp / batch
+				return -1.0 / batch, 0
+			})
+			m.TrainBackward(acts, dh, a)
+		}
+		adam.Step(a.Params(), a.Grads(), lr)
+		if step%(steps/5) == 0 {
+			t.Logf("distill step %d: loss %.4f", step, nll)
+			score(step)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/artgo/art"
@@ -59,6 +60,14 @@ type Options struct {
 	lora art.LoRAConfig
 	tune func(*art.TrainConfig)
 	lrAt func(step int) float64
+	// winSooner is subtracted from a won game's training reward for each
+	// move the agent made beyond the fewest a win takes (3), so that among
+	// games that all win the quicker ones still stand out.
+	winSooner float64
+	// openings > 0 starts each training group from a random opening of
+	// up to openings move pairs (tictactoe.Opening; the group's scenario
+	// picks 0..openings): exploring starts. Held-out games start empty.
+	openings int
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -270,8 +279,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			rs := make([]art.Rollout, opt.GroupSize)
 			for i := range rs {
 				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
+				ro := rollOpts(&ss)
+				if opt.openings > 0 {
+					ro.OpeningPairs = int(scenario % uint64(opt.openings+1))
+				}
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
-					return tictactoe.RolloutWith(ctx, client, name, scenario, rollOpts(&ss))
+					return tictactoe.RolloutWith(ctx, client, name, scenario, ro)
 				}
 			}
 			specs[g] = art.GroupSpec{Rollouts: rs}
@@ -283,7 +296,8 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if opt.lrAt != nil {
 			cfg.LearningRate = opt.lrAt(step)
 		}
-		res, err := model.Train(ctx, experiment.PenalizeInvalid(groups, opt.InvalidPenalty), cfg, art.LogGroups(groups)) // logged with the real rewards
+		train := winSooner(experiment.PenalizeInvalid(groups, opt.InvalidPenalty), opt.winSooner)
+		res, err := model.Train(ctx, train, cfg, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
 			return rep, err
 		}
@@ -412,4 +426,23 @@ func exactBeforeAfter(rep *Report, step int) error {
 // spaced apart.
 func sampleSeed(seed, phase, game uint64) uint64 {
 	return seed*1_000_000_007 + phase*100_003*16 + game*16
+}
+
+// winSooner returns groups with each won game's reward lowered by per for
+// every agent move beyond 3 (Options.winSooner); groups is not changed.
+func winSooner(groups []art.TrajectoryGroup, per float64) []art.TrajectoryGroup {
+	if per == 0 {
+		return groups
+	}
+	out := make([]art.TrajectoryGroup, len(groups))
+	for i, g := range groups {
+		out[i] = g
+		out[i].Trajectories = slices.Clone(g.Trajectories)
+		for j := range out[i].Trajectories {
+			if t := &out[i].Trajectories[j]; t.Metrics["win"] == 1 {
+				t.Reward -= per * max(t.Metrics["num_moves"]-3, 0)
+			}
+		}
+	}
+	return out
 }

@@ -75,3 +75,56 @@ func TestExpected(t *testing.T) {
 		t.Errorf("Expected with a failing policy: %v; want %v", err, boom)
 	}
 }
+
+// Ensure an opening has the asked pairs of moves (fewer only where the
+// next pair would end the game), never ends the game, is fixed by its
+// seed, and that a game played from it starts there.
+func TestOpening(t *testing.T) {
+	count := func(b Board, mark byte) (n int) {
+		for _, c := range b {
+			if c == mark {
+				n++
+			}
+		}
+		return n
+	}
+	short, varied := 0, map[Board]bool{}
+	for seed := range uint64(300) {
+		for pairs := range 4 {
+			b := Opening(seed, pairs)
+			x, o := count(b, 'X'), count(b, 'O')
+			if x != o || x > pairs {
+				t.Fatalf("Opening(%d, %d) = %q: %d X, %d O", seed, pairs, b.String(), x, o)
+			}
+			if _, done := result(&b, 0); done {
+				t.Fatalf("Opening(%d, %d) = %q ends the game", seed, pairs, b.String())
+			}
+			if x < pairs {
+				short++
+			}
+			if b != Opening(seed, pairs) {
+				t.Fatalf("Opening(%d, %d) differs between calls", seed, pairs)
+			}
+			if pairs == 2 {
+				varied[b] = true
+			}
+		}
+	}
+	if short == 0 || len(varied) < 100 {
+		t.Errorf("openings: %d stopped short, %d distinct boards after 2 pairs; want some and many", short, len(varied))
+	}
+	start := Opening(7, 2)
+	var first string
+	agent := func(_ context.Context, board string) (string, error) {
+		if first == "" {
+			first = board
+		}
+		return FreeCells(board)[0], nil
+	}
+	if _, _, err := PlayFrom(context.Background(), agent, 7, start); err != nil {
+		t.Fatal(err)
+	}
+	if first != start.Prompt() {
+		t.Errorf("PlayFrom's first board %q; want the opening %q", first, start.Prompt())
+	}
+}

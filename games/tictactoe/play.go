@@ -18,7 +18,33 @@ type Agent func(ctx context.Context, board string) (string, error)
 // Play runs one game of the agent (X, moving first) against a random
 // opponent seeded by seed, returning the outcome and the transcript.
 func Play(ctx context.Context, agent Agent, seed uint64) (Outcome, []Turn, error) {
+	return PlayFrom(ctx, agent, seed, Board{})
+}
+
+// Opening returns the board after pairs random moves of each side (X
+// first), fixed by seed, stopping early before a move that would end the
+// game: a start for exploring starts, so that training visits positions
+// the agent's own play would avoid. X is to move on it.
+func Opening(seed uint64, pairs int) Board {
+	rng := rand.New(rand.NewPCG(seed, 0x6f70656e))
 	var b Board
+	for range pairs {
+		nb := b
+		for _, mark := range []byte{'X', 'O'} {
+			e := nb.Empty()
+			nb[e[rng.IntN(len(e))]] = mark
+			if _, done := result(&nb, 0); done {
+				return b
+			}
+		}
+		b = nb
+	}
+	return b
+}
+
+// PlayFrom is Play from the board start, X to move (see Opening).
+func PlayFrom(ctx context.Context, agent Agent, seed uint64, start Board) (Outcome, []Turn, error) {
+	b := start
 	opp := NewOpponent(seed)
 	var turns []Turn
 	moves := 0

@@ -32,6 +32,12 @@ type RolloutOptions struct {
 	Outcome bool
 	// CallTimeout, if > 0, bounds each chat completion.
 	CallTimeout time.Duration
+	// OpeningPairs, if > 0, starts the game from Opening(seed,
+	// OpeningPairs): a group's games, sharing the seed, then compare the
+	// agent's moves from one position its own play might never reach
+	// (exploring starts). The opening's moves are not the agent's and are
+	// not in the trajectory.
+	OpeningPairs int
 }
 
 // OutcomeMessage is the environment's last word on a game.
@@ -94,7 +100,7 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 		traj.AddHistory(h)
 		return choice.Message.Content.String(), nil
 	}
-	out, _, err := Play(ctx, agent, seed)
+	out, _, err := PlayFrom(ctx, agent, seed, Opening(seed, opt.OpeningPairs))
 	if err != nil {
 		return art.Trajectory{}, err
 	}

@@ -127,14 +127,7 @@ func TestDiagnose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, inv, err := tictactoe.Expected(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, _, err := tictactoe.Expected(greedy(p))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, inv, g := exactScores(t, p)
 		held := ""
 		for _, e := range rep.Evals {
 			if e.Step == s {
@@ -176,6 +169,20 @@ func loadPolicy(base, modelDir string, step int) (tictactoe.Policy, error) {
 		}
 		return v, err
 	}, nil
+}
+
+// exactScores is p's exact expected reward and invalid-move rate sampled
+// at temperature 1, and its greedy policy's expected reward.
+func exactScores(t *testing.T, p tictactoe.Policy) (reward, invalid, greedyReward float64) {
+	t.Helper()
+	reward, invalid, err := tictactoe.Expected(p)
+	if err == nil {
+		greedyReward, _, err = tictactoe.Expected(greedy(p))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reward, invalid, greedyReward
 }
 
 // greedy plays p's most likely digit.
@@ -384,15 +391,7 @@ func distill(t *testing.T, base string, rank, steps int, lr float64, seed uint64
 	rng := rand.New(rand.NewPCG(seed, 77))
 	const batch = 64
 	score := func(step int) {
-		p := enginePolicy(m, a, enc)
-		r, inv, err := tictactoe.Expected(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, _, err := tictactoe.Expected(greedy(p))
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, inv, g := exactScores(t, enginePolicy(m, a, enc))
 		t.Logf("distill rank %d step %d: exact %.3f (invalid %.3f), greedy %.3f", rank, step, r, inv, g)
 	}
 	// With DAGGER set the boards are those the adapter itself reaches,

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/artgo/art"
@@ -434,15 +433,9 @@ func winSooner(groups []art.TrajectoryGroup, per float64) []art.TrajectoryGroup 
 	if per == 0 {
 		return groups
 	}
-	out := make([]art.TrajectoryGroup, len(groups))
-	for i, g := range groups {
-		out[i] = g
-		out[i].Trajectories = slices.Clone(g.Trajectories)
-		for j := range out[i].Trajectories {
-			if t := &out[i].Trajectories[j]; t.Metrics["win"] == 1 {
-				t.Reward -= per * max(t.Metrics["num_moves"]-3, 0)
-			}
+	return experiment.Rescore(groups, func(t *art.Trajectory) {
+		if t.Metrics["win"] == 1 {
+			t.Reward -= per * max(t.Metrics["num_moves"]-3, 0)
 		}
-	}
-	return out
+	})
 }

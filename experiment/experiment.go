@@ -193,14 +193,22 @@ func PenalizeInvalid(groups []art.TrajectoryGroup, penalty float64) []art.Trajec
 	if penalty == 0 {
 		return groups
 	}
+	return Rescore(groups, func(t *art.Trajectory) {
+		if t.Metrics["invalid_move"] == 1 {
+			t.Reward -= penalty
+		}
+	})
+}
+
+// Rescore returns copies of groups whose trajectories f has changed (a
+// training reward shaped from the metrics, say); groups is not changed.
+func Rescore(groups []art.TrajectoryGroup, f func(t *art.Trajectory)) []art.TrajectoryGroup {
 	out := make([]art.TrajectoryGroup, len(groups))
 	for i, g := range groups {
 		out[i] = g
 		out[i].Trajectories = append([]art.Trajectory(nil), g.Trajectories...)
 		for j := range out[i].Trajectories {
-			if t := &out[i].Trajectories[j]; t.Metrics["invalid_move"] == 1 {
-				t.Reward -= penalty
-			}
+			f(&out[i].Trajectories[j])
 		}
 	}
 	return out

@@ -67,6 +67,11 @@ type Options struct {
 	// up to openings move pairs (tictactoe.Opening; the group's scenario
 	// picks 0..openings): exploring starts. Held-out games start empty.
 	openings int
+	// branch > 0 starts each training group, whose scenario picks k in
+	// 0..branch, from the board the current policy faces at its (k+1)-th
+	// move of a probe game: GRPO then compares moves on boards its own play
+	// reaches, several moves in.
+	branch int
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -273,6 +278,25 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		// A group shares one opponent seed; each game samples with its own seed.
 		name := model.InferenceName(step)
 		specs := make([]art.GroupSpec, opt.GroupsPerStep)
+		starts := make([]*tictactoe.Board, len(specs))
+		for g := range starts {
+			scenario := 1000 + uint64(step*opt.GroupsPerStep+g)
+			if k := int(scenario % uint64(opt.branch+1)); k > 0 {
+				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(1<<20+g))
+				probe, err := tictactoe.RolloutWith(ctx, client, name, scenario, rollOpts(&ss))
+				if err != nil {
+					return rep, err
+				}
+				if hs := probe.Histories(); k < len(hs) {
+					for _, m := range hs[k].Messages() {
+						if b, ok := tictactoe.ParseBoard(m.Content.String()); ok && m.Role == art.RoleUser {
+							starts[g] = &b
+							break
+						}
+					}
+				}
+			}
+		}
 		for g := range specs {
 			scenario := 1000 + uint64(step*opt.GroupsPerStep+g)
 			rs := make([]art.Rollout, opt.GroupSize)
@@ -282,6 +306,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 				if opt.openings > 0 {
 					ro.OpeningPairs = int(scenario % uint64(opt.openings+1))
 				}
+				ro.Start = starts[g]
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
 					return tictactoe.RolloutWith(ctx, client, name, scenario, ro)
 				}

@@ -81,6 +81,32 @@ func (b *Board) Prompt() string {
 	return sb.String()
 }
 
+// ParseBoard reads a board back from its Prompt; ok is false for text
+// that is not one.
+func ParseBoard(prompt string) (b Board, ok bool) {
+	if len(prompt) != 11 {
+		return b, false
+	}
+	i := 0
+	for k := 0; k < len(prompt); k++ {
+		c := prompt[k]
+		if k%4 == 3 {
+			if c != '\n' {
+				return Board{}, false
+			}
+			continue
+		}
+		switch {
+		case c == 'X' || c == 'O':
+			b[i] = c
+		case c != byte('1'+i):
+			return Board{}, false
+		}
+		i++
+	}
+	return b, true
+}
+
 // FreeCells returns the empty cells named in a prompt, as digits.
 func FreeCells(prompt string) []string {
 	var out []string

@@ -128,3 +128,19 @@ func TestOpening(t *testing.T) {
 		t.Errorf("PlayFrom's first board %q; want the opening %q", first, start.Prompt())
 	}
 }
+
+// Ensure ParseBoard inverts Prompt and refuses other text.
+func TestParseBoard(t *testing.T) {
+	for seed := range uint64(50) {
+		b := Opening(seed, int(seed%4))
+		got, ok := ParseBoard(b.Prompt())
+		if !ok || got != b {
+			t.Fatalf("ParseBoard(%q) = %q, %v", b.Prompt(), got.String(), ok)
+		}
+	}
+	for _, bad := range []string{"", "X23\n4O6\n78", "X23\n4O6\n781", "X23 4O6 789", "123\n456\n78Z"} {
+		if _, ok := ParseBoard(bad); ok {
+			t.Errorf("ParseBoard(%q) accepted", bad)
+		}
+	}
+}

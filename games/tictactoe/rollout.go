@@ -38,6 +38,9 @@ type RolloutOptions struct {
 	// (exploring starts). The opening's moves are not the agent's and are
 	// not in the trajectory.
 	OpeningPairs int
+	// Start, if set, is the board the game starts from, X to move (in
+	// place of OpeningPairs' opening).
+	Start *Board
 }
 
 // OutcomeMessage is the environment's last word on a game.
@@ -100,7 +103,11 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 		traj.AddHistory(h)
 		return choice.Message.Content.String(), nil
 	}
-	out, _, err := PlayFrom(ctx, agent, seed, Opening(seed, opt.OpeningPairs))
+	start := Opening(seed, opt.OpeningPairs)
+	if opt.Start != nil {
+		start = *opt.Start
+	}
+	out, _, err := PlayFrom(ctx, agent, seed, start)
 	if err != nil {
 		return art.Trajectory{}, err
 	}

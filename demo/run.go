@@ -278,35 +278,20 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		// A group shares one opponent seed; each game samples with its own seed.
 		name := model.InferenceName(step)
 		specs := make([]art.GroupSpec, opt.GroupsPerStep)
-		starts := make([]*tictactoe.Board, len(specs))
-		for g := range starts {
-			scenario := 1000 + uint64(step*opt.GroupsPerStep+g)
-			if k := int(scenario % uint64(opt.branch+1)); k > 0 {
-				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(1<<20+g))
-				probe, err := tictactoe.RolloutWith(ctx, client, name, scenario, rollOpts(&ss))
-				if err != nil {
-					return rep, err
-				}
-				if hs := probe.Histories(); k < len(hs) {
-					for _, m := range hs[k].Messages() {
-						if b, ok := tictactoe.ParseBoard(m.Content.String()); ok && m.Role == art.RoleUser {
-							starts[g] = &b
-							break
-						}
-					}
-				}
-			}
-		}
 		for g := range specs {
 			scenario := 1000 + uint64(step*opt.GroupsPerStep+g)
+			start, err := groupStart(opt, scenario, func() (art.Trajectory, error) {
+				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(1<<20+g))
+				return tictactoe.RolloutWith(ctx, client, name, scenario, rollOpts(&ss))
+			})
+			if err != nil {
+				return rep, err
+			}
 			rs := make([]art.Rollout, opt.GroupSize)
 			for i := range rs {
 				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
 				ro := rollOpts(&ss)
-				if opt.openings > 0 {
-					ro.OpeningPairs = int(scenario % uint64(opt.openings+1))
-				}
-				ro.Start = starts[g]
+				ro.Start = start
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
 					return tictactoe.RolloutWith(ctx, client, name, scenario, ro)
 				}
@@ -450,6 +435,34 @@ func exactBeforeAfter(rep *Report, step int) error {
 // spaced apart.
 func sampleSeed(seed, phase, game uint64) uint64 {
 	return seed*1_000_000_007 + phase*100_003*16 + game*16
+}
+
+// groupStart is the board a training group's games start from: nil (the
+// empty board) unless a diagnosis knob asks for a random opening
+// (Options.openings) or a board of the policy's own probe game
+// (Options.branch), the scenario picking how far in. probe plays that
+// game with the current policy.
+func groupStart(opt Options, scenario uint64, probe func() (art.Trajectory, error)) (*tictactoe.Board, error) {
+	if opt.openings > 0 {
+		b := tictactoe.Opening(scenario, int(scenario%uint64(opt.openings+1)))
+		return &b, nil
+	}
+	k := int(scenario % uint64(opt.branch+1))
+	if k == 0 {
+		return nil, nil
+	}
+	game, err := probe()
+	if err != nil {
+		return nil, err
+	}
+	if hs := game.Histories(); k < len(hs) {
+		for _, m := range hs[k].Messages() {
+			if b, ok := tictactoe.ParseBoard(m.Content.String()); ok && m.Role == art.RoleUser {
+				return &b, nil
+			}
+		}
+	}
+	return nil, nil // the probe ended sooner: the empty board
 }
 
 // winSooner returns groups with each won game's reward lowered by per for

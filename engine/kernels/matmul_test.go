@@ -741,12 +741,6 @@ func TestBlockPanelsFor(t *testing.T) {
 	}
 }
 
-// TestGemmPanels checks the in-place product over B in panels against
-// Gemm on B's rows, bit for bit, on every variant: the decoder's attention
-// reads its cached keys this way and the trainer's attention uses Gemm,
-// so sampler and trainer agree only if the two are equal. Panels are
-// spaced wider than K×64 (the KV cache interleaves kv heads) and the
-// unused columns of the last panel hold NaN, which must not reach C.
 // TestGemmSerial checks that the serial products give Gemm's and
 // GemmPanels' bits on shapes large enough for those to fork (and through
 // every path of Gemm: transposed A, the narrow-C swap, beta).
@@ -799,6 +793,12 @@ func TestGemmSerial(t *testing.T) {
 	})
 }
 
+// TestGemmPanels checks the in-place product over B in panels against
+// Gemm on B's rows, bit for bit, on every variant: the decoder's attention
+// reads its cached keys this way and the trainer's attention uses Gemm,
+// so sampler and trainer agree only if the two are equal. Panels are
+// spaced wider than K×64 (the KV cache interleaves kv heads) and the
+// unused columns of the last panel hold NaN, which must not reach C.
 func TestGemmPanels(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))

@@ -345,19 +345,15 @@ func (tr *Trainer) sequenceGrad(s *Sequence, c Config, klShaping []float64) (los
 	}
 	// Sequence-level ratios need every logprob first.
 	st, _ := m.LMHeadBackward(a, rows, targets, nil)
-	loss, dlp = tokenTerms(c, st.Logprobs, old, orig, adv, s.Weight)
-	var dH float64
-	for _, e := range st.Entropy {
-		var lH float64
-		lH, dH = entropyBonus(c, e, s.Weight)
-		loss += lH / float64(n)
-	}
-	dH /= float64(n)
-	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) (float64, float64) { return dlp[i], dH })
-	m.TrainBackward(a, dh, tr.Adapter)
 	for _, e := range st.Entropy {
 		entropy += e
 	}
+	loss, dlp = tokenTerms(c, st.Logprobs, old, orig, adv, s.Weight)
+	// The bonus is linear in H: the row's is that of its summed entropy.
+	lH, dH := entropyBonus(c, entropy, s.Weight)
+	loss += lH / float64(n)
+	_, dh := m.LMHeadBackward(a, rows, targets, func(i int, _, _ float64) (float64, float64) { return dlp[i], dH / float64(n) })
+	m.TrainBackward(a, dh, tr.Adapter)
 	return loss, entropy, st.Logprobs, nil
 }
 

@@ -32,14 +32,10 @@ type RolloutOptions struct {
 	Outcome bool
 	// CallTimeout, if > 0, bounds each chat completion.
 	CallTimeout time.Duration
-	// OpeningPairs, if > 0, starts the game from Opening(seed,
-	// OpeningPairs): a group's games, sharing the seed, then compare the
-	// agent's moves from one position its own play might never reach
-	// (exploring starts). The opening's moves are not the agent's and are
-	// not in the trajectory.
-	OpeningPairs int
-	// Start, if set, is the board the game starts from, X to move (in
-	// place of OpeningPairs' opening).
+	// Start, if set, is the board the game starts from, X to move (an
+	// Opening, say: a group's games given one start compare the agent's
+	// moves on a position its own play might never reach). The moves that
+	// made it are not the agent's and are not in the trajectory.
 	Start *Board
 }
 
@@ -103,7 +99,7 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 		traj.AddHistory(h)
 		return choice.Message.Content.String(), nil
 	}
-	start := Opening(seed, opt.OpeningPairs)
+	var start Board
 	if opt.Start != nil {
 		start = *opt.Start
 	}

@@ -72,6 +72,14 @@ type Options struct {
 	// move of a probe game: GRPO then compares moves on boards its own play
 	// reaches, several moves in.
 	branch int
+	// sharp is the training opponent's sharpness (tictactoe.RolloutOptions.Sharp):
+	// how often it wins or blocks when it can. Held-out games keep the
+	// random opponent.
+	sharp float64
+	// tactics is subtracted from a game's training reward for each of the
+	// agent's blunders (tictactoe.Board.Blunder: a missed immediate win or
+	// block), which the random opponent often leaves unpunished.
+	tactics float64
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -292,6 +300,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 				ss := sampleSeed(opt.Seed, uint64(1+step), uint64(g*opt.GroupSize+i))
 				ro := rollOpts(&ss)
 				ro.Start = start
+				ro.Sharp = opt.sharp
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
 					return tictactoe.RolloutWith(ctx, client, name, scenario, ro)
 				}
@@ -305,7 +314,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		if opt.lrAt != nil {
 			cfg.LearningRate = opt.lrAt(step)
 		}
-		train := winSooner(experiment.PenalizeInvalid(groups, opt.InvalidPenalty), opt.winSooner)
+		train := penalizeBlunders(winSooner(experiment.PenalizeInvalid(groups, opt.InvalidPenalty), opt.winSooner), opt.tactics)
 		res, err := model.Train(ctx, train, cfg, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
 			return rep, err
@@ -476,4 +485,35 @@ func winSooner(groups []art.TrajectoryGroup, per float64) []art.TrajectoryGroup 
 			t.Reward -= per * max(t.Metrics["num_moves"]-3, 0)
 		}
 	})
+}
+
+// penalizeBlunders returns groups with each game's reward lowered by per
+// for every blunder of the agent (Options.tactics); groups is not changed.
+func penalizeBlunders(groups []art.TrajectoryGroup, per float64) []art.TrajectoryGroup {
+	if per == 0 {
+		return groups
+	}
+	return experiment.Rescore(groups, func(t *art.Trajectory) {
+		t.Reward -= per * float64(blunders(t))
+	})
+}
+
+// blunders counts the moves of a game's trajectory that were blunders.
+func blunders(t *art.Trajectory) int {
+	n := 0
+	for _, h := range t.Histories() {
+		var board tictactoe.Board
+		seen := false
+		for _, m := range h.Messages() {
+			switch m.Role {
+			case art.RoleUser:
+				board, seen = tictactoe.ParseBoard(m.Content.String())
+			case art.RoleAssistant:
+				if cell, ok := tictactoe.ParseMove(&board, m.Content.String()); seen && ok && board.Blunder(cell) {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

@@ -136,18 +136,92 @@ func ParseMove(b *Board, reply string) (cell int, ok bool) {
 	return cell, b[cell] == 0
 }
 
-// Opponent plays uniformly random legal moves.
-type Opponent struct{ rng *rand.Rand }
-
-// NewOpponent returns an opponent whose moves are fixed by seed.
-func NewOpponent(seed uint64) *Opponent {
-	return &Opponent{rng: rand.New(rand.NewPCG(seed, 0x6f70706f))}
+// Opponent plays uniformly random legal moves, or, when sharp, completes
+// its own line or blocks X's where it can.
+type Opponent struct {
+	rng   *rand.Rand
+	sharp float64
 }
 
-// Move places an O on a random empty cell.
+// NewOpponent returns an opponent of uniformly random moves fixed by seed.
+func NewOpponent(seed uint64) *Opponent {
+	return NewSharpOpponent(seed, 0)
+}
+
+// NewSharpOpponent returns an opponent fixed by seed that, with
+// probability sharp at each move, wins at once if it can and otherwise
+// blocks a line X would complete next, if any; its other moves are
+// uniformly random. Against it a move that misses a win or a block is
+// punished at once, where the random opponent usually lets it pass.
+func NewSharpOpponent(seed uint64, sharp float64) *Opponent {
+	return &Opponent{rng: rand.New(rand.NewPCG(seed, 0x6f70706f)), sharp: sharp}
+}
+
+// Move places an O: a sharp move when one exists and the opponent's
+// sharpness says so, else a random empty cell.
 func (o *Opponent) Move(b *Board) {
+	if o.sharp > 0 && o.rng.Float64() < o.sharp {
+		for _, mark := range []byte{'O', 'X'} { // win first, then block
+			if c, ok := b.completes(mark); ok {
+				b[c] = 'O'
+				return
+			}
+		}
+	}
 	e := b.Empty()
 	b[e[o.rng.IntN(len(e))]] = 'O'
+}
+
+// Blunder reports whether X, to move on b, blunders by playing cell: it
+// misses a line it could complete at once, or it leaves O a line to
+// complete next where one move (cell was not it) would have blocked every
+// such line. Against the random opponent a blunder often goes unpunished,
+// so a game's result alone rarely says it was one.
+func (b Board) Blunder(cell int) bool {
+	if _, ok := b.completes('X'); ok {
+		after := b
+		after[cell] = 'X'
+		return after.Winner() != 'X'
+	}
+	threats := b.cellsCompleting('O')
+	return len(threats) == 1 && threats[0] != cell
+}
+
+// cellsCompleting returns the distinct empty cells that would complete a
+// line of mark.
+func (b *Board) cellsCompleting(mark byte) []int {
+	var cells []int
+	for c := range b {
+		if b[c] != 0 {
+			continue
+		}
+		after := *b
+		after[c] = mark
+		if after.Winner() == mark {
+			cells = append(cells, c)
+		}
+	}
+	return cells
+}
+
+// completes returns the first empty cell (in the order of lines) that
+// would complete a line of mark.
+func (b *Board) completes(mark byte) (int, bool) {
+	for _, l := range lines {
+		n, empty := 0, -1
+		for _, c := range l {
+			switch b[c] {
+			case mark:
+				n++
+			case 0:
+				empty = c
+			}
+		}
+		if n == 2 && empty >= 0 {
+			return empty, true
+		}
+	}
+	return 0, false
 }
 
 // Outcome of a finished game.

@@ -121,7 +121,7 @@ func TestOpening(t *testing.T) {
 		}
 		return FreeCells(board)[0], nil
 	}
-	if _, _, err := PlayFrom(context.Background(), agent, 7, start); err != nil {
+	if _, _, err := PlayFrom(context.Background(), agent, NewOpponent(7), start); err != nil {
 		t.Fatal(err)
 	}
 	if first != start.Prompt() {
@@ -141,6 +141,87 @@ func TestParseBoard(t *testing.T) {
 	for _, bad := range []string{"", "X23\n4O6\n78", "X23\n4O6\n781", "X23 4O6 789", "123\n456\n78Z"} {
 		if _, ok := ParseBoard(bad); ok {
 			t.Errorf("ParseBoard(%q) accepted", bad)
+		}
+	}
+}
+
+// Ensure a sharp opponent wins when it can, else blocks, and that
+// sharpness 0 is the random opponent move for move.
+func TestSharpOpponent(t *testing.T) {
+	board := func(s string) Board {
+		var b Board
+		for i := range b {
+			if s[i] != '.' {
+				b[i] = s[i]
+			}
+		}
+		return b
+	}
+	for _, c := range []struct {
+		board string
+		want  int
+	}{
+		{"XX.OO....", 5}, // its own win before X's block
+		{"XX.O.....", 2}, // block
+		{"X...O...X", -1},
+	} {
+		for seed := range uint64(20) {
+			b := board(c.board)
+			NewSharpOpponent(seed, 1).Move(&b)
+			if c.want >= 0 && b[c.want] != 'O' {
+				t.Fatalf("sharp opponent on %s played %s; want O at %d", c.board, b.String(), c.want)
+			}
+		}
+	}
+	for seed := range uint64(50) {
+		a, b := Opening(seed, 1), Opening(seed, 1)
+		random, blunt := NewOpponent(seed), NewSharpOpponent(seed, 0)
+		for len(a.Empty()) > 0 {
+			random.Move(&a)
+			blunt.Move(&b)
+			if a != b {
+				t.Fatalf("sharpness 0 played %s where the random opponent played %s", b.String(), a.String())
+			}
+		}
+	}
+	// Sharpness 0.5 takes a win about half the time.
+	wins := 0
+	for seed := range uint64(400) {
+		b := board("XX.OO....")
+		NewSharpOpponent(seed, 0.5).Move(&b)
+		if b.Winner() == 'O' {
+			wins++
+		}
+	}
+	if wins < 200+20 || wins > 200+120 { // 0.5 sharp + 0.5·(1/5) random
+		t.Errorf("sharpness 0.5 won %d of 400 times; want about 240", wins)
+	}
+}
+
+// Ensure Blunder names missed wins and missed blocks, and nothing else.
+func TestBlunder(t *testing.T) {
+	for _, c := range []struct {
+		board string
+		cell  int
+		want  bool
+	}{
+		{"XX.OO....", 2, false}, // wins
+		{"XX.OO....", 5, true},  // blocks, but 2 won at once
+		{"XX.OO....", 8, true},
+		{"X..OO....", 5, false}, // the block
+		{"X..OO....", 8, true},  // O completes 3-4-5 next
+		{"X.XOO.O..", 1, false}, // wins (and O's threats do not matter)
+		{"...OO..O.", 0, false}, // O threatens two cells: no single block
+		{"X...O...X", 2, false}, // nothing to win or block
+	} {
+		var b Board
+		for i := range b {
+			if c.board[i] != '.' {
+				b[i] = c.board[i]
+			}
+		}
+		if got := b.Blunder(c.cell); got != c.want {
+			t.Errorf("%s, X at %d: Blunder = %v; want %v", c.board, c.cell, got, c.want)
 		}
 	}
 }

@@ -18,7 +18,7 @@ type Agent func(ctx context.Context, board string) (string, error)
 // Play runs one game of the agent (X, moving first) against a random
 // opponent seeded by seed, returning the outcome and the transcript.
 func Play(ctx context.Context, agent Agent, seed uint64) (Outcome, []Turn, error) {
-	return PlayFrom(ctx, agent, seed, Board{})
+	return PlayFrom(ctx, agent, NewOpponent(seed), Board{})
 }
 
 // Opening returns the board after pairs random moves of each side (X
@@ -42,10 +42,10 @@ func Opening(seed uint64, pairs int) Board {
 	return b
 }
 
-// PlayFrom is Play from the board start, X to move (see Opening).
-func PlayFrom(ctx context.Context, agent Agent, seed uint64, start Board) (Outcome, []Turn, error) {
+// PlayFrom is Play against opp from the board start, X to move (see
+// Opening).
+func PlayFrom(ctx context.Context, agent Agent, opp *Opponent, start Board) (Outcome, []Turn, error) {
 	b := start
-	opp := NewOpponent(seed)
 	var turns []Turn
 	moves := 0
 	for {

@@ -37,6 +37,9 @@ type RolloutOptions struct {
 	// moves on a position its own play might never reach). The moves that
 	// made it are not the agent's and are not in the trajectory.
 	Start *Board
+	// Sharp is the opponent's sharpness (NewSharpOpponent): 0, the
+	// default, is the uniformly random opponent.
+	Sharp float64
 }
 
 // OutcomeMessage is the environment's last word on a game.
@@ -103,7 +106,7 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 	if opt.Start != nil {
 		start = *opt.Start
 	}
-	out, _, err := PlayFrom(ctx, agent, seed, start)
+	out, _, err := PlayFrom(ctx, agent, NewSharpOpponent(seed, opt.Sharp), start)
 	if err != nil {
 		return art.Trajectory{}, err
 	}

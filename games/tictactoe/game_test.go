@@ -148,15 +148,6 @@ func TestParseBoard(t *testing.T) {
 // Ensure a sharp opponent wins when it can, else blocks, and that
 // sharpness 0 is the random opponent move for move.
 func TestSharpOpponent(t *testing.T) {
-	board := func(s string) Board {
-		var b Board
-		for i := range b {
-			if s[i] != '.' {
-				b[i] = s[i]
-			}
-		}
-		return b
-	}
 	for _, c := range []struct {
 		board string
 		want  int
@@ -166,7 +157,7 @@ func TestSharpOpponent(t *testing.T) {
 		{"X...O...X", -1},
 	} {
 		for seed := range uint64(20) {
-			b := board(c.board)
+			b := boardOf(c.board)
 			NewSharpOpponent(seed, 1).Move(&b)
 			if c.want >= 0 && b[c.want] != 'O' {
 				t.Fatalf("sharp opponent on %s played %s; want O at %d", c.board, b.String(), c.want)
@@ -187,7 +178,7 @@ func TestSharpOpponent(t *testing.T) {
 	// Sharpness 0.5 takes a win about half the time.
 	wins := 0
 	for seed := range uint64(400) {
-		b := board("XX.OO....")
+		b := boardOf("XX.OO....")
 		NewSharpOpponent(seed, 0.5).Move(&b)
 		if b.Winner() == 'O' {
 			wins++
@@ -214,14 +205,20 @@ func TestBlunder(t *testing.T) {
 		{"...OO..O.", 0, false}, // O threatens two cells: no single block
 		{"X...O...X", 2, false}, // nothing to win or block
 	} {
-		var b Board
-		for i := range b {
-			if c.board[i] != '.' {
-				b[i] = c.board[i]
-			}
-		}
+		b := boardOf(c.board)
 		if got := b.Blunder(c.cell); got != c.want {
 			t.Errorf("%s, X at %d: Blunder = %v; want %v", c.board, c.cell, got, c.want)
 		}
 	}
+}
+
+// boardOf reads a board written as its nine cells, row by row, '.' empty.
+func boardOf(cells string) Board {
+	var b Board
+	for i := range b {
+		if cells[i] != '.' {
+			b[i] = cells[i]
+		}
+	}
+	return b
 }

@@ -38,8 +38,9 @@ func TestPenalizeBlunders(t *testing.T) {
 		game(move{"XX.OO....", "7"}, move{"XXOOO.X..", "6"}), // misses 3 (a win), then plays the block
 		game(move{"X..OO....", "6"}, move{"X..OOX..O", "x"}), // blocks; an unreadable reply is no blunder
 		game(move{"X..OO....", "1"}, move{"X.XOO..O.", "2"}), // an occupied cell: invalid, not a blunder
+		game(move{"X..OO....", "9"}),                         // leaves O its line 4-5-6
 	}}}
-	want := []int{0, 1, 1, 0, 0}
+	want := []int{0, 1, 1, 0, 0, 1}
 	for i, tr := range groups[0].Trajectories {
 		if got := blunders(&tr); got != want[i] {
 			t.Errorf("game %d: %d blunders; want %d", i, got, want[i])

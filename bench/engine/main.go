@@ -671,6 +671,8 @@ func runBench(args []string, log func(string, ...any)) error {
 	parityN := fs.Int("parity", 16, "greedy tokens compared with llama.cpp")
 	out := fs.String("out", "", "also write the report to this file")
 	unitFlag := fs.String("unit", "", "arithmetic of our weight products: fp32, bf16 or auto (default: $"+kernels.UnitEnv+", else auto)")
+	nativeBench := fs.String("llama-bench", os.Getenv("LLAMA_BENCH"), "the llama-bench of a llama.cpp built for this CPU (or of a fork with the same tool): each round also times it on the same GGUF, the peer at its best (default: $LLAMA_BENCH)")
+	nativeArgs := fs.String("llama-bench-args", "-fa 1", "extra flags for -llama-bench, space-separated (e.g. \"-fa 1 -rtr 1\" for ik_llama.cpp's row repacking)")
 	shape := shapeFlags(fs)
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
@@ -819,6 +821,19 @@ func runBench(args []string, log func(string, ...any)) error {
 		runtime.GC()
 		return map[string]float64{"ours.group": e2e, "ours.groupdecode": dec}, o, nil
 	}
+	nativeM := func() (map[string]float64, float64, error) {
+		lm := startLoad(self, lpid)
+		t0 := time.Now()
+		r, err := runLlamaBench(context.Background(), *nativeBench, ggufPath, *threads, *promptLen, *decode, strings.Fields(*nativeArgs), 2**phaseTimeout+time.Minute)
+		if err != nil {
+			return nil, 0, err
+		}
+		o, _ := lm.stop()
+		// The meter counts the child's CPU time among the others': take it out.
+		o = max(0, o-100*r.CPU.Seconds()/(time.Since(t0).Seconds()*float64(runtime.NumCPU())))
+		log("  native prefill %6.1f tok/s  decode %5.2f tok/s  (llama-bench; others %.0f%%)", r.Prefill, r.Decode, o)
+		return map[string]float64{"native.prefill": r.Prefill, "native.decode": r.Decode}, o, nil
+	}
 	llamaSingleM := func() (map[string]float64, float64, error) {
 		lm := startLoad(lpid, self)
 		var s singleResult
@@ -883,6 +898,9 @@ func runBench(args []string, log func(string, ...any)) error {
 		if *llamaGroup {
 			theirs = append(theirs, llamaGroupM)
 		}
+		if *nativeBench != "" {
+			theirs = append(theirs, nativeM)
+		}
 		// Alternate who goes first, and interleave single and group phases.
 		a, b := ours, theirs
 		if r%2 == 0 {
@@ -932,6 +950,9 @@ func runBench(args []string, log func(string, ...any)) error {
 		info.Release, time.Now().UTC().Format("2006-01-02T15:04Z"), cpuName, runtime.NumCPU(), *threads,
 		shape, oursLabel, ggufLabel, kernelVariant(), done, *rounds, pct0, pct1, load0, noisy, done,
 		minOthers(res), maxOthers(res), float64(wBytes)/(1<<20), float64(pBytes)/(1<<20), packSec, info.FlashAttention)
+	if *nativeBench != "" {
+		fmt.Fprintf(&b, "Native peer: `%s %s` (llama-bench, one repetition a round, on the same GGUF), in the rows that name it; the other rows are node-llama-cpp's prebuilt build.\n\n", *nativeBench, *nativeArgs)
+	}
 	b.WriteString("| metric | ours | llama.cpp | ratio | target | met? | others' CPU share (ours / llama.cpp runs) |\n|---|---|---|---|---|---|---|\n")
 	noisyRows := 0
 	row := func(name, unit, ko, kl string, target float64) {
@@ -962,6 +983,11 @@ func runBench(args []string, log func(string, ...any)) error {
 	if *llamaGroup {
 		row(fmt.Sprintf("(info) group n=%d decode phase vs llama.cpp decoding %d sequences in one context (%d tokens each, prefill excluded)", *groupN, *groupN, *llamaGroupTok),
 			"tok/s", "ours.groupdecode", "llama.groupdecode", 0)
+	}
+	if len(res["native.decode"]) > 0 {
+		row(fmt.Sprintf("prefill, %d-token prompt, vs the native llama-bench", *promptLen), "tok/s", "ours.prefill", "native.prefill", targetPrefill)
+		row(fmt.Sprintf("decode, 1 sequence, %d tokens, vs the native llama-bench (from an empty context)", *decode), "tok/s", "ours.decode", "native.decode", targetDecode)
+		row(fmt.Sprintf("group n=%d, decode phase only, vs the native llama-bench's 1-sequence decode", *groupN), "tok/s", "ours.groupdecode", "native.decode", targetGroup)
 	}
 	if bw := med("bw"); bw > 0 {
 		// Weights only: the KV cache read per token (~1 % here) is left out.
@@ -1018,7 +1044,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "Per-round values (tok/s, bw in GB/s, peak in GFLOP/s; others' CPU share):\n\n")
-	for _, k := range []string{"ours.prefill", "llama.prefill", "ours.decode", "llama.decode", "ours.group", "ours.groupdecode", "llama.groupdecode", "bw", "peak"} {
+	for _, k := range []string{"ours.prefill", "llama.prefill", "native.prefill", "ours.decode", "llama.decode", "native.decode", "ours.group", "ours.groupdecode", "llama.groupdecode", "bw", "peak"} {
 		if len(res[k]) == 0 {
 			continue
 		}

@@ -9,7 +9,9 @@
 # Environment: THREADS (GOMAXPROCS and llama.cpp threads, default 2),
 # DTYPE (our weight storage, f16 (default, the same bits as the GGUF) or
 # bf16), WAIT_IDLE (how long to wait before each round for the machine to be
-# < 20% busy, default 30s), OUT (also write the table to this file).
+# < 20% busy, default 30s), OUT (also write the table to this file),
+# LLAMA_BENCH (the llama-bench of a llama.cpp built for this CPU: each round
+# also times it on the same GGUF, the peer at its best).
 #
 # It fetches what it needs (the Qwen tokenizer, node-llama-cpp), creates the
 # model folder and its f16 GGUF export once under .assets/bench/ (≈2 GB per

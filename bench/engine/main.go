@@ -989,7 +989,11 @@ func runBench(args []string, log func(string, ...any)) error {
 		row(fmt.Sprintf("decode, 1 sequence, %d tokens, vs the native llama-bench (from an empty context)", *decode), "tok/s", "ours.decode", "native.decode", targetDecode)
 		row(fmt.Sprintf("group n=%d, decode phase only, vs the native llama-bench's 1-sequence decode", *groupN), "tok/s", "ours.groupdecode", "native.decode", targetGroup)
 	}
-	if bw := med("bw"); bw > 0 {
+	bestBW := 0.0
+	for _, s := range res["bw"] {
+		bestBW = max(bestBW, s.v)
+	}
+	if bw := bestBW; bw > 0 {
 		// Weights only: the KV cache read per token (~1 % here) is left out.
 		var ggufBytes int64
 		if st, err := os.Stat(ggufPath); err == nil {
@@ -1003,7 +1007,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		if ours < targetStream*bw {
 			met = "**no**"
 		}
-		fmt.Fprintf(&b, "| decode, 1 sequence: weights streamed (bytes per token × tok/s) against the read bandwidth measured each round, %.1f GB/s | %.1f GB/s = %.0f %% | %.1f GB/s = %.0f %% | %.2f× | ours ≥ %.0f %% | %s | %.0f%% (bandwidth runs) |\n",
+		fmt.Fprintf(&b, "| decode, 1 sequence: weights streamed (bytes per token × tok/s) against the read bandwidth, best of the rounds, %.1f GB/s | %.1f GB/s = %.0f %% | %.1f GB/s = %.0f %% | %.2f× | ours ≥ %.0f %% | %s | %.0f%% (bandwidth runs) |\n",
 			bw, ours, 100*ours/bw, theirs, 100*theirs/bw, ours/theirs, 100*targetStream, met, oth("bw"))
 	}
 	bestPeak := 0.0

@@ -5,8 +5,8 @@
 package membw
 
 import (
+	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -34,13 +34,15 @@ func NewProbe() *Probe {
 
 // Read returns the read bandwidth in GB/s (10⁹ bytes) with threads
 // goroutines, each taking kernels.Dot over its share of both arrays: the
-// median of reps passes.
+// best of reps passes after an untimed one. The best, not the median: on a
+// shared VM one pass can run at a fraction of the machine's speed (a probe
+// of 7 GB/s beside a decode streaming 46 GB/s was seen), and the wall a
+// decode is set beside is what the memory can deliver, as the peers are
+// measured at their best.
 func (p *Probe) Read(threads, reps int) float64 {
 	threads = max(1, min(threads, runtime.GOMAXPROCS(0)))
-	reps = max(1, reps)
 	n := len(p.a)
-	times := make([]float64, 0, reps)
-	for range reps {
+	pass := func() float64 {
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for w := range threads {
@@ -52,8 +54,12 @@ func (p *Probe) Read(threads, reps int) float64 {
 			}()
 		}
 		wg.Wait()
-		times = append(times, time.Since(t0).Seconds())
+		return time.Since(t0).Seconds()
 	}
-	slices.Sort(times)
-	return 8 * float64(n) / times[len(times)/2] / 1e9
+	pass()
+	best := math.Inf(1)
+	for range max(1, reps) {
+		best = min(best, pass())
+	}
+	return 8 * float64(n) / best / 1e9
 }

@@ -464,11 +464,9 @@ func groupStart(opt Options, scenario uint64, probe func() (art.Trajectory, erro
 	if err != nil {
 		return nil, err
 	}
-	if hs := game.Histories(); k < len(hs) {
-		for _, m := range hs[k].Messages() {
-			if b, ok := tictactoe.ParseBoard(m.Content.String()); ok && m.Role == art.RoleUser {
-				return &b, nil
-			}
+	if turns := tictactoe.Turns(&game); k < len(turns) {
+		if b, ok := tictactoe.ParseBoard(turns[k].Board); ok {
+			return &b, nil
 		}
 	}
 	return nil, nil // the probe ended sooner: the empty board
@@ -501,18 +499,13 @@ func penalizeBlunders(groups []art.TrajectoryGroup, per float64) []art.Trajector
 // blunders counts the moves of a game's trajectory that were blunders.
 func blunders(t *art.Trajectory) int {
 	n := 0
-	for _, h := range t.Histories() {
-		var board tictactoe.Board
-		seen := false
-		for _, m := range h.Messages() {
-			switch m.Role {
-			case art.RoleUser:
-				board, seen = tictactoe.ParseBoard(m.Content.String())
-			case art.RoleAssistant:
-				if cell, ok := tictactoe.ParseMove(&board, m.Content.String()); seen && ok && board.Blunder(cell) {
-					n++
-				}
-			}
+	for _, turn := range tictactoe.Turns(t) {
+		board, ok := tictactoe.ParseBoard(turn.Board)
+		if !ok {
+			continue
+		}
+		if cell, ok := tictactoe.ParseMove(&board, turn.Reply); ok && board.Blunder(cell) {
+			n++
 		}
 	}
 	return n

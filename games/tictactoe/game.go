@@ -9,6 +9,7 @@ package tictactoe
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
@@ -162,8 +163,8 @@ func NewSharpOpponent(seed uint64, sharp float64) *Opponent {
 func (o *Opponent) Move(b *Board) {
 	if o.sharp > 0 && o.rng.Float64() < o.sharp {
 		for _, mark := range []byte{'O', 'X'} { // win first, then block
-			if c, ok := b.completes(mark); ok {
-				b[c] = 'O'
+			if cells := b.completing(mark); len(cells) > 0 {
+				b[cells[0]] = 'O'
 				return
 			}
 		}
@@ -178,35 +179,17 @@ func (o *Opponent) Move(b *Board) {
 // such line. Against the random opponent a blunder often goes unpunished,
 // so a game's result alone rarely says it was one.
 func (b Board) Blunder(cell int) bool {
-	if _, ok := b.completes('X'); ok {
-		after := b
-		after[cell] = 'X'
-		return after.Winner() != 'X'
+	if wins := b.completing('X'); len(wins) > 0 {
+		return !slices.Contains(wins, cell)
 	}
-	threats := b.cellsCompleting('O')
+	threats := b.completing('O')
 	return len(threats) == 1 && threats[0] != cell
 }
 
-// cellsCompleting returns the distinct empty cells that would complete a
-// line of mark.
-func (b *Board) cellsCompleting(mark byte) []int {
+// completing returns the distinct empty cells that would complete a line
+// of mark, in the order of the lines they complete.
+func (b *Board) completing(mark byte) []int {
 	var cells []int
-	for c := range b {
-		if b[c] != 0 {
-			continue
-		}
-		after := *b
-		after[c] = mark
-		if after.Winner() == mark {
-			cells = append(cells, c)
-		}
-	}
-	return cells
-}
-
-// completes returns the first empty cell (in the order of lines) that
-// would complete a line of mark.
-func (b *Board) completes(mark byte) (int, bool) {
 	for _, l := range lines {
 		n, empty := 0, -1
 		for _, c := range l {
@@ -217,11 +200,11 @@ func (b *Board) completes(mark byte) (int, bool) {
 				empty = c
 			}
 		}
-		if n == 2 && empty >= 0 {
-			return empty, true
+		if n == 2 && empty >= 0 && !slices.Contains(cells, empty) {
+			cells = append(cells, empty)
 		}
 	}
-	return 0, false
+	return cells
 }
 
 // Outcome of a finished game.

@@ -119,6 +119,29 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 	return traj, nil
 }
 
+// Turns reads a game's moves back from its trajectory as RolloutWith
+// records them: one history a move, the board in its first user message
+// (after any system prompt) and the sampled reply in its answer.
+func Turns(t *art.Trajectory) []Turn {
+	var turns []Turn
+	for _, h := range t.Histories() {
+		var turn Turn
+		board, reply := false, false
+		for _, m := range h.Messages() {
+			switch {
+			case m.Role == art.RoleUser && !board:
+				turn.Board, board = m.Content.String(), true
+			case m.Role == art.RoleAssistant && !reply:
+				turn.Reply, reply = m.Content.String(), true
+			}
+		}
+		if board {
+			turns = append(turns, turn)
+		}
+	}
+	return turns
+}
+
 // maxReplyTokens bounds a reply: a digit and the end token, with room for
 // a little whitespace from models told the rules by a system prompt.
 func maxReplyTokens(opt RolloutOptions) int64 {

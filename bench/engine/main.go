@@ -936,6 +936,14 @@ func runBench(args []string, log func(string, ...any)) error {
 	// Report.
 	var b strings.Builder
 	med := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.v }) }
+	// best is a limit's reading at its best over the rounds (bandwidth, peak).
+	best := func(k string) float64 {
+		v := 0.0
+		for _, s := range res[k] {
+			v = max(v, s.v)
+		}
+		return v
+	}
 	oth := func(k string) float64 { return median(res[k], func(s sample) float64 { return s.others }) }
 	oursLabel, ggufLabel := strings.ToUpper(*dtype), strings.ToLower(ggufType(quant, dt).String())
 	if quant != model.NoQuantization {
@@ -989,11 +997,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		row(fmt.Sprintf("decode, 1 sequence, %d tokens, vs the native llama-bench (from an empty context)", *decode), "tok/s", "ours.decode", "native.decode", targetDecode)
 		row(fmt.Sprintf("group n=%d, decode phase only, vs the native llama-bench's 1-sequence decode", *groupN), "tok/s", "ours.groupdecode", "native.decode", targetGroup)
 	}
-	bestBW := 0.0
-	for _, s := range res["bw"] {
-		bestBW = max(bestBW, s.v)
-	}
-	if bw := bestBW; bw > 0 {
+	if bw := best("bw"); bw > 0 {
 		// Weights only: the KV cache read per token (~1 % here) is left out.
 		var ggufBytes int64
 		if st, err := os.Stat(ggufPath); err == nil {
@@ -1010,11 +1014,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		fmt.Fprintf(&b, "| decode, 1 sequence: weights streamed (bytes per token × tok/s) against the read bandwidth, best of the rounds, %.1f GB/s | %.1f GB/s = %.0f %% | %.1f GB/s = %.0f %% | %.2f× | ours ≥ %.0f %% | %s | %.0f%% (bandwidth runs) |\n",
 			bw, ours, 100*ours/bw, theirs, 100*theirs/bw, ours/theirs, 100*targetStream, met, oth("bw"))
 	}
-	bestPeak := 0.0
-	for _, s := range res["peak"] {
-		bestPeak = max(bestPeak, s.v)
-	}
-	if pk := bestPeak; pk > 0 {
+	if pk := best("peak"); pk > 0 {
 		// Two flops per weight per token; attention (~2 % at these
 		// lengths) is left out.
 		gf := 2 * perToken.params * med("ours.groupdecode") / 1e9

@@ -630,9 +630,17 @@ func setUnit(s string) error {
 	return os.Setenv(kernels.UnitEnv, u.String())
 }
 
-// unitPeak measures the peak of the unit our weight products run on.
-func unitPeak(threads int) fmapeak.Result {
-	if u, _ := kernels.ActiveUnit(); u == kernels.UnitBF16 {
+// unitPeak measures the peak of the unit our weight products run on: a
+// q8 model's on the int8 unit are int8 dot products, other quantized
+// ones exact fp32, 16-bit ones bf16 on the bf16 and int8 units.
+func unitPeak(threads int, quantize string) fmapeak.Result {
+	u, _ := kernels.ActiveUnit()
+	if u == kernels.UnitInt8 && quantize == "q8" {
+		if r, ok := fmapeak.MeasureInt8(threads, 300*time.Millisecond, 3); ok {
+			return r
+		}
+	}
+	if quantize == "" && (u == kernels.UnitBF16 || u == kernels.UnitInt8) {
 		if r, ok := fmapeak.MeasureBF16(threads, 300*time.Millisecond, 3); ok {
 			return r
 		}
@@ -670,7 +678,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	idleWait := fs.Duration("wait-idle", 30*time.Second, "wait up to this long before each round for the machine to be < 20% busy")
 	parityN := fs.Int("parity", 16, "greedy tokens compared with llama.cpp")
 	out := fs.String("out", "", "also write the report to this file")
-	unitFlag := fs.String("unit", "", "arithmetic of our weight products: fp32, bf16 or auto (default: $"+kernels.UnitEnv+", else auto)")
+	unitFlag := fs.String("unit", "", "arithmetic of our weight products: fp32, bf16, int8 or auto (default: $"+kernels.UnitEnv+", else auto)")
 	nativeBench := fs.String("llama-bench", os.Getenv("LLAMA_BENCH"), "the llama-bench of a llama.cpp built for this CPU (or of a fork with the same tool): each round also times it on the same GGUF, the peer at its best (default: $LLAMA_BENCH)")
 	nativeArgs := fs.String("llama-bench-args", "-fa 1", "extra flags for -llama-bench, space-separated (e.g. \"-fa 1 -rtr 1\" for ik_llama.cpp's row repacking)")
 	shape := shapeFlags(fs)
@@ -888,7 +896,7 @@ func runBench(args []string, log func(string, ...any)) error {
 		add("bw", gbs, o)
 		log("  read bandwidth %.1f GB/s (%d threads, kernels.Dot over 2×256 MiB)", gbs, *threads)
 		lm = startLoad(self, lpid)
-		pk := unitPeak(*threads)
+		pk := unitPeak(*threads, *quantize)
 		o, _ = lm.stop()
 		add("peak", pk.GFLOPS, o)
 		peakUnit = pk.Unit

@@ -195,10 +195,18 @@ type engineSide struct {
 }
 
 // products is the arithmetic e's weight products actually run on: its
-// unit, except that quantized weights keep the exact fp32 path on either
-// unit (engine/kernels).
+// unit, except that quantized weights keep the exact fp32 path (Q8 on the
+// int8 unit: int8 forward, exact fp32 backward; engine/kernels) and the
+// int8 unit runs unquantized ones on bf16 (or fp32 without it).
 func (e *engineSide) products() kernels.Unit {
-	if e.q != model.NoQuantization {
+	switch {
+	case e.q == model.Q8 && e.unit == kernels.UnitInt8:
+		return kernels.UnitInt8
+	case e.q != model.NoQuantization:
+		return kernels.UnitFP32
+	case e.unit == kernels.UnitInt8 && slices.Contains(kernels.Units(), kernels.UnitBF16):
+		return kernels.UnitBF16
+	case e.unit == kernels.UnitInt8:
 		return kernels.UnitFP32
 	}
 	return e.unit
@@ -558,8 +566,11 @@ func (p *peaks) of(u kernels.Unit) fmapeak.Result {
 
 // unitLabel says how an engine computes its weight products, for the table.
 func unitLabel(u kernels.Unit) string {
-	if u == kernels.UnitBF16 {
+	switch u {
+	case kernels.UnitBF16:
 		return "bf16 products with fp32 sums (VDPBF16PS)"
+	case kernels.UnitInt8:
+		return "int8 products with int32 block sums (VPDPBUSD) forward, fp32 backward"
 	}
 	return "fp32 compute"
 }

@@ -31,7 +31,8 @@ func BenchmarkDecodeDType(b *testing.B) {
 // BenchmarkDecodeQuant is decoding's products with Q8 and Q4 weights: one
 // row, a group of four and of eight, over the LM head and the MLP's
 // gate/up shape of Qwen2.5-0.5B, as the bytes of weights streamed per
-// second (Q8: 34 bytes, Q4: 18 bytes per 32 weights) and GFLOP/s.
+// second (Q8: 34 bytes, Q4: 18 bytes per 32 weights) and GFLOP/s; Q8 on
+// UnitInt8 too where the CPU has it ("Q8-int8").
 func BenchmarkDecodeQuant(b *testing.B) {
 	r := rand.New(rand.NewPCG(6, 6))
 	for _, sh := range []struct {
@@ -49,17 +50,30 @@ func BenchmarkDecodeQuant(b *testing.B) {
 			if dt == Q4 {
 				bytes = float64(sh.N*sh.K) / 32 * 18
 			}
-			for _, M := range []int{1, 4, 8} {
-				inp := randSlice(r, M*sh.K)
-				out := make([]float32, M*sh.N)
-				b.Run(fmt.Sprintf("%s/%v/M=%d", sh.name, dt, M), func(b *testing.B) {
-					for b.Loop() {
-						Linear(out, inp, w, nil, M)
-					}
-					s := b.Elapsed().Seconds() / float64(b.N)
-					b.ReportMetric(bytes/s/1e9, "GB/s")
-					b.ReportMetric(2*float64(M*sh.N*sh.K)/s/1e9, "GFLOP/s")
-				})
+			units := []Unit{UnitFP32}
+			if dt == Q8 && hasI8() {
+				units = append(units, UnitInt8)
+			}
+			for _, u := range units {
+				name := fmt.Sprint(dt)
+				if u == UnitInt8 {
+					name += "-int8"
+				}
+				for _, M := range []int{1, 4, 8, 64} {
+					inp := randSlice(r, M*sh.K)
+					out := make([]float32, M*sh.N)
+					b.Run(fmt.Sprintf("%s/%s/M=%d", sh.name, name, M), func(b *testing.B) {
+						saved := unit
+						defer func() { unit = saved }()
+						unit = u
+						for b.Loop() {
+							Linear(out, inp, w, nil, M)
+						}
+						s := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(bytes/s/1e9, "GB/s")
+						b.ReportMetric(2*float64(M*sh.N*sh.K)/s/1e9, "GFLOP/s")
+					})
+				}
 			}
 		}
 	}

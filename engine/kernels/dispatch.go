@@ -56,6 +56,11 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int, prev *job) (j 
 		return j, true
 	}
 	pk := w.panels()
+	if w.i8Unit() {
+		j.kind, j.tp = bPanelsI8, pk
+		j.toI8(prev)
+		return j, true
+	}
 	switch {
 	case pk.bf16 != nil:
 		j.kind, j.bh = bPanelsBF16, pk.bf16

@@ -31,6 +31,15 @@ const (
 	// bf16's 8 significant bits, activations too. Quantized weights (Q8,
 	// Q4) keep their exact fp32 path.
 	UnitBF16
+	// UnitInt8 rounds the activations of Q8 weights' products to Q8_0
+	// blocks and sums int8 products exactly in int32 per block
+	// (VPDPBUSD, AVX512_VNNI), as llama.cpp does on CPUs (int8.go):
+	// a quarter of fp32's bytes per multiply-add, and four products per
+	// instruction lane. Other weights run as on UnitBF16 where the CPU
+	// has it, else as on UnitFP32; Q4 weights keep their exact path.
+	// Never chosen by auto: it is asked for (the quantized weights'
+	// products stay exact by default).
+	UnitInt8
 )
 
 func (u Unit) String() string {
@@ -39,27 +48,31 @@ func (u Unit) String() string {
 		return "fp32"
 	case UnitBF16:
 		return "bf16"
+	case UnitInt8:
+		return "int8"
 	}
 	return fmt.Sprintf("Unit(%d)", uint8(u))
 }
 
-// ParseUnit reads a unit name: "fp32" (or "exact"), "bf16", or "auto" or
-// "" (the fastest the CPU has: auto is then true, and the caller asks
-// BestUnit).
+// ParseUnit reads a unit name: "fp32" (or "exact"), "bf16", "int8", or
+// "auto" or "" (the fastest the CPU has of fp32 and bf16: auto is then
+// true, and the caller asks BestUnit).
 func ParseUnit(s string) (u Unit, auto bool, err error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "fp32", "exact", "f32":
 		return UnitFP32, false, nil
 	case "bf16":
 		return UnitBF16, false, nil
+	case "int8":
+		return UnitInt8, false, nil
 	case "auto", "":
 		return UnitFP32, true, nil
 	}
-	return 0, false, fmt.Errorf("matmul unit %q: want fp32 (exact), bf16 or auto", s)
+	return 0, false, fmt.Errorf("matmul unit %q: want fp32 (exact), bf16, int8 or auto", s)
 }
 
 // UnitEnv is the environment variable that picks the unit at start-up
-// (fp32, bf16 or auto; default auto).
+// (fp32, bf16, int8 or auto; default auto).
 const UnitEnv = "ART_MATMUL_UNIT"
 
 // unit is the unit in use and unitWhy why: chosen on first use
@@ -89,6 +102,8 @@ func startUnit() (Unit, string) {
 		return BestUnit()
 	case u == UnitBF16 && !hasDP():
 		return UnitFP32, fmt.Sprintf("%s=bf16 but this CPU has no AVX512_BF16; using fp32", UnitEnv)
+	case u == UnitInt8 && !hasI8():
+		return UnitFP32, fmt.Sprintf("%s=int8 but this CPU has no AVX512_VNNI; using fp32", UnitEnv)
 	}
 	return u, fmt.Sprintf("set by %s=%s", UnitEnv, env)
 }
@@ -96,10 +111,14 @@ func startUnit() (Unit, string) {
 // Units lists the units this CPU can run the weight products on, exact
 // fp32 first.
 func Units() []Unit {
+	us := []Unit{UnitFP32}
 	if hasDP() {
-		return []Unit{UnitFP32, UnitBF16}
+		us = append(us, UnitBF16)
 	}
-	return []Unit{UnitFP32}
+	if hasI8() {
+		us = append(us, UnitInt8)
+	}
+	return us
 }
 
 // ActiveUnit is the unit the weight products run on, and why it was chosen.
@@ -118,6 +137,10 @@ func SetUnit(u Unit) error {
 	case UnitBF16:
 		if !hasDP() {
 			return fmt.Errorf("matmul unit bf16 needs AVX512_BF16, which this CPU (or the %s kernels in use) lacks", active)
+		}
+	case UnitInt8:
+		if !hasI8() {
+			return fmt.Errorf("matmul unit int8 needs AVX512_VNNI, which this CPU (or the %s kernels in use) lacks", active)
 		}
 	default:
 		return fmt.Errorf("unknown matmul unit %d", u)
@@ -335,9 +358,20 @@ func ftz(f float32) float32 {
 	return f
 }
 
-// dpUnit reports whether m's products run on UnitBF16: the unit is in use
-// and m is not quantized (Q8 and Q4 keep their exact path).
-func (m *Mat) dpUnit() bool { return currentUnit() == UnitBF16 && m.DType != Q8 && m.DType != Q4 }
+// dpUnit reports whether m's products run on the bf16 dot products:
+// UnitBF16 (or UnitInt8 on a CPU that has them) is in use and m is not
+// quantized (Q8 and Q4 keep their own paths).
+func (m *Mat) dpUnit() bool { return bf16Products() && m.DType != Q8 && m.DType != Q4 }
+
+// bf16Products reports whether the unit in use runs unquantized weights'
+// products on the bf16 dot products.
+func bf16Products() bool {
+	u := currentUnit()
+	return u == UnitBF16 || u == UnitInt8 && hasDP()
+}
+
+// i8Unit reports whether m's products run on UnitInt8's int8 kernels.
+func (m *Mat) i8Unit() bool { return m.DType == Q8 && currentUnit() == UnitInt8 }
 
 // toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
 // one: A rounded to pairs into a pooled buffer, K counting pairs; the

@@ -94,6 +94,7 @@ const (
 	bPanelsDPT               // B = w as bf16 pairs (UnitBF16) read from w's dp panels bf: transposed while packing
 	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has quantized kernels, else widened per block
 	bPanelsQ4                // pre-packed Q4 panels tp (Linear): as bPanelsQ8
+	bPanelsI8                // pre-packed Q8 panels tp times A rounded to Q8_0 blocks qa (UnitInt8, int8.go)
 )
 
 // job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
@@ -129,6 +130,11 @@ type job struct {
 	src    *float32
 	srcLda int
 
+	// qa: A rounded to Q8_0 blocks (bPanelsI8), pooled if qaOwn (made by
+	// this job, released by done), else an earlier job's.
+	qa    *q8Acts
+	qaOwn bool
+
 	serial bool // run on the caller's goroutine alone (GemmSerial)
 }
 
@@ -138,6 +144,10 @@ func (j *job) done() {
 		pairPool.Put(j.abuf)
 		j.abuf = nil
 	}
+	if j.qaOwn {
+		actsPool.Put(j.qa)
+		j.qa, j.qaOwn = nil, false
+	}
 }
 
 func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
@@ -146,7 +156,7 @@ func (j *job) panels() int { return (j.N + panelW - 1) / panelW }
 // read in place.
 func (j *job) stream() bool {
 	switch j.kind {
-	case bPanelsF32, bPanelsBF16, bPanelsF16, bPanelsQ8, bPanelsQ4:
+	case bPanelsF32, bPanelsBF16, bPanelsF16, bPanelsQ8, bPanelsQ4, bPanelsI8:
 		return j.M <= streamMaxPanelsM
 	case bRowsF32:
 		return j.M <= streamMaxM
@@ -166,6 +176,9 @@ func (j *job) estimateNs() float64 {
 		bytes /= 4
 	case bPanelsQ4:
 		bytes /= 8
+	case bPanelsI8:
+		bytes /= 4
+		flops /= 4
 	}
 	return max(flops/100, bytes/10)
 }
@@ -304,6 +317,10 @@ func (j *job) part(m0, m1, p0, p1 int) {
 		for i := m0; i < m1; i++ {
 			Scale(j.beta, j.c[i*j.ldc+p0*panelW:i*j.ldc+c1])
 		}
+	}
+	if j.kind == bPanelsI8 {
+		j.partI8(m0, m1, p0, p1)
+		return
 	}
 	var buf *[]float32
 	defer func() {

@@ -80,7 +80,7 @@ func bf16Col(w int) int {
 // from them only if the exact unit is asked for later (panels).
 func (m *Mat) pack() {
 	m.packOnce.Do(func() {
-		if m.DType == BF16 && currentUnit() == UnitBF16 {
+		if m.DType == BF16 && bf16Products() {
 			d := m.buildDP()
 			m.dp.Store(&d)
 		} else {

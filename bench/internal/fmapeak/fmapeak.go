@@ -40,6 +40,18 @@ func MeasureBF16(threads int, d time.Duration, rounds int) (r Result, ok bool) {
 	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: "bf16 dot products (VDPBF16PS), AVX-512 (512-bit)"}, true
 }
 
+// MeasureInt8 is Measure for the int8 dot-product unit (VPDPBUSD: four
+// u8·s8 products added into an int32 lane, a product counting 2 ops)
+// that the kernels' UnitInt8 runs Q8 products on; ok is false on a CPU
+// without it.
+func MeasureInt8(threads int, d time.Duration, rounds int) (r Result, ok bool) {
+	if _, ok := runInt8(1); !ok {
+		return Result{}, false
+	}
+	probe := func(n int) float64 { f, _ := runInt8(n); return f }
+	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: "int8 dot products (VPDPBUSD; an int8 multiply-add counts 2 ops, as a flop), AVX-512 (512-bit)"}, true
+}
+
 // best is the best of rounds runs of probe.
 func best(threads int, d time.Duration, rounds int, probe func(n int) float64) float64 {
 	threads = max(threads, 1)

@@ -16,13 +16,26 @@ func fma512(n int)
 //go:noescape
 func dp512(n int)
 
+//go:noescape
+func vnni512(n int)
+
 // The engine's kernels take AVX-512 where the CPU has it (F and BW, as
 // engine/kernels' dispatch), else AVX2 with FMA.
 var (
 	has512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 	has256 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	hasDP  = has512 && cpu.X86.HasAVX512BF16
+	hasI8  = has512 && cpu.X86.HasAVX512VNNI
 )
+
+// runInt8 runs the int8 dot-product probe, if the CPU has the unit.
+func runInt8(n int) (float64, bool) {
+	if !hasI8 {
+		return 0, false
+	}
+	vnni512(n)
+	return float64(n) * 2048, true
+}
 
 // runBF16 runs the bf16 dot-product probe, if the CPU has the unit.
 func runBF16(n int) (float64, bool) {

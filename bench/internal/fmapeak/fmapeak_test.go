@@ -41,3 +41,14 @@ func TestMeasureBF16(t *testing.T) {
 		t.Fatalf("implausible bf16 peak %.3f GFLOP/s", r.GFLOPS)
 	}
 }
+
+func TestMeasureInt8(t *testing.T) {
+	r, ok := MeasureInt8(1, 20*time.Millisecond, 2)
+	if !ok {
+		t.Skip("this CPU has no AVX512_VNNI: no int8 unit to measure")
+	}
+	t.Logf("%.1f GOP/s, %s", r.GFLOPS, r.Unit)
+	if r.GFLOPS < 1 || r.GFLOPS > 1e5 {
+		t.Fatalf("implausible int8 peak %.3f GOP/s", r.GFLOPS)
+	}
+}

@@ -84,6 +84,7 @@ func main() {
 	packs256(&mm)
 	write(filepath.Join(*dir, "matmul_amd64.s"), mm.b.Bytes())
 	writeQuant(*dir)
+	writeInt8(*dir)
 	writePackT(*dir)
 
 	var vec gen

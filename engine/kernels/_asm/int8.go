@@ -1,0 +1,255 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// writeInt8 writes matmul_int8_amd64.s, the UnitInt8 kernels: Q8 panels
+// times activations rounded to Q8_0 blocks, summed exactly in int32 per
+// block of 32 k-rows (VPDPBUSD, AVX512_VNNI) and scaled into fp32 (see
+// package kernels' int8.go for the arithmetic they must reproduce).
+func writeInt8(dir string) {
+	var g gen
+	g.raw(header)
+	g.raw(int8Data)
+	for mr := 1; mr <= 3; mr++ {
+		kernelI8Q8(&g, mr)
+	}
+	quantActs(&g)
+	write(filepath.Join(dir, "matmul_int8_amd64.s"), g.b.Bytes())
+}
+
+// int8Data holds the constants: i8scales<>+64i is the VPERMI2Q index that
+// gathers, from a block's 64 fp16 scales (two zmm), the 16 of the columns
+// lane group i of the interleaved weights holds (see kernelI8Q8).
+var int8Data = func() string {
+	s := "\n"
+	for i := range 4 {
+		for l := range 8 {
+			v := 0
+			if l < 4 {
+				v = 4*l + i
+			}
+			s += fmt.Sprintf("DATA i8scales<>+%d(SB)/8, $%d\n", 64*i+8*l, v)
+		}
+	}
+	s += "GLOBL i8scales<>(SB), RODATA|NOPTR, $256\n"
+	s += "DATA i8consts<>+0(SB)/4, $0x7fffffff\n" // |x| mask
+	s += "DATA i8consts<>+4(SB)/4, $0x42fe0000\n" // 127.0
+	s += "DATA i8consts<>+8(SB)/4, $0x0d800000\n" // 2^-100
+	return s + "GLOBL i8consts<>(SB), RODATA|NOPTR, $12\n"
+}()
+
+// prefetchI8 is how far ahead (bytes) the int8 kernels prefetch the
+// weights they stream (the scales, a sixteenth of their bytes, as far
+// ahead in blocks): without it a decoding step measured 20 % slower than
+// the exact Q8 kernels, which prefetch.
+var prefetchI8 = 2048
+
+// kernelI8Q8 emits i8q8m{mr}: mr rows × 64 columns per panel over np
+// contiguous Q8 panels and all of K, stored to C.
+//
+//	a+0 lda+8 ad+16 ac+24 ald+32 b+40 np+48 s+56 c+64 ldc+72 k+80
+//
+// a: the first row's int8 activations, rows lda bytes apart; ad, ac: its
+// blocks' fp32 scales and int32 corrections (−128·Σq), rows ald bytes
+// apart; b: the first Q8 panel (K k-rows of 64 int8), the next right
+// after; s: its fp16 scales (K/32 blocks of 64), the next panel's right
+// after; c: C, rows ldc bytes apart, 64 floats per panel.
+//
+// Per block of 32 k-rows, four k-rows of a panel are loaded at a time,
+// flipped to unsigned (w+128, an XOR of the sign bit), and interleaved by
+// two rounds of unpacks into four registers u0..u3 whose dword d of lane
+// L holds the four k-rows of column 16L+4i+d (ui); VPDPBUSD adds each
+// dword's four products with the row's four activations (broadcast) into
+// int32 accumulators started at the block's correction, so they end at
+// Σ w·q exactly. Each is then converted to fp32 (exact: |Σ| < 2^24) and
+// added, times (column scale · row scale), to fp32 accumulators in the
+// same interleaved order, which a 4×4 shuffle of 128-bit lanes puts back
+// into column order before the store.
+func kernelI8Q8(g *gen, mr int) {
+	g.text(fmt.Sprintf("i8q8m%d", mr), 88, fmt.Sprintf("func i8q8m%d(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int)", mr))
+	accF := func(m, i int) string { return fmt.Sprintf("Z%d", 4*m+i) }
+	accI := func(m, i int) string { return fmt.Sprintf("Z%d", 12+4*m+i) }
+	row := func(base string, m int, d int) string {
+		switch m {
+		case 0:
+			return fmt.Sprintf("%d(%s)", d, base)
+		case 1:
+			return fmt.Sprintf("%d(%s)(%s*1)", d, base, map[string]string{"DI": "R11", "R12": "R9", "R13": "R9", "DX": "R8"}[base])
+		}
+		return fmt.Sprintf("%d(%s)(%s*2)", d, base, map[string]string{"DI": "R11", "R12": "R9", "R13": "R9", "DX": "R8"}[base])
+	}
+	g.p("MOVQ a+0(FP), SI")
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ ald+32(FP), R9")
+	g.p("MOVQ b+40(FP), BX")
+	g.p("MOVQ np+48(FP), CX")
+	g.p("MOVQ s+56(FP), R10")
+	g.p("MOVQ c+64(FP), DX")
+	g.p("MOVQ ldc+72(FP), R8")
+	g.p("MOVL $0x80808080, AX")
+	g.p("VPBROADCASTD AX, Z30")
+	g.label(fmt.Sprintf("i8q8m%d_panel", mr))
+	for m := range mr {
+		for i := range 4 {
+			g.p("VPXORD %s, %s, %s", accF(m, i), accF(m, i), accF(m, i))
+		}
+	}
+	g.p("MOVQ SI, DI")
+	g.p("MOVQ ad+16(FP), R12")
+	g.p("MOVQ ac+24(FP), R13")
+	g.p("MOVQ k+80(FP), AX")
+	g.p("SHRQ $5, AX")
+	g.label(fmt.Sprintf("i8q8m%d_block", mr))
+	for m := range mr {
+		g.p("VPBROADCASTD %s, %s", row("R13", m, 0), accI(m, 0))
+		for i := 1; i < 4; i++ {
+			g.p("VMOVDQA64 %s, %s", accI(m, 0), accI(m, i))
+		}
+	}
+	for q := range 8 {
+		for r := range 4 {
+			g.p("PREFETCHT0 %d(BX)", (4*q+r)*64+prefetchI8)
+			g.p("VPXORD %d(BX), Z30, Z%d", (4*q+r)*64, 24+r)
+		}
+		g.p("VPUNPCKHBW Z25, Z24, Z28")
+		g.p("VPUNPCKLBW Z25, Z24, Z24")
+		g.p("VPUNPCKHBW Z27, Z26, Z29")
+		g.p("VPUNPCKLBW Z27, Z26, Z26")
+		g.p("VPUNPCKHWD Z26, Z24, Z25")
+		g.p("VPUNPCKLWD Z26, Z24, Z24")
+		g.p("VPUNPCKHWD Z29, Z28, Z27")
+		g.p("VPUNPCKLWD Z29, Z28, Z28")
+		u := [4]string{"Z24", "Z25", "Z28", "Z27"}
+		for m := range mr {
+			for i := range 4 {
+				g.p("VPDPBUSD.BCST %s, %s, %s", row("DI", m, 4*q), u[i], accI(m, i))
+			}
+		}
+	}
+	g.p("ADDQ $2048, BX")
+	g.p("ADDQ $32, DI")
+	// The block's column scales, in each ui's column order, as fp32.
+	g.p("PREFETCHT0 %d(R10)", prefetchI8/16)
+	g.p("PREFETCHT0 %d(R10)", prefetchI8/16+64)
+	g.p("VMOVDQU64 (R10), Z24")
+	g.p("VMOVDQU64 64(R10), Z25")
+	for i := range 4 {
+		z := fmt.Sprintf("Z%d", 26+i)
+		g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
+		g.p("VPERMI2Q Z25, Z24, %s", z)
+		g.p("VCVTPH2PS Y%d, %s", 26+i, z)
+	}
+	g.p("ADDQ $128, R10")
+	for m := range mr {
+		g.p("VBROADCASTSS %s, Z24", row("R12", m, 0))
+		for i := range 4 {
+			g.p("VMULPS Z24, Z%d, Z25", 26+i)
+			g.p("VCVTDQ2PS %s, %s", accI(m, i), accI(m, i))
+			g.p("VMULPS Z25, %s, %s", accI(m, i), accI(m, i))
+			g.p("VADDPS %s, %s, %s", accI(m, i), accF(m, i), accF(m, i))
+		}
+	}
+	g.p("ADDQ $4, R12")
+	g.p("ADDQ $4, R13")
+	g.p("DECQ AX")
+	g.p("JNZ i8q8m%d_block", mr)
+	// Back to column order: accF(m, i) lane L holds columns 16L+4i..+3.
+	for m := range mr {
+		a := func(i int) string { return accF(m, i) }
+		g.p("VSHUFF32X4 $0x44, %s, %s, Z24", a(1), a(0))
+		g.p("VSHUFF32X4 $0xEE, %s, %s, Z25", a(1), a(0))
+		g.p("VSHUFF32X4 $0x44, %s, %s, Z26", a(3), a(2))
+		g.p("VSHUFF32X4 $0xEE, %s, %s, Z27", a(3), a(2))
+		g.p("VSHUFF32X4 $0x88, Z26, Z24, %s", a(0))
+		g.p("VSHUFF32X4 $0xDD, Z26, Z24, %s", a(1))
+		g.p("VSHUFF32X4 $0x88, Z27, Z25, %s", a(2))
+		g.p("VSHUFF32X4 $0xDD, Z27, Z25, %s", a(3))
+		for i := range 4 {
+			g.p("VMOVUPS %s, %s", a(i), row("DX", m, 64*i))
+		}
+	}
+	g.p("ADDQ $256, DX")
+	g.p("DECQ CX")
+	g.p("JNZ i8q8m%d_panel", mr)
+	g.ret()
+}
+
+// quantActs emits quantActsAsm: blocks of 32 fp32 activations rounded to
+// Q8_0 as package kernels' quantizeActBlock does, bit for bit: d =
+// amax/127 and q = x·(127/amax) converted to int32 under the default
+// rounding (to nearest even), then narrowed (|q| ≤ 127, so no
+// saturation), corr = −128·Σq. It stops before the first block holding
+// a NaN or an infinity, or whose values are all at most 2^-100 in
+// magnitude, and returns how many blocks it did (Go does that block).
+//
+//	q+0 d+8 corr+16 x+24 n+32 ret+40
+func quantActs(g *gen) {
+	g.text("quantActsAsm", 48, "func quantActsAsm(q *int8, d *float32, corr *int32, x *float32, n int) int")
+	g.p("MOVQ q+0(FP), DI")
+	g.p("MOVQ d+8(FP), R8")
+	g.p("MOVQ corr+16(FP), R9")
+	g.p("MOVQ x+24(FP), SI")
+	g.p("MOVQ n+32(FP), CX")
+	g.p("XORQ AX, AX")
+	g.p("VBROADCASTSS i8consts<>+0(SB), Z31")
+	g.p("VMOVSS i8consts<>+4(SB), X30")
+	g.p("VMOVSS i8consts<>+8(SB), X29")
+	g.label("qa_loop")
+	g.p("CMPQ AX, CX")
+	g.p("JGE qa_done")
+	g.p("VMOVUPS (SI), Z0")
+	g.p("VMOVUPS 64(SI), Z1")
+	g.p("VFPCLASSPSZ $0x99, Z0, K1")
+	g.p("VFPCLASSPSZ $0x99, Z1, K2")
+	g.p("KORTESTW K1, K2")
+	g.p("JNZ qa_done")
+	g.p("VANDPS Z31, Z0, Z2")
+	g.p("VANDPS Z31, Z1, Z3")
+	g.p("VMAXPS Z3, Z2, Z2")
+	g.p("VEXTRACTF32X8 $1, Z2, Y3")
+	g.p("VMAXPS Y3, Y2, Y2")
+	g.p("VEXTRACTF128 $1, Y2, X3")
+	g.p("VMAXPS X3, X2, X2")
+	g.p("VPERMILPS $0x4E, X2, X3")
+	g.p("VMAXPS X3, X2, X2")
+	g.p("VPERMILPS $0xB1, X2, X3")
+	g.p("VMAXPS X3, X2, X2")
+	g.p("VUCOMISS X29, X2")
+	g.p("JBE qa_done")
+	g.p("VDIVSS X2, X30, X4") // 127/amax
+	g.p("VDIVSS X30, X2, X5") // amax/127
+	g.p("VMOVSS X5, (R8)")
+	g.p("VBROADCASTSS X4, Z4")
+	g.p("VMULPS Z4, Z0, Z0")
+	g.p("VMULPS Z4, Z1, Z1")
+	g.p("VCVTPS2DQ Z0, Z0")
+	g.p("VCVTPS2DQ Z1, Z1")
+	g.p("VPMOVSDB Z0, X6")
+	g.p("VPMOVSDB Z1, X7")
+	g.p("VMOVDQU X6, (DI)")
+	g.p("VMOVDQU X7, 16(DI)")
+	g.p("VPADDD Z1, Z0, Z0")
+	g.p("VEXTRACTI32X8 $1, Z0, Y1")
+	g.p("VPADDD Y1, Y0, Y0")
+	g.p("VEXTRACTI128 $1, Y0, X1")
+	g.p("VPADDD X1, X0, X0")
+	g.p("VPSHUFD $0x4E, X0, X1")
+	g.p("VPADDD X1, X0, X0")
+	g.p("VPSHUFD $0xB1, X0, X1")
+	g.p("VPADDD X1, X0, X0")
+	g.p("VMOVD X0, DX")
+	g.p("IMULL $-128, DX")
+	g.p("MOVL DX, (R9)")
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $32, DI")
+	g.p("ADDQ $4, R8")
+	g.p("ADDQ $4, R9")
+	g.p("INCQ AX")
+	g.p("JMP qa_loop")
+	g.label("qa_done")
+	g.p("MOVQ AX, ret+40(FP)")
+	g.ret()
+}

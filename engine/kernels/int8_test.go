@@ -1,0 +1,261 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// linearI8Ref is UnitInt8's Linear as int8.go defines it, from the
+// weight's own row-major quants and scales: activations rounded per
+// block (an fp32 reciprocal, then to nearest even), each block's exact
+// integer sum times (dw·d), added from zero, then the bias.
+func linearI8Ref(in []float32, M, K int, quants []int8, scales []uint16, N int, bias []float32) []float32 {
+	out := make([]float32, M*N)
+	nb := K / qBlock
+	for m := range M {
+		q := make([]int8, K)
+		d := make([]float32, nb)
+		for g := range nb {
+			x := in[m*K+g*qBlock:][:qBlock]
+			var amax float64
+			for _, v := range x {
+				amax = math.Max(amax, math.Abs(float64(v)))
+			}
+			if amax == 0 {
+				continue
+			}
+			if math.IsNaN(amax) || math.IsInf(amax, 0) {
+				d[g] = float32(math.NaN())
+				continue
+			}
+			inv := 127 / float32(amax)
+			for i, v := range x {
+				q[g*qBlock+i] = int8(math.RoundToEven(float64(v * inv)))
+			}
+			d[g] = float32(amax) / 127
+		}
+		for n := range N {
+			var acc float32
+			for g := range nb {
+				var dot int32
+				for k := g * qBlock; k < (g+1)*qBlock; k++ {
+					dot += int32(quants[n*K+k]) * int32(q[k])
+				}
+				acc += float32(float32(dot) * (F16ToF32(scales[n*nb+g]) * d[g]))
+			}
+			if bias != nil {
+				acc += bias[n]
+			}
+			out[m*N+n] = acc
+		}
+	}
+	return out
+}
+
+// needI8 skips a test of the VPDPBUSD kernels themselves on a CPU without
+// them (the Go emulation runs UnitInt8 everywhere).
+func needI8(t *testing.T) {
+	t.Helper()
+	if !hasI8() {
+		t.Skip("this CPU has no AVX512_VNNI: the UnitInt8 kernels cannot run here (their Go emulation is tested by TestLinearInt8 on every variant)")
+	}
+}
+
+// TestLinearInt8 checks Q8 products on UnitInt8 against linearI8Ref bit
+// for bit on every variant (the VPDPBUSD kernels on AVX-512 with VNNI,
+// the Go emulation elsewhere), with and without bias, alone and in
+// LinearMulti, over the tile edges of quantShapes and a NaN in one row.
+func TestLinearInt8(t *testing.T) {
+	withUnit(t, UnitInt8, func(t *testing.T) {
+		forVariants(t, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(31, 7))
+			for i, sh := range quantShapes() {
+				if thin(i) {
+					continue
+				}
+				w, err := Quantize(randQuantSource(r, sh.N, sh.K), Q8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				quants, scales := append([]int8(nil), w.Quants...), append([]uint16(nil), w.Scales...)
+				in := randSlice(r, sh.M*sh.K)
+				for b := 0; b < len(in)/qBlock; b += 5 { // blocks of very different sizes, and zero ones
+					x := in[b*qBlock : (b+1)*qBlock]
+					for j := range x {
+						x[j] *= []float32{1e-4, 0, 30, 1}[b%4]
+					}
+				}
+				if i%3 == 0 {
+					in[r.IntN(len(in))] = float32(math.NaN())
+				}
+				var bias []float32
+				if i%2 == 0 {
+					bias = randSlice(r, sh.N)
+				}
+				want := linearI8Ref(in, sh.M, sh.K, quants, scales, sh.N, bias)
+				got := make([]float32, sh.M*sh.N)
+				Linear(got, in, w, bias, sh.M)
+				what := fmt.Sprintf("M=%d N=%d K=%d", sh.M, sh.N, sh.K)
+				sameBits(t, what, got, want)
+				clear(got)
+				other := make([]float32, sh.M*sh.N)
+				LinearMulti(in, sh.M, LinearOp{Out: got, W: w, Bias: bias}, LinearOp{Out: other, W: w})
+				sameBits(t, what+" LinearMulti", got, want)
+			}
+		})
+	})
+}
+
+// TestLinearInt8RowInvariant: a row's outputs are the same bits whatever
+// rows share its call (3-row kernels, then 2 or 1), so sampler and trainer
+// agree.
+func TestLinearInt8RowInvariant(t *testing.T) {
+	needI8(t)
+	withUnit(t, UnitInt8, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(5, 8))
+		const N, K = 200, 896
+		w, err := Quantize(randQuantSource(r, N, K), Q8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, M := range []int{2, 4, 7, 20, 130} {
+			in := randSlice(r, M*K)
+			all := make([]float32, M*N)
+			Linear(all, in, w, nil, M)
+			one := make([]float32, N)
+			for m := range M {
+				Linear(one, in[m*K:(m+1)*K], w, nil, 1)
+				sameBits(t, fmt.Sprintf("M=%d row %d", M, m), all[m*N:(m+1)*N], one)
+			}
+		}
+	})
+}
+
+// TestLinearInt8Error bounds how far UnitInt8 moves a product from the
+// exact Q8 one: activations rounded to 8 bits per block of 32 move an
+// output by about 1/254 of the block's largest activation per weight.
+func TestLinearInt8Error(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	const M, N, K = 4, 300, 896
+	w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), Q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := randSlice(r, M*K)
+	exact, got := make([]float32, M*N), make([]float32, M*N)
+	Linear(exact, in, w, nil, M)
+	withUnit(t, UnitInt8, func(t *testing.T) { Linear(got, in, w, nil, M) })
+	var num, den float64
+	for i := range exact {
+		num += math.Pow(float64(got[i]-exact[i]), 2)
+		den += math.Pow(float64(exact[i]), 2)
+	}
+	rel := math.Sqrt(num / den)
+	t.Logf("relative RMS error of UnitInt8 against exact Q8: %.2e", rel)
+	if rel > 1e-2 || rel == 0 {
+		t.Fatalf("relative RMS error %.2e, want (0, 1e-2]", rel)
+	}
+}
+
+// TestQuantizeActBlock: every value within half a step of its rounding,
+// the largest at ±127, the correction −128·Σq; zero blocks zero, and a
+// block with a NaN or an infinity a NaN scale.
+func TestQuantizeActBlock(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	q := make([]int8, qBlock)
+	for range 200 {
+		x := randSlice(r, qBlock)
+		s := float32(math.Pow(10, r.Float64()*8-4))
+		for i := range x {
+			x[i] *= s
+		}
+		d, corr := quantizeActBlock(q, x)
+		var sum int32
+		top := false
+		for i, v := range x {
+			if math.Abs(float64(v)-float64(q[i])*float64(d)) > 0.5001*float64(d) {
+				t.Fatalf("x=%v rounded to %d·%v", v, q[i], d)
+			}
+			top = top || q[i] == 127 || q[i] == -127
+			sum += int32(q[i])
+		}
+		if !top || corr != -128*sum {
+			t.Fatalf("block reaching ±127: %v, correction %d for Σq %d", top, corr, sum)
+		}
+	}
+	if d, corr := quantizeActBlock(q, make([]float32, qBlock)); d != 0 || corr != 0 {
+		t.Fatalf("zero block: d %v, correction %d", d, corr)
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		x := randSlice(r, qBlock)
+		x[7] = bad
+		if d, _ := quantizeActBlock(q, x); !math.IsNaN(float64(d)) {
+			t.Fatalf("block with %v: scale %v, want NaN", bad, d)
+		}
+	}
+}
+
+// TestUnitInt8Parse: the name reads back, and SetUnit takes it only where
+// the kernels run.
+func TestUnitInt8Parse(t *testing.T) {
+	u, auto, err := ParseUnit("INT8")
+	if err != nil || auto || u != UnitInt8 || u.String() != "int8" {
+		t.Fatalf("ParseUnit(INT8) = %v, %v, %v", u, auto, err)
+	}
+	saved := unit
+	defer func() { unit = saved }()
+	err = SetUnit(UnitInt8)
+	if hasI8() != (err == nil) {
+		t.Fatalf("SetUnit(int8) on a CPU with VNNI kernels %v: %v", hasI8(), err)
+	}
+}
+
+// TestQuantizeActsMatchesGo: rows rounded by quantizeActs (the assembly
+// where the CPU has it, resuming after each block it leaves to Go) equal
+// quantizeActBlock's block by block, with zero, tiny, denormal, NaN and
+// infinite blocks among ordinary ones.
+func TestQuantizeActsMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	const M, K = 5, 32 * 23
+	src := randSlice(r, M*K)
+	for b := 0; b < M*K/qBlock; b++ {
+		x := src[b*qBlock : (b+1)*qBlock]
+		switch b % 9 {
+		case 1:
+			clear(x)
+		case 2:
+			x[r.IntN(qBlock)] = float32(math.NaN())
+		case 4:
+			x[r.IntN(qBlock)] = float32(math.Inf(1))
+		case 5:
+			for i := range x {
+				x[i] *= 1e-39 // denormals, below tinyAct
+			}
+		case 6:
+			for i := range x {
+				x[i] *= 1e-29
+			}
+		case 7:
+			x[r.IntN(qBlock)] = 1e30
+		}
+	}
+	x := getActs(M, K)
+	quantizeActs(x, src, M, K, K)
+	q := make([]int8, qBlock)
+	for b := 0; b < M*K/qBlock; b++ {
+		d, corr := quantizeActBlock(q, src[b*qBlock:(b+1)*qBlock])
+		if math.Float32bits(d) != math.Float32bits(x.d[b]) || corr != x.corr[b] || string(int8Bytes(q)) != string(int8Bytes(x.q[b*qBlock:(b+1)*qBlock])) {
+			t.Fatalf("block %d: d %v corr %d q %v, want %v %d %v", b, x.d[b], x.corr[b], x.q[b*qBlock:(b+1)*qBlock], d, corr, q)
+		}
+	}
+}
+
+func int8Bytes(q []int8) []byte {
+	b := make([]byte, len(q))
+	for i, v := range q {
+		b[i] = byte(v)
+	}
+	return b
+}

@@ -194,10 +194,10 @@ type engineSide struct {
 	name string // in the progress lines
 }
 
-// products is the arithmetic e's weight products actually run on: its
-// unit, except that quantized weights keep the exact fp32 path (Q8 on the
-// int8 unit: int8 forward, exact fp32 backward; engine/kernels) and the
-// int8 unit runs unquantized ones on bf16 (or fp32 without it).
+// products is the arithmetic e's forward weight products actually run on:
+// its unit, except that quantized weights keep the exact fp32 path (Q8 on
+// the int8 unit: int8; engine/kernels) and the int8 unit runs unquantized
+// ones on bf16 (or fp32 without it).
 func (e *engineSide) products() kernels.Unit {
 	switch {
 	case e.q == model.Q8 && e.unit == kernels.UnitInt8:
@@ -419,7 +419,7 @@ func run(o options) error {
 			ratio = fmt.Sprintf("**%.2f×**", median(walls(steps[nEng+best]))/goMed)
 		}
 		fmt.Printf("| ART Go engine: %s, %s, GOMAXPROCS=%d, kernels %s | %.1f | %s | %s | %.1f | %s |\n",
-			storageLabel(e.q), unitLabel(e.products()), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
+			storageLabel(e.q), e.unitLabel(), runtime.GOMAXPROCS(0), kernelVariant(), float64(T)/goMed, spread(walls(steps[s])), ratio, median(cpus(steps[s])), rss)
 	}
 	for j, p := range peers {
 		ps := steps[nEng+j]
@@ -565,12 +565,17 @@ func (p *peaks) of(u kernels.Unit) fmapeak.Result {
 }
 
 // unitLabel says how an engine computes its weight products, for the table.
-func unitLabel(u kernels.Unit) string {
-	switch u {
-	case kernels.UnitBF16:
-		return "bf16 products with fp32 sums (VDPBF16PS)"
-	case kernels.UnitInt8:
+func (e *engineSide) unitLabel() string {
+	bf16 := slices.Contains(kernels.Units(), kernels.UnitBF16)
+	switch {
+	case e.unit == kernels.UnitInt8 && e.q == model.Q8 && bf16:
+		return "int8 products with int32 block sums (VPDPBUSD) forward, bf16 (VDPBF16PS) backward"
+	case e.unit == kernels.UnitInt8 && e.q == model.Q8:
 		return "int8 products with int32 block sums (VPDPBUSD) forward, fp32 backward"
+	case e.unit == kernels.UnitInt8 && e.q != model.NoQuantization && bf16:
+		return "fp32 forward, bf16 (VDPBF16PS) backward"
+	case e.products() == kernels.UnitBF16:
+		return "bf16 products with fp32 sums (VDPBF16PS)"
 	}
 	return "fp32 compute"
 }

@@ -153,6 +153,13 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 		j.done()
 		return
 	}
+	if w.qdpUnit() {
+		j.toDP(nil)
+		j.kind, j.tp = bPanelsQDPT, w.panels()
+		j.run()
+		j.done()
+		return
+	}
 	switch w.DType {
 	case F32:
 		checkLen("LinearBackwardInput w", w.F32, N*K)

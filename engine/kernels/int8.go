@@ -25,9 +25,12 @@ import (
 // are all at most 2^-100 in magnitude counts as zero (127/max|x| would
 // overflow fp32 below ~4e-37).
 //
-// The input gradient (LinearBackwardInput) keeps the exact fp32 path: it
-// is not a sampled logprob, and rounding gradients to 8 bits would only
-// add noise.
+// The input gradient (LinearBackwardInput) of Q8 and Q4 weights on
+// UnitInt8 runs on the bf16 dot products where the CPU has them (else
+// exact fp32): the dequantized weights and the output gradient rounded to
+// bf16, as UnitBF16 rounds 16-bit weights' gradients. It is not a sampled
+// logprob, so sampler and trainer still agree; rounding it to 8 bits
+// would only add noise.
 
 // q8Acts is A rounded to Q8_0 blocks: row m's values at q[m·K:], its
 // blocks' scales d and corrections −128·Σq (what the kernels' unsigned
@@ -190,5 +193,31 @@ func i8Go(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int) 
 				c[r*ldc+pp*panelW+col] = acc
 			}
 		}
+	}
+}
+
+// qdpUnit reports whether m's input gradient runs on the bf16 dot
+// products from its quantized panels (bPanelsQDPT): a Q8 or Q4 weight on
+// UnitInt8, on a CPU with the bf16 unit.
+func (m *Mat) qdpUnit() bool {
+	return (m.DType == Q8 || m.DType == Q4) && currentUnit() == UnitInt8 && hasDP()
+}
+
+// packQDPT packs the B block of LinearBackwardInput on the bf16 dot
+// products from quantized panels: pair-row i of panel q holds weight rows
+// 2(pc+i) and 2(pc+i)+1, dequantized and rounded to a bf16 pair, of the
+// weight columns col0.. (ncols of them, zero past). tmp (≥ 2·kc·64) takes
+// the dequantized rows first.
+func packQDPT(dst []float32, doff int, p *panels, tmp []float32, pc, kc, col0, ncols int) {
+	packPanelsTQuant(tmp, 0, p, 2*pc, 2*kc, col0, ncols)
+	for i := range kc {
+		pairRows(dst[doff+i*panelW:][:panelW], tmp[2*i*panelW:][:panelW], tmp[(2*i+1)*panelW:][:panelW])
+	}
+}
+
+// pairRows writes dst[j] = the bf16 pair (a[j], b[j]), as toPairs rounds.
+func pairRows(dst, a, b []float32) {
+	for j := pairRowsDone(dst, a, b); j < len(dst); j++ {
+		dst[j] = bf16Pair(a[j], b[j])
 	}
 }

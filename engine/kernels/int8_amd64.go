@@ -18,6 +18,20 @@ func i8q8m3(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, 
 //go:noescape
 func quantActsAsm(q *int8, d *float32, corr *int32, x *float32, n int) int
 
+//go:noescape
+func pairRowsAsm(dst, a, b *float32, n int)
+
+// pairRowsDone converts what pairRowsAsm can of pairRows (the first
+// len(dst) &^ 15 pairs, on a CPU with the bf16 unit) and returns how many.
+func pairRowsDone(dst, a, b []float32) int {
+	n := len(dst) &^ 15
+	if !hasDP() || n == 0 {
+		return 0
+	}
+	pairRowsAsm(&dst[0], &a[0], &b[0], n)
+	return n
+}
+
 // hasI8 reports whether the CPU runs the UnitInt8 kernels: the AVX-512
 // variant (AVX512F, BW, DQ) with AVX512_VNNI.
 func hasI8() bool {

@@ -259,3 +259,62 @@ func int8Bytes(q []int8) []byte {
 	}
 	return b
 }
+
+// TestPairRowsMatchGo: two rows become bf16 pairs in hardware as in Go
+// (denormals, ties, NaNs and random bit patterns).
+func TestPairRowsMatchGo(t *testing.T) {
+	needDP(t)
+	rng := rand.New(rand.NewPCG(3, 1))
+	const n = 16*9 + 5
+	row := func() []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			switch i % 5 {
+			case 0:
+				x[i] = math.Float32frombits(rng.Uint32() & 0x807fffff)
+			case 1:
+				x[i] = math.Float32frombits(rng.Uint32()&0xffff0000 | 0x8000)
+			case 2:
+				x[i] = float32(math.NaN())
+			default:
+				x[i] = math.Float32frombits(rng.Uint32())
+			}
+		}
+		return x
+	}
+	a, b := row(), row()
+	got, want := make([]float32, n), make([]float32, n)
+	pairRows(got, a, b)
+	for j := range want {
+		want[j] = bf16Pair(a[j], b[j])
+	}
+	sameBits(t, "pairRows", got, want)
+}
+
+// TestLinearBackwardInputInt8: on UnitInt8 the input gradient of a Q8 or
+// Q4 weight is, bit for bit, the bf16 unit's over the dequantized weight
+// where the CPU has that unit (else the exact one), on every variant.
+func TestLinearBackwardInputInt8(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(12, 3))
+		for _, dt := range []DType{Q8, Q4} {
+			for _, sh := range []mnk{{1, 64, 32}, {5, 129, 96}, {7, 63, 640}, {130, 200, 288}, {3, 1, 64}} {
+				w, err := Quantize(randQuantSource(r, sh.N, sh.K), dt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				deq := Dequantize(w)
+				dout := randSlice(r, sh.M*sh.N)
+				start := randSlice(r, sh.M*sh.K)
+				got, want := append([]float32(nil), start...), append([]float32(nil), start...)
+				withUnit(t, UnitInt8, func(t *testing.T) { LinearBackwardInput(got, dout, w, sh.M) })
+				ref := UnitFP32
+				if hasDP() {
+					ref = UnitBF16
+				}
+				withUnit(t, ref, func(t *testing.T) { LinearBackwardInput(want, dout, deq, sh.M) })
+				sameBits(t, fmt.Sprintf("%v M=%d N=%d K=%d", dt, sh.M, sh.N, sh.K), got, want)
+			}
+		}
+	})
+}

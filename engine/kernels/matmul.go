@@ -95,6 +95,7 @@ const (
 	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has quantized kernels, else widened per block
 	bPanelsQ4                // pre-packed Q4 panels tp (Linear): as bPanelsQ8
 	bPanelsI8                // pre-packed Q8 panels tp times A rounded to Q8_0 blocks qa (UnitInt8, int8.go)
+	bPanelsQDPT              // B = w as bf16 pairs (UnitInt8's input gradient) from w's Q8 or Q4 panels tp: dequantized, transposed and rounded while packing
 )
 
 // job is one product C[M×N] (+)= A[M×K]·B[K×N] for the driver.
@@ -489,6 +490,11 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 		d := need(np * kc * panelW)
 		for q := range np {
 			packDPT(d, q*kc*panelW, j.bf, pairs(j.N), pc, kc, (jp+q)*panelW, min(panelW, ncols-q*panelW))
+		}
+	case j.kind == bPanelsQDPT:
+		d := need((np + 2) * kc * panelW) // the block, then room for 2·kc dequantized rows
+		for q := range np {
+			packQDPT(d, q*kc*panelW, j.tp, d[np*kc*panelW:], pc, kc, (jp+q)*panelW, min(panelW, ncols-q*panelW))
 		}
 	case j.kind == bRowsF32 && stream:
 		full := ncols / panelW

@@ -41,6 +41,39 @@ DATA i8consts<>+0(SB)/4, $0x7fffffff
 DATA i8consts<>+4(SB)/4, $0x42fe0000
 DATA i8consts<>+8(SB)/4, $0x0d800000
 GLOBL i8consts<>(SB), RODATA|NOPTR, $12
+DATA i8pairs<>+0(SB)/2, $0
+DATA i8pairs<>+2(SB)/2, $16
+DATA i8pairs<>+4(SB)/2, $1
+DATA i8pairs<>+6(SB)/2, $17
+DATA i8pairs<>+8(SB)/2, $2
+DATA i8pairs<>+10(SB)/2, $18
+DATA i8pairs<>+12(SB)/2, $3
+DATA i8pairs<>+14(SB)/2, $19
+DATA i8pairs<>+16(SB)/2, $4
+DATA i8pairs<>+18(SB)/2, $20
+DATA i8pairs<>+20(SB)/2, $5
+DATA i8pairs<>+22(SB)/2, $21
+DATA i8pairs<>+24(SB)/2, $6
+DATA i8pairs<>+26(SB)/2, $22
+DATA i8pairs<>+28(SB)/2, $7
+DATA i8pairs<>+30(SB)/2, $23
+DATA i8pairs<>+32(SB)/2, $8
+DATA i8pairs<>+34(SB)/2, $24
+DATA i8pairs<>+36(SB)/2, $9
+DATA i8pairs<>+38(SB)/2, $25
+DATA i8pairs<>+40(SB)/2, $10
+DATA i8pairs<>+42(SB)/2, $26
+DATA i8pairs<>+44(SB)/2, $11
+DATA i8pairs<>+46(SB)/2, $27
+DATA i8pairs<>+48(SB)/2, $12
+DATA i8pairs<>+50(SB)/2, $28
+DATA i8pairs<>+52(SB)/2, $13
+DATA i8pairs<>+54(SB)/2, $29
+DATA i8pairs<>+56(SB)/2, $14
+DATA i8pairs<>+58(SB)/2, $30
+DATA i8pairs<>+60(SB)/2, $15
+DATA i8pairs<>+62(SB)/2, $31
+GLOBL i8pairs<>(SB), RODATA|NOPTR, $64
 
 // func i8q8m1(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int)
 TEXT ·i8q8m1(SB), NOSPLIT, $0-88
@@ -558,5 +591,29 @@ qa_loop:
 	JMP qa_loop
 qa_done:
 	MOVQ AX, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func pairRowsAsm(dst, a, b *float32, n int)
+TEXT ·pairRowsAsm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+	JEQ pr_done
+	VMOVDQU64 i8pairs<>(SB), Z3
+pr_loop:
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0xd0 // VCVTNE2PS2BF16 Z0, Z1, Z2
+	VPERMW Z2, Z3, Z2
+	VMOVUPS Z2, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNE pr_loop
+pr_done:
 	VZEROUPPER
 	RET

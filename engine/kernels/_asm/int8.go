@@ -17,6 +17,7 @@ func writeInt8(dir string) {
 		kernelI8Q8(&g, mr)
 	}
 	quantActs(&g)
+	pairRows(&g)
 	write(filepath.Join(dir, "matmul_int8_amd64.s"), g.b.Bytes())
 }
 
@@ -38,7 +39,11 @@ var int8Data = func() string {
 	s += "DATA i8consts<>+0(SB)/4, $0x7fffffff\n" // |x| mask
 	s += "DATA i8consts<>+4(SB)/4, $0x42fe0000\n" // 127.0
 	s += "DATA i8consts<>+8(SB)/4, $0x0d800000\n" // 2^-100
-	return s + "GLOBL i8consts<>(SB), RODATA|NOPTR, $12\n"
+	s += "GLOBL i8consts<>(SB), RODATA|NOPTR, $12\n"
+	for i := range 32 { // word 2j: word j (row a), word 2j+1: word 16+j (row b)
+		s += fmt.Sprintf("DATA i8pairs<>+%d(SB)/2, $%d\n", 2*i, i/2+16*(i%2))
+	}
+	return s + "GLOBL i8pairs<>(SB), RODATA|NOPTR, $64\n"
 }()
 
 // prefetchI8 is how far ahead (bytes) the int8 kernels prefetch the
@@ -265,5 +270,35 @@ func quantActs(g *gen) {
 	g.p("JMP qa_loop")
 	g.label("qa_done")
 	g.p("MOVQ AX, ret+40(FP)")
+	g.ret()
+}
+
+// pairRows emits pairRowsAsm: dst[j] = the bf16 pair (a[j], b[j]) (a in
+// the low half, each rounded as VCVTNE2PS2BF16 rounds: to nearest even,
+// denormals to zero) for j < n, n a multiple of 16: two rows of a weight
+// block become one pair-row of the bf16 unit's B.
+//
+//	dst+0 a+8 b+16 n+24
+func pairRows(g *gen) {
+	g.text("pairRowsAsm", 32, "func pairRowsAsm(dst, a, b *float32, n int)")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ a+8(FP), SI")
+	g.p("MOVQ b+16(FP), DX")
+	g.p("MOVQ n+24(FP), CX")
+	g.p("SHRQ $4, CX")
+	g.p("JEQ pr_done")
+	g.p("VMOVDQU64 i8pairs<>(SB), Z3")
+	g.label("pr_loop")
+	g.p("VMOVUPS (SI), Z0")
+	g.p("VMOVUPS (DX), Z1")
+	vcvtne2ps2bf16(g, 2, 1, 0)
+	g.p("VPERMW Z2, Z3, Z2")
+	g.p("VMOVUPS Z2, (DI)")
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $64, DX")
+	g.p("ADDQ $64, DI")
+	g.p("DECQ CX")
+	g.p("JNE pr_loop")
+	g.label("pr_done")
 	g.ret()
 }

@@ -631,11 +631,11 @@ func setUnit(s string) error {
 }
 
 // unitPeak measures the peak of the unit our weight products run on: a
-// q8 model's on the int8 unit are int8 dot products, other quantized
-// ones exact fp32, 16-bit ones bf16 on the bf16 and int8 units.
+// quantized model's on the int8 unit are int8 dot products, else exact
+// fp32; 16-bit ones bf16 on the bf16 and int8 units.
 func unitPeak(threads int, quantize string) fmapeak.Result {
 	u, _ := kernels.ActiveUnit()
-	if u == kernels.UnitInt8 && quantize == "q8" {
+	if u == kernels.UnitInt8 && quantize != "" {
 		if r, ok := fmapeak.MeasureInt8(threads, 300*time.Millisecond, 3); ok {
 			return r
 		}

@@ -195,12 +195,12 @@ type engineSide struct {
 }
 
 // products is the arithmetic e's forward weight products actually run on:
-// its unit, except that quantized weights keep the exact fp32 path (Q8 on
-// the int8 unit: int8; engine/kernels) and the int8 unit runs unquantized
-// ones on bf16 (or fp32 without it).
+// its unit, except that quantized weights keep the exact fp32 path but on
+// the int8 unit (engine/kernels), which runs unquantized ones on bf16 (or
+// fp32 without it).
 func (e *engineSide) products() kernels.Unit {
 	switch {
-	case e.q == model.Q8 && e.unit == kernels.UnitInt8:
+	case e.q != model.NoQuantization && e.unit == kernels.UnitInt8:
 		return kernels.UnitInt8
 	case e.q != model.NoQuantization:
 		return kernels.UnitFP32
@@ -568,12 +568,10 @@ func (p *peaks) of(u kernels.Unit) fmapeak.Result {
 func (e *engineSide) unitLabel() string {
 	bf16 := slices.Contains(kernels.Units(), kernels.UnitBF16)
 	switch {
-	case e.unit == kernels.UnitInt8 && e.q == model.Q8 && bf16:
-		return "int8 products with int32 block sums (VPDPBUSD) forward, bf16 (VDPBF16PS) backward"
-	case e.unit == kernels.UnitInt8 && e.q == model.Q8:
-		return "int8 products with int32 block sums (VPDPBUSD) forward, fp32 backward"
 	case e.unit == kernels.UnitInt8 && e.q != model.NoQuantization && bf16:
-		return "fp32 forward, bf16 (VDPBF16PS) backward"
+		return "int8 products with int32 block sums (VPDPBUSD) forward, bf16 (VDPBF16PS) backward"
+	case e.unit == kernels.UnitInt8 && e.q != model.NoQuantization:
+		return "int8 products with int32 block sums (VPDPBUSD) forward, fp32 backward"
 	case e.products() == kernels.UnitBF16:
 		return "bf16 products with fp32 sums (VDPBF16PS)"
 	}

@@ -37,7 +37,7 @@ OpenAI-compatible endpoint as name@step.`,
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+strings.Join([]string{"debug", "info", "warn", "error"}, ", "))
-	root.PersistentFlags().StringVar(&unit, "matmul-unit", "", "arithmetic of the weight products: fp32 (exact), bf16 (bf16 inputs, fp32 sums; CPUs with AVX512_BF16), int8 (q8 weights times activations rounded to 8 bits a block of 32, int32 sums; CPUs with AVX512_VNNI; other weights as bf16) or auto (the faster of fp32 and bf16, measured at start-up); default $"+kernels.UnitEnv+", else auto")
+	root.PersistentFlags().StringVar(&unit, "matmul-unit", "", "arithmetic of the weight products: fp32 (exact), bf16 (bf16 inputs, fp32 sums; CPUs with AVX512_BF16), int8 (q8 and q4 weights times activations rounded to 8 bits a block of 32, int32 sums; CPUs with AVX512_VNNI; other weights as bf16) or auto (the faster of fp32 and bf16, measured at start-up); default $"+kernels.UnitEnv+", else auto")
 
 	root.AddCommand(
 		newVersionCmd(),

@@ -31,12 +31,12 @@ const (
 	// bf16's 8 significant bits, activations too. Quantized weights (Q8,
 	// Q4) keep their exact fp32 path.
 	UnitBF16
-	// UnitInt8 rounds the activations of Q8 weights' products to Q8_0
-	// blocks and sums int8 products exactly in int32 per block
+	// UnitInt8 rounds the activations of Q8 and Q4 weights' products to
+	// Q8_0 blocks and sums int8 products exactly in int32 per block
 	// (VPDPBUSD, AVX512_VNNI), as llama.cpp does on CPUs (int8.go):
 	// a quarter of fp32's bytes per multiply-add, and four products per
 	// instruction lane. Other weights run as on UnitBF16 where the CPU
-	// has it, else as on UnitFP32; Q4 weights keep their exact path.
+	// has it, else as on UnitFP32.
 	// Never chosen by auto: it is asked for (the quantized weights'
 	// products stay exact by default).
 	UnitInt8
@@ -371,7 +371,7 @@ func bf16Products() bool {
 }
 
 // i8Unit reports whether m's products run on UnitInt8's int8 kernels.
-func (m *Mat) i8Unit() bool { return m.DType == Q8 && currentUnit() == UnitInt8 }
+func (m *Mat) i8Unit() bool { return (m.DType == Q8 || m.DType == Q4) && currentUnit() == UnitInt8 }
 
 // toDP makes j (a product of inner size K over A = a, lda) a UnitBF16
 // one: A rounded to pairs into a pooled buffer, K counting pairs; the

@@ -7,7 +7,8 @@ import (
 	"github.com/artgo/art/internal/parallel"
 )
 
-// UnitInt8's products of Q8 weights (Linear, forward only): each row of
+// UnitInt8's products of Q8 and Q4 weights (Linear, forward only; a Q4
+// weight's values n−8 are int8 values too): each row of
 // activations is rounded to Q8_0 blocks as llama.cpp rounds them before
 // its own int8 products: per block of 32 values x, d = max|x|/127 and
 // q = round(x·(127/max|x|)) to nearest even, |q| ≤ 127, all in fp32. A
@@ -115,31 +116,73 @@ func (j *job) toI8(shared *job) {
 
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
 // runs of panels that stay in L2 while groups of up to 3 rows read them
-// (a decoding row streams each panel once).
+// (a decoding row streams each panel once). Q4 panels are first widened
+// to Q8 panels (the same values, n−8, and scales) in a scratch buffer,
+// once per run.
 func (j *job) partI8(m0, m1, p0, p1 int) {
 	ncp := max(1, min(p1-p0, streamL2/(j.K*panelW)))
+	var scratch *[]int8
+	if j.tp.q4 != nil {
+		scratch = getQ8Scratch(ncp * j.K * panelW)
+		defer q8ScratchPool.Put(scratch)
+	}
 	for jp := p0; jp < p1; jp += ncp {
 		np := min(ncp, p1-jp)
+		pk, base := j.tp, 0
+		if scratch != nil {
+			pk, base = q4AsQ8(*scratch, j.tp, jp, np), jp
+		}
 		for m := m0; m < m1; m += 3 {
-			j.rowsI8(m, min(3, m1-m), jp, np)
+			j.rowsI8(pk, base, m, min(3, m1-m), jp, np)
 		}
 	}
 }
 
-// rowsI8 computes mr rows from m of panels [jp, jp+np): whole panels
-// straight into C when it is only stored, the others (a last partial
-// panel, an accumulating C) through a scratch tile; then the bias.
-func (j *job) rowsI8(m, mr, jp, np int) {
+var q8ScratchPool sync.Pool
+
+// getQ8Scratch returns pooled room for n int8 weights.
+func getQ8Scratch(n int) *[]int8 {
+	if b, ok := q8ScratchPool.Get().(*[]int8); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]int8, n)
+	return &b
+}
+
+// q4AsQ8 widens Q4 panels [jp, jp+np) of p into dst as Q8 panels and
+// returns them as panels (panel jp first), sharing p's scales.
+func q4AsQ8(dst []int8, p *panels, jp, np int) *panels {
+	K, nb := p.k, p.k/qBlock
+	dst = dst[:np*K*panelW]
+	rows := np * K // k-rows of 64 weights, an even number
+	src := p.q4[jp*K*panelW/2:][:rows*panelW/2]
+	done := q4ToQ8Done(dst, src, rows)
+	for r := done; r < rows; r++ {
+		in, out := src[r*panelW/2:][:panelW/2], dst[r*panelW:][:panelW]
+		for c := range out {
+			b, sh := q4Pos(c)
+			out[c] = int8(in[b]>>sh<<4) >> 4
+		}
+	}
+	return &panels{k: K, n: np * panelW, np: np, q8: dst, qs: p.qs[jp*nb*panelW:][:np*nb*panelW]}
+}
+
+// rowsI8 computes mr rows from m of panels [jp, jp+np) (panel jp of the
+// job is panel jp−base of pk): whole panels straight into C when it is
+// only stored, the others (a last partial panel, an accumulating C)
+// through a scratch tile; then the bias.
+func (j *job) rowsI8(pk *panels, base, m, mr, jp, np int) {
 	direct := 0
 	if j.first&flagAcc == 0 {
 		direct = min(np, j.N/panelW-jp)
 	}
 	if direct > 0 {
-		j.callI8(m, mr, jp, direct, j.c[m*j.ldc+jp*panelW:], j.ldc)
+		j.callI8(pk, m, mr, jp-base, direct, j.c[m*j.ldc+jp*panelW:], j.ldc)
 	}
 	var tile [3 * panelW]float32
 	for p := jp + direct; p < jp+np; p++ {
-		j.callI8(m, mr, p, 1, tile[:], panelW)
+		j.callI8(pk, m, mr, p-base, 1, tile[:], panelW)
 		cols := min(panelW, j.N-p*panelW)
 		for r := range mr {
 			dst, src := j.c[(m+r)*j.ldc+p*panelW:][:cols], tile[r*panelW:][:cols]
@@ -163,11 +206,11 @@ func (j *job) rowsI8(m, mr, jp, np int) {
 	}
 }
 
-// callI8 computes rows [m, m+mr) of panels [p, p+np), all of K, into c
-// (row stride ldc, panel p's first column at c[0]).
-func (j *job) callI8(m, mr, p, np int, c []float32, ldc int) {
-	if !i8Asm(j.qa, m, mr, j.tp, p, np, j.K, c, ldc) {
-		i8Go(j.qa, m, mr, j.tp, p, np, j.K, c, ldc)
+// callI8 computes rows [m, m+mr) of Q8 panels [p, p+np) of pk, all of K,
+// into c (row stride ldc, panel p's first column at c[0]).
+func (j *job) callI8(pk *panels, m, mr, p, np int, c []float32, ldc int) {
+	if !i8Asm(j.qa, m, mr, pk, p, np, j.K, c, ldc) {
+		i8Go(j.qa, m, mr, pk, p, np, j.K, c, ldc)
 	}
 }
 

@@ -32,6 +32,20 @@ func pairRowsDone(dst, a, b []float32) int {
 	return n
 }
 
+//go:noescape
+func q4ToQ8Asm(dst *int8, src *byte, pairs int)
+
+// q4ToQ8Done widens what q4ToQ8Asm can of rows Q4 k-rows (an even
+// number of pairs' worth) and returns how many k-rows it did.
+func q4ToQ8Done(dst []int8, src []byte, rows int) int {
+	n := rows &^ 1
+	if !hasI8() || n == 0 {
+		return 0
+	}
+	q4ToQ8Asm(&dst[0], &src[0], n/2)
+	return n
+}
+
 // hasI8 reports whether the CPU runs the UnitInt8 kernels: the AVX-512
 // variant (AVX512F, BW, DQ) with AVX512_VNNI.
 func hasI8() bool {

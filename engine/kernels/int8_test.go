@@ -63,11 +63,33 @@ func needI8(t *testing.T) {
 	}
 }
 
-// TestLinearInt8 checks Q8 products on UnitInt8 against linearI8Ref bit
-// for bit on every variant (the VPDPBUSD kernels on AVX-512 with VNNI,
-// the Go emulation elsewhere), with and without bias, alone and in
-// LinearMulti, over the tile edges of quantShapes and a NaN in one row.
+// quantValues returns the integer values of a Q8 or Q4 weight, row-major
+// (Q4: GGML's nibbles n as n−8).
+func quantValues(w *Mat) []int8 {
+	if w.DType == Q8 {
+		return append([]int8(nil), w.Quants...)
+	}
+	q := make([]int8, w.Rows*w.Cols)
+	for i := range q {
+		blk, j := i/qBlock, i%qBlock
+		b := w.Nibbles[blk*qBlock/2+j%(qBlock/2)]
+		q[i] = int8(b>>(4*(j/(qBlock/2)))&15) - 8
+	}
+	return q
+}
+
+// TestLinearInt8 checks Q8 and Q4 products on UnitInt8 against
+// linearI8Ref bit for bit on every variant (the VPDPBUSD kernels on
+// AVX-512 with VNNI, the Go emulation elsewhere), with and without bias,
+// alone and in LinearMulti, over the tile edges of quantShapes and a NaN
+// in one row.
 func TestLinearInt8(t *testing.T) {
+	for _, dt := range []DType{Q8, Q4} {
+		t.Run(dt.String(), func(t *testing.T) { testLinearInt8(t, dt) })
+	}
+}
+
+func testLinearInt8(t *testing.T, dt DType) {
 	withUnit(t, UnitInt8, func(t *testing.T) {
 		forVariants(t, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(31, 7))
@@ -75,11 +97,11 @@ func TestLinearInt8(t *testing.T) {
 				if thin(i) {
 					continue
 				}
-				w, err := Quantize(randQuantSource(r, sh.N, sh.K), Q8)
+				w, err := Quantize(randQuantSource(r, sh.N, sh.K), dt)
 				if err != nil {
 					t.Fatal(err)
 				}
-				quants, scales := append([]int8(nil), w.Quants...), append([]uint16(nil), w.Scales...)
+				quants, scales := quantValues(w), append([]uint16(nil), w.Scales...)
 				in := randSlice(r, sh.M*sh.K)
 				for b := 0; b < len(in)/qBlock; b += 5 { // blocks of very different sizes, and zero ones
 					x := in[b*qBlock : (b+1)*qBlock]

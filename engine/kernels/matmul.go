@@ -94,7 +94,7 @@ const (
 	bPanelsDPT               // B = w as bf16 pairs (UnitBF16) read from w's dp panels bf: transposed while packing
 	bPanelsQ8                // pre-packed Q8 panels tp (Linear): in place where the variant has quantized kernels, else widened per block
 	bPanelsQ4                // pre-packed Q4 panels tp (Linear): as bPanelsQ8
-	bPanelsI8                // pre-packed Q8 panels tp times A rounded to Q8_0 blocks qa (UnitInt8, int8.go)
+	bPanelsI8                // pre-packed Q8 or Q4 panels tp times A rounded to Q8_0 blocks qa (UnitInt8, int8.go)
 	bPanelsQDPT              // B = w as bf16 pairs (UnitInt8's input gradient) from w's Q8 or Q4 panels tp: dequantized, transposed and rounded while packing
 )
 

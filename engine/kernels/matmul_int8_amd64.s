@@ -74,6 +74,23 @@ DATA i8pairs<>+58(SB)/2, $30
 DATA i8pairs<>+60(SB)/2, $15
 DATA i8pairs<>+62(SB)/2, $31
 GLOBL i8pairs<>(SB), RODATA|NOPTR, $64
+DATA i8q4rows<>+0(SB)/8, $0
+DATA i8q4rows<>+8(SB)/8, $8
+DATA i8q4rows<>+16(SB)/8, $1
+DATA i8q4rows<>+24(SB)/8, $9
+DATA i8q4rows<>+32(SB)/8, $2
+DATA i8q4rows<>+40(SB)/8, $10
+DATA i8q4rows<>+48(SB)/8, $3
+DATA i8q4rows<>+56(SB)/8, $11
+DATA i8q4rows<>+64(SB)/8, $4
+DATA i8q4rows<>+72(SB)/8, $12
+DATA i8q4rows<>+80(SB)/8, $5
+DATA i8q4rows<>+88(SB)/8, $13
+DATA i8q4rows<>+96(SB)/8, $6
+DATA i8q4rows<>+104(SB)/8, $14
+DATA i8q4rows<>+112(SB)/8, $7
+DATA i8q4rows<>+120(SB)/8, $15
+GLOBL i8q4rows<>(SB), RODATA|NOPTR, $128
 
 // func i8q8m1(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int)
 TEXT ·i8q8m1(SB), NOSPLIT, $0-88
@@ -615,5 +632,41 @@ pr_loop:
 	DECQ CX
 	JNE pr_loop
 pr_done:
+	VZEROUPPER
+	RET
+
+// func q4ToQ8Asm(dst *int8, src *byte, pairs int)
+TEXT ·q4ToQ8Asm(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ pairs+16(FP), CX
+	TESTQ CX, CX
+	JEQ q4_done
+	MOVL $0x88888888, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z29
+	MOVL $0x08080808, AX
+	VPBROADCASTD AX, Z28
+	VMOVDQU64 i8q4rows<>+0(SB), Z26
+	VMOVDQU64 i8q4rows<>+64(SB), Z27
+q4_loop:
+	VPXORD (SI), Z30, Z0
+	VPSRLW $4, Z0, Z1
+	VPANDD Z29, Z0, Z0
+	VPSUBB Z28, Z0, Z0
+	VPANDD Z29, Z1, Z1
+	VPSUBB Z28, Z1, Z1
+	VMOVDQA64 Z26, Z2
+	VPERMI2Q Z1, Z0, Z2
+	VMOVDQA64 Z27, Z3
+	VPERMI2Q Z1, Z0, Z3
+	VMOVDQU64 Z2, (DI)
+	VMOVDQU64 Z3, 64(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNE q4_loop
+q4_done:
 	VZEROUPPER
 	RET

@@ -26,14 +26,16 @@ func TestUnitBF16_LogprobErrorBounded(t *testing.T) {
 	}
 }
 
-// The int8 unit rounds the activations of Q8 weights' products to 8 bits
-// a block: TestUnitBF16_LogprobErrorBounded for it, against the exact
-// products of the same Q8 weights.
+// The int8 unit rounds the activations of Q8 and Q4 weights' products to
+// 8 bits a block: TestUnitBF16_LogprobErrorBounded for it, against the
+// exact products of the same quantized weights.
 func TestUnitInt8_LogprobErrorBounded(t *testing.T) {
 	if !slices.Contains(kernels.Units(), kernels.UnitInt8) {
 		t.Skip("this CPU has no AVX512_VNNI: the int8 unit cannot run here")
 	}
-	checkUnitLogprobError(t, kernels.UnitInt8, kernels.Q8, 0.05, 0.3)
+	for _, dt := range []kernels.DType{kernels.Q8, kernels.Q4} {
+		checkUnitLogprobError(t, kernels.UnitInt8, dt, 0.05, 0.3)
+	}
 }
 
 // checkUnitLogprobError measures |logprob on u − logprob on exact fp32|

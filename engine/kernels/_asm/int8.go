@@ -18,6 +18,7 @@ func writeInt8(dir string) {
 	}
 	quantActs(&g)
 	pairRows(&g)
+	q4ToQ8(&g)
 	write(filepath.Join(dir, "matmul_int8_amd64.s"), g.b.Bytes())
 }
 
@@ -43,7 +44,11 @@ var int8Data = func() string {
 	for i := range 32 { // word 2j: word j (row a), word 2j+1: word 16+j (row b)
 		s += fmt.Sprintf("DATA i8pairs<>+%d(SB)/2, $%d\n", 2*i, i/2+16*(i%2))
 	}
-	return s + "GLOBL i8pairs<>(SB), RODATA|NOPTR, $64\n"
+	s += "GLOBL i8pairs<>(SB), RODATA|NOPTR, $64\n"
+	for i, v := range []int{0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15} {
+		s += fmt.Sprintf("DATA i8q4rows<>+%d(SB)/8, $%d\n", 8*i, v)
+	}
+	return s + "GLOBL i8q4rows<>(SB), RODATA|NOPTR, $128\n"
 }()
 
 // prefetchI8 is how far ahead (bytes) the int8 kernels prefetch the
@@ -300,5 +305,49 @@ func pairRows(g *gen) {
 	g.p("DECQ CX")
 	g.p("JNE pr_loop")
 	g.label("pr_done")
+	g.ret()
+}
+
+// q4ToQ8 emits q4ToQ8Asm: Q4 panel k-rows (32 bytes: byte 8s+i holds
+// column 16s+i in its low nibble and 16s+8+i in its high one, each the
+// signed n−8) as Q8 panel k-rows (64 int8 in column order), two k-rows at
+// a time: the sign bits flipped (XOR 0x88: each nibble becomes n), the
+// nibbles split and less 8, then the qwords of the low and high halves
+// interleaved (VPERMI2Q) into each k-row's column order.
+//
+//	dst+0 src+8 pairs+16
+func q4ToQ8(g *gen) {
+	g.text("q4ToQ8Asm", 24, "func q4ToQ8Asm(dst *int8, src *byte, pairs int)")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), SI")
+	g.p("MOVQ pairs+16(FP), CX")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ q4_done")
+	g.p("MOVL $0x88888888, AX")
+	g.p("VPBROADCASTD AX, Z30")
+	g.p("MOVL $0x0f0f0f0f, AX")
+	g.p("VPBROADCASTD AX, Z29")
+	g.p("MOVL $0x08080808, AX")
+	g.p("VPBROADCASTD AX, Z28")
+	g.p("VMOVDQU64 i8q4rows<>+0(SB), Z26")
+	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z27")
+	g.label("q4_loop")
+	g.p("VPXORD (SI), Z30, Z0")
+	g.p("VPSRLW $4, Z0, Z1")
+	g.p("VPANDD Z29, Z0, Z0")
+	g.p("VPSUBB Z28, Z0, Z0")
+	g.p("VPANDD Z29, Z1, Z1")
+	g.p("VPSUBB Z28, Z1, Z1")
+	g.p("VMOVDQA64 Z26, Z2")
+	g.p("VPERMI2Q Z1, Z0, Z2")
+	g.p("VMOVDQA64 Z27, Z3")
+	g.p("VPERMI2Q Z1, Z0, Z3")
+	g.p("VMOVDQU64 Z2, (DI)")
+	g.p("VMOVDQU64 Z3, 64(DI)")
+	g.p("ADDQ $64, SI")
+	g.p("ADDQ $128, DI")
+	g.p("DECQ CX")
+	g.p("JNE q4_loop")
+	g.label("q4_done")
 	g.ret()
 }

@@ -32,7 +32,7 @@ func BenchmarkDecodeDType(b *testing.B) {
 // row, a group of four and of eight, over the LM head and the MLP's
 // gate/up shape of Qwen2.5-0.5B, as the bytes of weights streamed per
 // second (Q8: 34 bytes, Q4: 18 bytes per 32 weights) and GFLOP/s; Q8 on
-// UnitInt8 too where the CPU has it ("Q8-int8").
+// UnitInt8 too where the CPU has it ("Q8-int8", "Q4-int8").
 func BenchmarkDecodeQuant(b *testing.B) {
 	r := rand.New(rand.NewPCG(6, 6))
 	for _, sh := range []struct {
@@ -51,7 +51,7 @@ func BenchmarkDecodeQuant(b *testing.B) {
 				bytes = float64(sh.N*sh.K) / 32 * 18
 			}
 			units := []Unit{UnitFP32}
-			if dt == Q8 && hasI8() {
+			if hasI8() {
 				units = append(units, UnitInt8)
 			}
 			for _, u := range units {

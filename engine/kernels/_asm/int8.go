@@ -332,6 +332,7 @@ func q4ToQ8(g *gen) {
 	g.p("VMOVDQU64 i8q4rows<>+0(SB), Z26")
 	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z27")
 	g.label("q4_loop")
+	g.p("PREFETCHT0 %d(SI)", 4*prefetchI8) // Q4 bytes: 0.73× the exact Q4 kernels' speed streaming an LM head at 1 KiB ahead, 0.85-0.89× at 4-8 KiB
 	g.p("VPXORD (SI), Z30, Z0")
 	g.p("VPSRLW $4, Z0, Z1")
 	g.p("VPANDD Z29, Z0, Z0")

@@ -481,6 +481,11 @@ func run(o options) error {
 	fmt.Println()
 	for s, e := range engines {
 		rate := flops / median(walls(steps[s])) / 1e9
+		if e.products() == kernels.UnitInt8 {
+			fmt.Printf("Weight products (%s, %v): %.3g TFLOP a step, %.1f GFLOP/s over the engine's whole median step; int8 forward and bf16 (or fp32) backward have different peaks, so no share of one is given.\n",
+				storageName(e.q), e.products(), flops/1e12, rate)
+			continue
+		}
 		peak := pk.of(e.products())
 		fmt.Printf("Weight products (%s, %v): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
 			storageName(e.q), e.products(), flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)

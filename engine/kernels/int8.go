@@ -101,7 +101,7 @@ func quantizeActBlock(q []int8, x []float32) (d float32, corr int32) {
 	return amax / 127, -128 * sum
 }
 
-// toI8 makes j (Linear over Q8 panels on UnitInt8) read A rounded to
+// toI8 makes j (Linear over Q8 or Q4 panels on UnitInt8) read A rounded to
 // Q8_0 blocks: into a pooled buffer, or the one shared already made for
 // the same input (an earlier job of LinearMulti).
 func (j *job) toI8(shared *job) {

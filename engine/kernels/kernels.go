@@ -65,8 +65,13 @@
 // panels": a bf16 weight's only copy, an f16 or f32 weight's second one;
 // the input gradient transposes blocks of them per call), converts each
 // product's activations to pairs, and runs the fp32 drivers and kernel
-// contract on pairs, so everything below holds for it too. Gemm (LoRA,
-// attention) is fp32 in every unit.
+// contract on pairs, so everything below holds for it too. UnitInt8
+// (int8.go, asked for, never chosen by timing) runs Q8 and Q4 weights'
+// forward products on int8 activations rounded per block of 32, summed
+// exactly in int32 by VPDPBUSD, in one fixed order of its own (its
+// kernels stream whole panels over all of K, so the sum blocks below do
+// not apply to them); other weights as on UnitBF16. Gemm (LoRA, attention)
+// is fp32 in every unit.
 //
 // # One summation order
 //

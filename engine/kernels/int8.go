@@ -116,13 +116,14 @@ func (j *job) toI8(shared *job) {
 
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
 // runs of panels that stay in L2 while groups of up to 3 rows read them
-// (a decoding row streams each panel once). Q4 panels are first widened
-// to Q8 panels (the same values, n−8, and scales) in a scratch buffer,
-// once per run.
+// (a decoding row streams each panel once). For more than one row, Q4
+// panels are first widened to Q8 panels (the same values, n−8, and
+// scales) in a scratch buffer, once per run; one row reads them in place
+// where the kernels run (the same integer sums, so the same bits).
 func (j *job) partI8(m0, m1, p0, p1 int) {
 	ncp := max(1, min(p1-p0, streamL2/(j.K*panelW)))
 	var scratch *[]int8
-	if j.tp.q4 != nil {
+	if j.tp.q4 != nil && (m1-m0 > 1 || !hasI8()) {
 		scratch = getQ8Scratch(ncp * j.K * panelW)
 		defer q8ScratchPool.Put(scratch)
 	}

@@ -16,6 +16,9 @@ func i8q8m2(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, 
 func i8q8m3(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int)
 
 //go:noescape
+func i8q4m1(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *byte, np int, s *uint16, c *float32, ldc uintptr, k int)
+
+//go:noescape
 func quantActsAsm(q *int8, d *float32, corr *int32, x *float32, n int) int
 
 //go:noescape
@@ -70,7 +73,15 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 	nb := K / qBlock
 	a, lda := &x.q[m*K], uintptr(K)
 	ad, ac, ald := &x.d[m*nb], &x.corr[m*nb], uintptr(4*nb)
-	b, s := &pk.q8[p*K*panelW], &pk.qs[p*nb*panelW]
+	s := &pk.qs[p*nb*panelW]
+	if pk.q4 != nil { // one row, read in place (partI8)
+		if mr != 1 {
+			panic("kernels: i8Asm of Q4 panels for more than one row")
+		}
+		i8q4m1(a, lda, ad, ac, ald, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K)
+		return true
+	}
+	b := &pk.q8[p*K*panelW]
 	switch mr {
 	case 1:
 		i8q8m1(a, lda, ad, ac, ald, b, np, s, &c[0], uintptr(4*ldc), K)

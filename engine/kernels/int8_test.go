@@ -136,20 +136,22 @@ func testLinearInt8(t *testing.T, dt DType) {
 func TestLinearInt8RowInvariant(t *testing.T) {
 	needI8(t)
 	withUnit(t, UnitInt8, func(t *testing.T) {
-		r := rand.New(rand.NewPCG(5, 8))
-		const N, K = 200, 896
-		w, err := Quantize(randQuantSource(r, N, K), Q8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, M := range []int{2, 4, 7, 20, 130} {
-			in := randSlice(r, M*K)
-			all := make([]float32, M*N)
-			Linear(all, in, w, nil, M)
-			one := make([]float32, N)
-			for m := range M {
-				Linear(one, in[m*K:(m+1)*K], w, nil, 1)
-				sameBits(t, fmt.Sprintf("M=%d row %d", M, m), all[m*N:(m+1)*N], one)
+		for _, dt := range []DType{Q8, Q4} { // Q4: one row read in place, more widened to Q8 first
+			r := rand.New(rand.NewPCG(5, 8))
+			const N, K = 200, 896
+			w, err := Quantize(randQuantSource(r, N, K), dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, M := range []int{2, 4, 7, 20, 130} {
+				in := randSlice(r, M*K)
+				all := make([]float32, M*N)
+				Linear(all, in, w, nil, M)
+				one := make([]float32, N)
+				for m := range M {
+					Linear(one, in[m*K:(m+1)*K], w, nil, 1)
+					sameBits(t, fmt.Sprintf("%v M=%d row %d", dt, M, m), all[m*N:(m+1)*N], one)
+				}
 			}
 		}
 	})

@@ -16,6 +16,7 @@ func writeInt8(dir string) {
 	for mr := 1; mr <= 3; mr++ {
 		kernelI8Q8(&g, mr)
 	}
+	kernelI8(&g, "q4", 1)
 	quantActs(&g)
 	pairRows(&g)
 	q4ToQ8(&g)
@@ -79,8 +80,23 @@ var prefetchI8 = 1024
 // added, times (column scale · row scale), to fp32 accumulators in the
 // same interleaved order, which a 4×4 shuffle of 128-bit lanes puts back
 // into column order before the store.
-func kernelI8Q8(g *gen, mr int) {
-	g.text(fmt.Sprintf("i8q8m%d", mr), 88, fmt.Sprintf("func i8q8m%d(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int)", mr))
+func kernelI8Q8(g *gen, mr int) { kernelI8(g, "q8", mr) }
+
+// kernelI8 emits i8{dt}m{mr}: kernelI8Q8, or for dt "q4" (one row) the
+// same over Q4 panels read in place (a decoding row: no widened copy).
+// A quad of Q4 k-rows is two zmm of nibbles; flipping their sign bits
+// (XOR 0x88) gives each weight as n = q+8, unsigned, and splitting the
+// nibbles and interleaving qwords (as q4ToQ8) gives the four k-rows in
+// column order. The sums then count 8·Σq instead of 128·Σq beyond Σ w·q:
+// the block's correction arithmetically shifted right by 4.
+func kernelI8(g *gen, dt string, mr int) {
+	q4 := dt == "q4"
+	name := fmt.Sprintf("i8%sm%d", dt, mr)
+	bType := "*int8"
+	if q4 {
+		bType = "*byte"
+	}
+	g.text(name, 88, fmt.Sprintf("func %s(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b %s, np int, s *uint16, c *float32, ldc uintptr, k int)", name, bType))
 	accF := func(m, i int) string { return fmt.Sprintf("Z%d", 4*m+i) }
 	accI := func(m, i int) string { return fmt.Sprintf("Z%d", 12+4*m+i) }
 	row := func(base string, m int, d int) string {
@@ -100,9 +116,18 @@ func kernelI8Q8(g *gen, mr int) {
 	g.p("MOVQ s+56(FP), R10")
 	g.p("MOVQ c+64(FP), DX")
 	g.p("MOVQ ldc+72(FP), R8")
-	g.p("MOVL $0x80808080, AX")
-	g.p("VPBROADCASTD AX, Z30")
-	g.label(fmt.Sprintf("i8q8m%d_panel", mr))
+	if q4 {
+		g.p("MOVL $0x88888888, AX")
+		g.p("VPBROADCASTD AX, Z30")
+		g.p("MOVL $0x0f0f0f0f, AX")
+		g.p("VPBROADCASTD AX, Z6")
+		g.p("VMOVDQU64 i8q4rows<>+0(SB), Z7")
+		g.p("VMOVDQU64 i8q4rows<>+64(SB), Z8")
+	} else {
+		g.p("MOVL $0x80808080, AX")
+		g.p("VPBROADCASTD AX, Z30")
+	}
+	g.label(name + "_panel")
 	for m := range mr {
 		for i := range 4 {
 			g.p("VPXORD %s, %s, %s", accF(m, i), accF(m, i), accF(m, i))
@@ -113,9 +138,12 @@ func kernelI8Q8(g *gen, mr int) {
 	g.p("MOVQ ac+24(FP), R13")
 	g.p("MOVQ k+80(FP), AX")
 	g.p("SHRQ $5, AX")
-	g.label(fmt.Sprintf("i8q8m%d_block", mr))
+	g.label(name + "_block")
 	for m := range mr {
 		g.p("VPBROADCASTD %s, %s", row("R13", m, 0), accI(m, 0))
+		if q4 {
+			g.p("VPSRAD $4, %s, %s", accI(m, 0), accI(m, 0))
+		}
 		for i := 1; i < 4; i++ {
 			g.p("VMOVDQA64 %s, %s", accI(m, 0), accI(m, i))
 		}
@@ -123,12 +151,26 @@ func kernelI8Q8(g *gen, mr int) {
 	// The block's eight quads of k-rows, in a loop (each load's stride is
 	// then one quad, which the hardware prefetchers follow).
 	g.p("MOVQ $8, R14")
-	g.label(fmt.Sprintf("i8q8m%d_quad", mr))
-	for r := range 4 {
-		if prefetchI8 > 0 {
-			g.p("PREFETCHT0 %d(BX)", r*64+prefetchI8)
+	g.label(name + "_quad")
+	if q4 {
+		for h := range 2 { // k-rows 2h, 2h+1 into Z24+2h, Z25+2h
+			g.p("PREFETCHT0 %d(BX)", 64*h+4*prefetchI8)
+			g.p("VPXORD %d(BX), Z30, Z4", 64*h)
+			g.p("VPSRLW $4, Z4, Z5")
+			g.p("VPANDD Z6, Z4, Z4")
+			g.p("VPANDD Z6, Z5, Z5")
+			g.p("VMOVDQA64 Z7, Z%d", 24+2*h)
+			g.p("VPERMI2Q Z5, Z4, Z%d", 24+2*h)
+			g.p("VMOVDQA64 Z8, Z%d", 25+2*h)
+			g.p("VPERMI2Q Z5, Z4, Z%d", 25+2*h)
 		}
-		g.p("VPXORD %d(BX), Z30, Z%d", r*64, 24+r)
+	} else {
+		for r := range 4 {
+			if prefetchI8 > 0 {
+				g.p("PREFETCHT0 %d(BX)", r*64+prefetchI8)
+			}
+			g.p("VPXORD %d(BX), Z30, Z%d", r*64, 24+r)
+		}
 	}
 	g.p("VPUNPCKHBW Z25, Z24, Z28")
 	g.p("VPUNPCKLBW Z25, Z24, Z24")
@@ -151,10 +193,14 @@ func kernelI8Q8(g *gen, mr int) {
 			g.p("VPDPBUSD.BCST %s, %s, %s", row("DI", m, 0), u[i], accI(m, i))
 		}
 	}
-	g.p("ADDQ $256, BX")
+	if q4 {
+		g.p("ADDQ $128, BX")
+	} else {
+		g.p("ADDQ $256, BX")
+	}
 	g.p("ADDQ $4, DI")
 	g.p("DECQ R14")
-	g.p("JNZ i8q8m%d_quad", mr)
+	g.p("JNZ %s_quad", name)
 	// The block's column scales, in each ui's column order, as fp32.
 	g.p("PREFETCHT0 %d(R10)", 8*128)
 	g.p("PREFETCHT0 %d(R10)", 8*128+64)
@@ -179,7 +225,7 @@ func kernelI8Q8(g *gen, mr int) {
 	g.p("ADDQ $4, R12")
 	g.p("ADDQ $4, R13")
 	g.p("DECQ AX")
-	g.p("JNZ i8q8m%d_block", mr)
+	g.p("JNZ %s_block", name)
 	// Back to column order: accF(m, i) lane L holds columns 16L+4i..+3.
 	for m := range mr {
 		a := func(i int) string { return accF(m, i) }
@@ -197,7 +243,7 @@ func kernelI8Q8(g *gen, mr int) {
 	}
 	g.p("ADDQ $256, DX")
 	g.p("DECQ CX")
-	g.p("JNZ i8q8m%d_panel", mr)
+	g.p("JNZ %s_panel", name)
 	g.ret()
 }
 

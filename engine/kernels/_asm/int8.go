@@ -155,14 +155,7 @@ func kernelI8(g *gen, dt string, mr int) {
 	if q4 {
 		for h := range 2 { // k-rows 2h, 2h+1 into Z24+2h, Z25+2h
 			g.p("PREFETCHT0 %d(BX)", 64*h+4*prefetchI8)
-			g.p("VPXORD %d(BX), Z30, Z4", 64*h)
-			g.p("VPSRLW $4, Z4, Z5")
-			g.p("VPANDD Z6, Z4, Z4")
-			g.p("VPANDD Z6, Z5, Z5")
-			g.p("VMOVDQA64 Z7, Z%d", 24+2*h)
-			g.p("VPERMI2Q Z5, Z4, Z%d", 24+2*h)
-			g.p("VMOVDQA64 Z8, Z%d", 25+2*h)
-			g.p("VPERMI2Q Z5, Z4, Z%d", 25+2*h)
+			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), q4Regs{flip: 30, mask: 6, lo: 4, hi: 5, idx0: 7, idx1: 8, out0: 24 + 2*h, out1: 25 + 2*h})
 		}
 	} else {
 		for r := range 4 {
@@ -379,16 +372,7 @@ func q4ToQ8(g *gen) {
 	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z27")
 	g.label("q4_loop")
 	g.p("PREFETCHT0 %d(SI)", 4*prefetchI8) // Q4 bytes: 0.73× the exact Q4 kernels' speed streaming an LM head at 1 KiB ahead, 0.85-0.89× at 4-8 KiB
-	g.p("VPXORD (SI), Z30, Z0")
-	g.p("VPSRLW $4, Z0, Z1")
-	g.p("VPANDD Z29, Z0, Z0")
-	g.p("VPSUBB Z28, Z0, Z0")
-	g.p("VPANDD Z29, Z1, Z1")
-	g.p("VPSUBB Z28, Z1, Z1")
-	g.p("VMOVDQA64 Z26, Z2")
-	g.p("VPERMI2Q Z1, Z0, Z2")
-	g.p("VMOVDQA64 Z27, Z3")
-	g.p("VPERMI2Q Z1, Z0, Z3")
+	splitQ4(g, "(SI)", q4Regs{flip: 30, mask: 29, eight: 28, lo: 0, hi: 1, idx0: 26, idx1: 27, out0: 2, out1: 3})
 	g.p("VMOVDQU64 Z2, (DI)")
 	g.p("VMOVDQU64 Z3, 64(DI)")
 	g.p("ADDQ $64, SI")
@@ -397,4 +381,29 @@ func q4ToQ8(g *gen) {
 	g.p("JNE q4_loop")
 	g.label("q4_done")
 	g.ret()
+}
+
+// q4Regs names the zmm registers of splitQ4: constants flip (0x88 bytes),
+// mask (0x0f), eight (0x08, or 0: values stay n = q+8) and the k-row
+// interleaving indexes idx0, idx1 (i8q4rows<>); temporaries lo, hi; the
+// two k-rows out0, out1.
+type q4Regs struct{ flip, mask, eight, lo, hi, idx0, idx1, out0, out1 int }
+
+// splitQ4 emits the widening of two Q4 k-rows at mem into two k-rows of
+// bytes in column order: each nibble as n (its sign bit flipped), less 8
+// when r.eight is set (then the signed q), the low and high nibbles'
+// qwords interleaved.
+func splitQ4(g *gen, mem string, r q4Regs) {
+	g.p("VPXORD %s, Z%d, Z%d", mem, r.flip, r.lo)
+	g.p("VPSRLW $4, Z%d, Z%d", r.lo, r.hi)
+	for _, z := range []int{r.lo, r.hi} {
+		g.p("VPANDD Z%d, Z%d, Z%d", r.mask, z, z)
+		if r.eight != 0 {
+			g.p("VPSUBB Z%d, Z%d, Z%d", r.eight, z, z)
+		}
+	}
+	g.p("VMOVDQA64 Z%d, Z%d", r.idx0, r.out0)
+	g.p("VPERMI2Q Z%d, Z%d, Z%d", r.hi, r.lo, r.out0)
+	g.p("VMOVDQA64 Z%d, Z%d", r.idx1, r.out1)
+	g.p("VPERMI2Q Z%d, Z%d, Z%d", r.hi, r.lo, r.out1)
 }

@@ -163,21 +163,18 @@ func q4AsQ8(dst []int8, p *panels, jp, np int) *panels {
 		in, out := src[r*panelW/2:][:panelW/2], dst[r*panelW:][:panelW]
 		for c := range out {
 			b, sh := q4Pos(c)
-			out[c] = int8(in[b]>>sh<<4) >> 4
+			out[c] = signedNibble(in[b], sh)
 		}
 	}
 	return &panels{k: K, n: np * panelW, np: np, q8: dst, qs: p.qs[jp*nb*panelW:][:np*nb*panelW]}
 }
 
 // rowsI8 computes mr rows from m of panels [jp, jp+np) (panel jp of the
-// job is panel jp−base of pk): whole panels straight into C when it is
-// only stored, the others (a last partial panel, an accumulating C)
-// through a scratch tile; then the bias.
+// job is panel jp−base of pk): whole panels straight into C (a Linear
+// job's: stored, never accumulated), a last partial one through a
+// scratch tile; then the bias.
 func (j *job) rowsI8(pk *panels, base, m, mr, jp, np int) {
-	direct := 0
-	if j.first&flagAcc == 0 {
-		direct = min(np, j.N/panelW-jp)
-	}
+	direct := min(np, j.N/panelW-jp)
 	if direct > 0 {
 		j.callI8(pk, m, mr, jp-base, direct, j.c[m*j.ldc+jp*panelW:], j.ldc)
 	}
@@ -186,14 +183,7 @@ func (j *job) rowsI8(pk *panels, base, m, mr, jp, np int) {
 		j.callI8(pk, m, mr, p-base, 1, tile[:], panelW)
 		cols := min(panelW, j.N-p*panelW)
 		for r := range mr {
-			dst, src := j.c[(m+r)*j.ldc+p*panelW:][:cols], tile[r*panelW:][:cols]
-			if j.first&flagAcc != 0 {
-				for i, v := range src {
-					dst[i] += v
-				}
-			} else {
-				copy(dst, src)
-			}
+			copy(j.c[(m+r)*j.ldc+p*panelW:][:cols], tile[r*panelW:][:cols])
 		}
 	}
 	if j.first&flagBias != 0 {
@@ -243,9 +233,7 @@ func i8Go(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int) 
 // qdpUnit reports whether m's input gradient runs on the bf16 dot
 // products from its quantized panels (bPanelsQDPT): a Q8 or Q4 weight on
 // UnitInt8, on a CPU with the bf16 unit.
-func (m *Mat) qdpUnit() bool {
-	return (m.DType == Q8 || m.DType == Q4) && currentUnit() == UnitInt8 && hasDP()
-}
+func (m *Mat) qdpUnit() bool { return m.i8Unit() && hasDP() }
 
 // packQDPT packs the B block of LinearBackwardInput on the bf16 dot
 // products from quantized panels: pair-row i of panel q holds weight rows

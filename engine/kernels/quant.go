@@ -355,9 +355,12 @@ func q4Pos(j int) (byteOff int, shift uint) {
 // q4Nibble returns weight (n, k) of Q4 panels as the signed n−8.
 func (p *panels) q4Nibble(n, k int) int {
 	b, sh := q4Pos(n % panelW)
-	v := p.q4[(n/panelW)*p.k*panelW/2+k*panelW/2+b] >> sh
-	return int(int8(v<<4) >> 4)
+	return int(signedNibble(p.q4[(n/panelW)*p.k*panelW/2+k*panelW/2+b], sh))
 }
+
+// signedNibble reads the 4-bit two's-complement value at bit sh (0 or 4)
+// of a Q4 panel byte: n−8 for GGML's nibble n.
+func signedNibble(b byte, sh uint) int8 { return int8(b>>sh<<4) >> 4 }
 
 // fillQuant writes weight row n = 64q+j of a Q8 or Q4 m into column j of
 // panel q.
@@ -402,7 +405,7 @@ func widenQuant(dst []float32, doff int, p *panels, q, pc, kc int) {
 			src := p.q4[q*K*panelW/2+k*panelW/2:][:panelW/2]
 			for j := range d {
 				b, sh := q4Pos(j)
-				d[j] = float32(int8(src[b]>>sh<<4)>>4) * tab[sc[j]]
+				d[j] = float32(signedNibble(src[b], sh)) * tab[sc[j]]
 			}
 			continue
 		}

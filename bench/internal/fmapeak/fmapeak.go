@@ -33,11 +33,7 @@ func Measure(threads int, d time.Duration, rounds int) Result {
 // pairs multiplied and added into fp32, a product counting 2 flops) that
 // the kernels' UnitBF16 runs on; ok is false on a CPU without it.
 func MeasureBF16(threads int, d time.Duration, rounds int) (r Result, ok bool) {
-	if _, ok := runBF16(1); !ok {
-		return Result{}, false
-	}
-	probe := func(n int) float64 { f, _ := runBF16(n); return f }
-	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: "bf16 dot products (VDPBF16PS), AVX-512 (512-bit)"}, true
+	return measureOptional(threads, d, rounds, runBF16, "bf16 dot products (VDPBF16PS), AVX-512 (512-bit)")
 }
 
 // MeasureInt8 is Measure for the int8 dot-product unit (VPDPBUSD: four
@@ -45,11 +41,17 @@ func MeasureBF16(threads int, d time.Duration, rounds int) (r Result, ok bool) {
 // that the kernels' UnitInt8 runs Q8 products on; ok is false on a CPU
 // without it.
 func MeasureInt8(threads int, d time.Duration, rounds int) (r Result, ok bool) {
-	if _, ok := runInt8(1); !ok {
+	return measureOptional(threads, d, rounds, runInt8, "int8 dot products (VPDPBUSD; an int8 multiply-add counts 2 ops, as a flop), AVX-512 (512-bit)")
+}
+
+// measureOptional is Measure for a unit the CPU may lack: run reports
+// false where it does.
+func measureOptional(threads int, d time.Duration, rounds int, run func(n int) (float64, bool), unit string) (Result, bool) {
+	if _, ok := run(1); !ok {
 		return Result{}, false
 	}
-	probe := func(n int) float64 { f, _ := runInt8(n); return f }
-	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: "int8 dot products (VPDPBUSD; an int8 multiply-add counts 2 ops, as a flop), AVX-512 (512-bit)"}, true
+	probe := func(n int) float64 { f, _ := run(n); return f }
+	return Result{GFLOPS: best(threads, d, rounds, probe), Threads: threads, Unit: unit}, true
 }
 
 // best is the best of rounds runs of probe.

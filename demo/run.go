@@ -80,6 +80,9 @@ type Options struct {
 	// agent's blunders (tictactoe.Board.Blunder: a missed immediate win or
 	// block), which the random opponent often leaves unpunished.
 	tactics float64
+	// temperature, if > 0, is the agent's sampling temperature in the
+	// training games (held-out games stay at 1).
+	temperature float64
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -301,6 +304,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 				ro := rollOpts(&ss)
 				ro.Start = start
 				ro.Sharp = opt.sharp
+				ro.Temperature = opt.temperature
 				rs[i] = func(ctx context.Context) (art.Trajectory, error) {
 					return tictactoe.RolloutWith(ctx, client, name, scenario, ro)
 				}

@@ -40,6 +40,8 @@ type RolloutOptions struct {
 	// Sharp is the opponent's sharpness (NewSharpOpponent): 0, the
 	// default, is the uniformly random opponent.
 	Sharp float64
+	// Temperature is the agent's sampling temperature; 0 means 1.
+	Temperature float64
 }
 
 // OutcomeMessage is the environment's last word on a game.
@@ -68,7 +70,7 @@ func AddOutcome(t *art.Trajectory, out Outcome) {
 // Rollout plays one game through an OpenAI-compatible chat endpoint and
 // returns it as a trajectory. Each move is its own chat (one user message
 // holding the board, which is the whole state; see Messages), sampled at
-// temperature 1, so the first move is the main history and later moves are
+// temperature 1 (RolloutOptions.Temperature), so the first move is the main history and later moves are
 // additional histories; all share the game's reward. Metrics: win, draw,
 // invalid_move, num_moves.
 func Rollout(ctx context.Context, client openai.Client, modelName string, seed uint64) (art.Trajectory, error) {
@@ -85,7 +87,11 @@ func RolloutWith(ctx context.Context, client openai.Client, modelName string, se
 			h.AddMessage(art.SystemMsg(opt.System))
 		}
 		h.AddMessage(art.UserMsg(board))
-		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(maxReplyTokens(opt)), Temperature: openai.Float(1)}
+		temp := opt.Temperature
+		if temp == 0 {
+			temp = 1
+		}
+		params := openai.ChatCompletionNewParams{Model: modelName, MaxTokens: openai.Int(maxReplyTokens(opt)), Temperature: openai.Float(temp)}
 		if opt.SampleSeed != nil {
 			params.Seed = openai.Int(int64((*opt.SampleSeed + uint64(move)) & math.MaxInt64))
 		}

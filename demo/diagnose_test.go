@@ -33,8 +33,9 @@ import (
 // the base, its coefficient), ENT (the entropy bonus's coefficient), SHAPE
 // (the base's model.Preset shape), OPEN (Options.openings), SOONER
 // (Options.winSooner), BRANCH (Options.branch), SHARP (Options.sharp),
-// TACTICS (Options.tactics), TEMP (Options.temperature), EXACT_EVERY,
-// EXP_PATH (the store, where bases are reused per seed and SFT setting).
+// TACTICS (Options.tactics), TEMP (Options.temperature), PERMOVE
+// (Options.perMove), EXACT_EVERY, EXP_PATH (the store, where bases are
+// reused per seed and SFT setting).
 //
 // With DISTILL set it measures the capacity of a LoRA on the seed's base
 // (built by an earlier run in EXP_PATH) instead: it trains a fresh adapter
@@ -97,6 +98,7 @@ func TestDiagnose(t *testing.T) {
 	opt.sharp = env("SHARP", 0)
 	opt.tactics = env("TACTICS", 0)
 	opt.temperature = env("TEMP", 0)
+	opt.perMove = os.Getenv("PERMOVE") != ""
 	if r := env("RANK", 0); r > 0 {
 		opt.lora = art.LoRAConfig{Rank: int(r), Alpha: 2 * r}
 	}

@@ -83,6 +83,10 @@ type Options struct {
 	// temperature, if > 0, is the agent's sampling temperature in the
 	// training games (held-out games stay at 1).
 	temperature float64
+	// perMove trains each move against the other moves made on the same
+	// board in its group's games (splitByBoard) instead of each game
+	// against the group's other games.
+	perMove bool
 }
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
@@ -319,6 +323,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 			cfg.LearningRate = opt.lrAt(step)
 		}
 		train := penalizeBlunders(winSooner(experiment.PenalizeInvalid(groups, opt.InvalidPenalty), opt.winSooner), opt.tactics)
+		if opt.perMove {
+			train = splitByBoard(train)
+		}
 		res, err := model.Train(ctx, train, cfg, art.LogGroups(groups)) // logged with the real rewards
 		if err != nil {
 			return rep, err
@@ -513,4 +520,46 @@ func blunders(t *art.Trajectory) int {
 		}
 	}
 	return n
+}
+
+// splitByBoard regroups the moves of each group's games by the board they
+// were made on: a new group per board that at least two games met and on
+// which they did not all make the same move, each move a trajectory of its
+// own with its game's reward. GRPO's advantage of a move is then its game's
+// reward against the mean of the games that stood on the same board, so a
+// move is credited only with what followed it, never with the moves that
+// led there; the games of a group face one opponent seed, whose replies to
+// the same board are the same, so the comparison is between the agent's
+// own choices. Moves on a board no other game met carry no comparison and
+// are left out, as are boards where every game chose alike (their
+// advantages would cancel).
+func splitByBoard(groups []art.TrajectoryGroup) []art.TrajectoryGroup {
+	var out []art.TrajectoryGroup
+	for _, g := range groups {
+		byBoard := map[string][]art.Trajectory{}
+		replies := map[string]map[string]bool{}
+		var order []string
+		for i := range g.Trajectories {
+			t := &g.Trajectories[i]
+			hs, turns := t.Histories(), tictactoe.Turns(t)
+			if len(hs) != len(turns) {
+				continue // not a game as RolloutWith records it
+			}
+			for k, h := range hs {
+				b := turns[k].Board
+				if _, ok := byBoard[b]; !ok {
+					order = append(order, b)
+					replies[b] = map[string]bool{}
+				}
+				byBoard[b] = append(byBoard[b], art.Trajectory{MessagesAndChoices: h.MessagesAndChoices, Tools: h.Tools, Reward: t.Reward})
+				replies[b][turns[k].Reply] = true
+			}
+		}
+		for _, b := range order {
+			if len(byBoard[b]) >= 2 && len(replies[b]) >= 2 {
+				out = append(out, art.TrajectoryGroup{Trajectories: byBoard[b]})
+			}
+		}
+	}
+	return out
 }

@@ -679,7 +679,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	parityN := fs.Int("parity", 16, "greedy tokens compared with llama.cpp")
 	out := fs.String("out", "", "also write the report to this file")
 	unitFlag := fs.String("unit", "", "arithmetic of our weight products: fp32, bf16, int8 or auto (default: $"+kernels.UnitEnv+", else auto)")
-	nativeBench := fs.String("llama-bench", os.Getenv("LLAMA_BENCH"), "the llama-bench of a llama.cpp built for this CPU (or of a fork with the same tool): each round also times it on the same GGUF, the peer at its best (default: $LLAMA_BENCH)")
+	nativeBench := fs.String("llama-bench", os.Getenv("LLAMA_BENCH"), "the llama-bench of a llama.cpp built for this CPU (or of a fork with the same tool): each round also times it on the same GGUF (its decode both from an empty context and after the prompt, as ours runs), the peer at its best (default: $LLAMA_BENCH)")
 	nativeArgs := fs.String("llama-bench-args", "-fa 1", "extra flags for -llama-bench, space-separated (e.g. \"-fa 1 -rtr 1\" for ik_llama.cpp's row repacking)")
 	shape := shapeFlags(fs)
 	fs.Parse(args)

@@ -534,11 +534,14 @@ func blunders(t *art.Trajectory) int {
 // are left out, as are boards where every game chose alike (their
 // advantages would cancel).
 func splitByBoard(groups []art.TrajectoryGroup) []art.TrajectoryGroup {
+	type board struct {
+		moves   []art.Trajectory
+		replies map[string]bool
+	}
 	var out []art.TrajectoryGroup
 	for _, g := range groups {
-		byBoard := map[string][]art.Trajectory{}
-		replies := map[string]map[string]bool{}
-		var order []string
+		byBoard := map[string]*board{}
+		var order []*board
 		for i := range g.Trajectories {
 			t := &g.Trajectories[i]
 			hs, turns := t.Histories(), tictactoe.Turns(t)
@@ -546,18 +549,19 @@ func splitByBoard(groups []art.TrajectoryGroup) []art.TrajectoryGroup {
 				continue // not a game as RolloutWith records it
 			}
 			for k, h := range hs {
-				b := turns[k].Board
-				if _, ok := byBoard[b]; !ok {
+				b := byBoard[turns[k].Board]
+				if b == nil {
+					b = &board{replies: map[string]bool{}}
+					byBoard[turns[k].Board] = b
 					order = append(order, b)
-					replies[b] = map[string]bool{}
 				}
-				byBoard[b] = append(byBoard[b], art.Trajectory{MessagesAndChoices: h.MessagesAndChoices, Tools: h.Tools, Reward: t.Reward})
-				replies[b][turns[k].Reply] = true
+				b.moves = append(b.moves, art.Trajectory{MessagesAndChoices: h.MessagesAndChoices, Tools: h.Tools, Reward: t.Reward})
+				b.replies[turns[k].Reply] = true
 			}
 		}
 		for _, b := range order {
-			if len(byBoard[b]) >= 2 && len(replies[b]) >= 2 {
-				out = append(out, art.TrajectoryGroup{Trajectories: byBoard[b]})
+			if len(b.moves) >= 2 && len(b.replies) >= 2 {
+				out = append(out, art.TrajectoryGroup{Trajectories: b.moves})
 			}
 		}
 	}

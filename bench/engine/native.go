@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func runLlamaBench(ctx context.Context, path, gguf string, threads, prompt, deco
 	}
 	var r nativeRates
 	for _, run := range runs {
-		cmd := exec.CommandContext(ctx, path, append(append(args, run...), extra...)...)
+		cmd := exec.CommandContext(ctx, path, slices.Concat(args, run, extra)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {

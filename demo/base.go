@@ -28,18 +28,19 @@ import (
 // BaseOptions control how the base model is built.
 type BaseOptions struct {
 	Shape     string  // model.Preset shape, "tiny" by default
-	SFTSteps  int     // at most this many optimizer steps (default 800)
+	SFTSteps  int     // at most this many optimizer steps (default 1200)
 	BatchSize int     // positions per step (default 64)
 	LR        float64 // learning rate (default 3e-3)
 	// StopInvalid ends SFT as soon as the model's games against the random
 	// opponent end in an invalid move with probability below it (computed
 	// exactly over the game tree every EvalEvery steps). The base model
 	// then knows the rules but still plays like the random teacher, so
-	// GRPO has the strategy to teach. 0 means 0.1; < 0 disables the check
-	// (SFTSteps steps are run). A base stopped earlier (at 0.4) left GRPO
-	// to learn the rules first, and its policy turned nearly deterministic
-	// on moves that were often wrong: held-out reward stuck near 0.8
-	// (BENCHMARKS.md, "Why the demo plateaued").
+	// GRPO has the strategy to teach. 0 means 0.02; < 0 disables the check
+	// (SFTSteps steps are run). A base stopped earlier left GRPO to learn
+	// the rules first, and its policy turned nearly deterministic on moves
+	// that were often wrong: held-out reward stuck near 0.8 from a base
+	// stopped at 0.4, near 0.9 from one stopped at 0.1 (BENCHMARKS.md,
+	// "Why the demo plateaued").
 	StopInvalid float64
 	// EvalEvery is the number of steps between exact evaluations (default
 	// 25; a fifth of that once the invalid rate is within 0.15 of
@@ -57,10 +58,10 @@ func (o *BaseOptions) defaults() {
 		o.Shape = "tiny"
 	}
 	if o.SFTSteps == 0 {
-		o.SFTSteps = 800
+		o.SFTSteps = 1200
 	}
 	if o.StopInvalid == 0 {
-		o.StopInvalid = 0.1
+		o.StopInvalid = 0.02
 	}
 	if o.EvalEvery == 0 {
 		o.EvalEvery = 25

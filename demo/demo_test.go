@@ -112,3 +112,22 @@ func checkOnPolicy(t *testing.T, modelDir string) {
 		t.Errorf("no trained step in the history")
 	}
 }
+
+// Ensure the entropy bonus reaches the training config: the default when
+// unset, none when negative, the given value otherwise.
+func TestOptions_EntropyBonus(t *testing.T) {
+	for _, tt := range []struct{ set, want float64 }{{0, DefaultOptions().EntropyBonus}, {-1, 0}, {0.01, 0.01}} {
+		o := Options{EntropyBonus: tt.set}
+		o.defaults()
+		cfg := o.trainConfig()
+		if cfg.EntropyCoef != tt.want {
+			t.Errorf("EntropyBonus %v: EntropyCoef %v; want %v", tt.set, cfg.EntropyCoef, tt.want)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("EntropyBonus %v: %v", tt.set, err)
+		}
+	}
+	if DefaultOptions().EntropyBonus <= 0 {
+		t.Errorf("the default has no entropy bonus")
+	}
+}

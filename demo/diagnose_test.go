@@ -30,7 +30,7 @@ import (
 // Knobs: SEED, STEPS, LR, LR_END (exponential decay to it), GROUPS, GSIZE,
 // EVAL_EVERY, PENALTY, STOP_INVALID, RANK (alpha 2·rank), ACCUM (sequences
 // per optimizer step), NOSCALE, NONORM, KL (KL advantage shaping against
-// the base, its coefficient), ENT (the entropy bonus's coefficient), SHAPE
+// the base, its coefficient), ENT (Options.EntropyBonus; -1 for none), SHAPE
 // (the base's model.Preset shape), OPEN (Options.openings), SOONER
 // (Options.winSooner), BRANCH (Options.branch), SHARP (Options.sharp),
 // TACTICS (Options.tactics), TEMP (Options.temperature), PERMOVE
@@ -99,18 +99,17 @@ func TestDiagnose(t *testing.T) {
 	opt.tactics = env("TACTICS", 0)
 	opt.temperature = env("TEMP", 0)
 	opt.perMove = os.Getenv("PERMOVE") != ""
+	opt.EntropyBonus = env("ENT", opt.EntropyBonus)
 	if r := env("RANK", 0); r > 0 {
 		opt.lora = art.LoRAConfig{Rank: int(r), Alpha: 2 * r}
 	}
 	accum := int(env("ACCUM", 32))
 	kl := env("KL", 0)
-	ent := env("ENT", 0)
 	opt.tune = func(c *art.TrainConfig) {
 		c.GradAccumulationSequences = accum
 		c.DisableRewardScaling = os.Getenv("NOSCALE") != ""
 		c.DisableAdvantageNormalization = os.Getenv("NONORM") != ""
 		c.KLPenaltyCoef = kl
-		c.EntropyCoef = ent
 	}
 	if end := env("LR_END", 0); end > 0 {
 		lr0, n := opt.LearningRate, float64(opt.RLSteps)

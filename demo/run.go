@@ -32,7 +32,12 @@ type Options struct {
 	// invalid move, for training only (the reported rewards stay 0–1).
 	// 0 means DefaultOptions' value; < 0 means no penalty.
 	InvalidPenalty float64
-	EvalGames      int
+	// EntropyBonus is the training config's EntropyCoef: it keeps the
+	// policy sampling moves it is not yet sure of, where without it GRPO
+	// freezes onto a wrong move in boards it rarely meets. 0 means
+	// DefaultOptions' value; < 0 means none.
+	EntropyBonus float64
+	EvalGames    int
 	// EvalEvery is the number of RL steps between held-out evaluations
 	// (logged as val/reward; default 25). The first and last step are
 	// always evaluated.
@@ -92,7 +97,7 @@ type Options struct {
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
 	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
-		EvalGames: 400, EvalEvery: 25, Seed: 1}
+		EntropyBonus: 0.03, EvalGames: 400, EvalEvery: 25, Seed: 1}
 }
 
 func (o *Options) defaults() {
@@ -117,6 +122,11 @@ func (o *Options) defaults() {
 	} else if o.InvalidPenalty < 0 {
 		o.InvalidPenalty = 0
 	}
+	if o.EntropyBonus == 0 {
+		o.EntropyBonus = d.EntropyBonus
+	} else if o.EntropyBonus < 0 {
+		o.EntropyBonus = 0
+	}
 	if o.EvalEvery == 0 {
 		o.EvalEvery = d.EvalEvery
 	}
@@ -126,6 +136,17 @@ func (o *Options) defaults() {
 	if o.Out == nil {
 		o.Out = os.Stderr
 	}
+}
+
+// trainConfig is the training config of every GRPO step: a few optimizer
+// steps per training step (one per 32 move sequences; a step's 64 games
+// hold about 220 moves).
+func (o *Options) trainConfig() art.TrainConfig {
+	cfg := art.TrainConfig{LearningRate: o.LearningRate, GradAccumulationSequences: 32, EntropyCoef: o.EntropyBonus}
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
+	return cfg
 }
 
 // Report is what a demo run measured.
@@ -281,12 +302,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rep.BeforeGames = games
 	logf(opt.Out, start, "held-out reward before RL: %.3f (invalid moves in %.0f%% of games)", rep.Before, 100*rep.InvalidBefore)
 
-	// A few optimizer steps per training step (one per 32 move sequences;
-	// a step's 64 games hold about 220 moves).
-	cfg := art.TrainConfig{LearningRate: opt.LearningRate, GradAccumulationSequences: 32}
-	if opt.tune != nil {
-		opt.tune(&cfg)
-	}
+	cfg := opt.trainConfig()
 	var window rlWindow
 	var step int
 	for step = 0; step < opt.RLSteps; step++ {

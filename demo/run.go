@@ -96,7 +96,7 @@ type Options struct {
 
 // DefaultOptions sizes the demo to finish within a few minutes on 2 cores.
 func DefaultOptions() Options {
-	return Options{Path: ".art", RLSteps: 300, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
+	return Options{Path: ".art", RLSteps: 500, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
 		EntropyBonus: 0.03, EvalGames: 400, EvalEvery: 25, Seed: 1}
 }
 

@@ -20,7 +20,7 @@ the public SDK: a TrainableModel on the in-process backend, rollouts calling
 the OpenAI-compatible endpoint it serves. It prints the mean reward on
 held-out games every 25 steps, before and after, and leaves checkpoints,
 history.jsonl, trajectory logs and a reward curve (reward.png) under
-<path>/demo/models/tictactoe. About 1.5–3 minutes on 2 cores.`,
+<path>/demo/models/tictactoe. About 2–3 minutes on 2 cores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Out = cmd.ErrOrStderr()

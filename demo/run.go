@@ -117,16 +117,8 @@ func (o *Options) defaults() {
 	if o.LearningRate == 0 {
 		o.LearningRate = d.LearningRate
 	}
-	if o.InvalidPenalty == 0 {
-		o.InvalidPenalty = d.InvalidPenalty
-	} else if o.InvalidPenalty < 0 {
-		o.InvalidPenalty = 0
-	}
-	if o.EntropyBonus == 0 {
-		o.EntropyBonus = d.EntropyBonus
-	} else if o.EntropyBonus < 0 {
-		o.EntropyBonus = 0
-	}
+	o.InvalidPenalty = defaultOrNone(o.InvalidPenalty, d.InvalidPenalty)
+	o.EntropyBonus = defaultOrNone(o.EntropyBonus, d.EntropyBonus)
 	if o.EvalEvery == 0 {
 		o.EvalEvery = d.EvalEvery
 	}
@@ -136,6 +128,18 @@ func (o *Options) defaults() {
 	if o.Out == nil {
 		o.Out = os.Stderr
 	}
+}
+
+// defaultOrNone reads a coefficient whose zero value means the default:
+// 0 gives def, a negative value none (0).
+func defaultOrNone(v, def float64) float64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // trainConfig is the training config of every GRPO step: a few optimizer

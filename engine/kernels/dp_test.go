@@ -58,8 +58,9 @@ func randPairs(r *rand.Rand, n int) []float32 {
 }
 
 // The AVX-512 dp kernels give the bits of their Go emulation (dpWord:
-// Intel's definition of VDPBF16PS) for every row count, column edge, sum
-// block and flag.
+// Intel's definition of VDPBF16PS) for every row count (8: a decoding
+// group's one pass, emulated as 6 + 2 rows), column edge, sum block and
+// flag.
 func TestDP_KernelsMatchEmulation(t *testing.T) {
 	needDP(t)
 	saved, savedDebug := active, debugChecks
@@ -69,10 +70,10 @@ func TestDP_KernelsMatchEmulation(t *testing.T) {
 	for i, sh := range [][3]int{{1, 1, 64}, {7, 5, 64}, {64, 64, 192}, {113, 77, 130}, {9, 3, 20}} {
 		k, kb, ncols := sh[0], sh[1], sh[2]
 		np := (ncols + panelW - 1) / panelW
-		for mr := 1; mr <= 6; mr++ {
+		for _, mr := range []int{1, 2, 3, 4, 5, 6, 8} {
 			for _, flags := range []int{flagStore, flagAcc, flagAcc | flagBias} {
 				for _, pre := range []int{0, prefetchAhead} {
-					if pre > 0 && ncols%panelW != 0 {
+					if pre > 0 && ncols%panelW != 0 || mr == 8 && pre == 0 {
 						continue
 					}
 					a := randPairs(rng, mr*k)
@@ -83,7 +84,15 @@ func TestDP_KernelsMatchEmulation(t *testing.T) {
 						ldc: ncols, flags: flags, bias: bias, prefetch: pre, dp: true}
 					got, want := append([]float32(nil), c0...), append([]float32(nil), c0...)
 					tl.c = want
-					tileGo(&tl)
+					if mr == 8 {
+						six, two := tl, tl
+						six.mr, two.mr = 6, 2
+						two.aoff, two.coff = 6*k, 6*ncols
+						tileGo(&six)
+						tileGo(&two)
+					} else {
+						tileGo(&tl)
+					}
 					tl.c = got
 					active = varAVX512
 					tile(&tl)

@@ -66,12 +66,20 @@ const parallelMinNs = 25_000
 // decoding does. The tests keep it correct; flip it after a quiet A/B.
 var useM8 = false
 
+// useDPM8 enables k512dpm8 for decoding groups of 8 on UnitBF16 (see m8);
+// benchmarks flip it for an A/B against 6 + 2 rows in one process.
+var useDPM8 = true
+
 // m8 reports whether the job's streamed panels run 8 rows at a time: 16-bit
-// ones on the AVX-512 kernel when useM8 says so, quantized ones wherever
-// they stream in place (the AVX2 k256{q8,q4}m8: one pass over the weights,
-// called over whole panels like a decoding row; see kernel256qm8 in _asm).
+// ones on the AVX-512 kernel when useM8 says so, a decoding group's 8 rows
+// on UnitBF16's dp panels (k512dpm8: one pass over the weights, where 6 + 2
+// rows measured 15-25 % slower), quantized ones wherever they stream in
+// place (the AVX2 k256{q8,q4}m8; see kernel256qm8 in _asm). Each is called
+// over whole panels like a decoding row.
 func (j *job) m8() bool {
 	switch j.kind {
+	case bPanelsF32:
+		return active == varAVX512 && j.dp && j.M == 8 && useDPM8
 	case bPanelsBF16, bPanelsF16:
 		return active == varAVX512 && useM8
 	case bPanelsQ8, bPanelsQ4:
@@ -347,14 +355,13 @@ func (j *job) part(m0, m1, p0, p1 int) {
 	// Streaming: B is read in place, panel group by panel group, so it
 	// streams from memory once, each panel in the same K blocks as the
 	// blocked path (one summation order at any M).
-	if m1-m0 <= 6 || m1-m0 == 8 && j.m8() && (j.kind == bPanelsQ8 || j.kind == bPanelsQ4) {
+	if m1-m0 <= 6 || m1-m0 == 8 && j.m8() {
 		// One row micro-panel (a decoding row, up to 6 rows, or a group of
-		// 8 on the quantized 8-row kernel): each call streams whole
-		// panels, all of K, and the kernels add each K block's sums to C
-		// as the blocked path does (tileArgs.kb). So the weights stream
-		// through in one sequential pass, with few calls. (Not the AVX-512
-		// 8-row kernel: it sums one block per call, so whole-K calls would
-		// jump from panel to panel every block.)
+		// 8 on an 8-row kernel): each call streams whole panels, all of K,
+		// and the kernels add each K block's sums to C as the blocked path
+		// does (tileArgs.kb; the AVX-512 8-row kernels are called per
+		// block, panel by panel: m8call). So the weights stream through in
+		// one sequential pass, with few calls.
 		ncp := max(1, min(p1-p0, maxCallElems/(j.K*panelW)))
 		for jp := p0; jp < p1; jp += ncp {
 			j.block(&buf, m0, m1, 0, j.K, jp, min(ncp, p1-jp), true)

@@ -42,7 +42,7 @@ func bestVariant() variant {
 // k512{f32,bf16,f16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
 // k512{f32,bf16,f16}m{mr}p: mr rows × 64 columns, prefetching B edge bytes
 // ahead; only for contiguous panels (tileArgs.prefetch).
-// k512{bf16,f16}m8: 8 rows × 64 columns of contiguous full panels, in
+// k512{bf16,f16,dp}m8: 8 rows × 64 columns of contiguous full panels, in
 // one pass over B (edge unused; scratch: 8×64 floats for the running sums),
 // one sum block per call (no kb; m8call loops over the blocks).
 // Each row gets the same bits as from the 1- to 6-row kernels.
@@ -302,6 +302,9 @@ func k512f16m6p(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int
 
 //go:noescape
 func k512bf16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, scratch *float32)
+
+//go:noescape
+func k512dpm8(a *float32, lda uintptr, b *float32, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, scratch *float32)
 
 //go:noescape
 func k512f16m8(a *float32, lda uintptr, b *uint16, ldb, pstride uintptr, np int, c *float32, ldc uintptr, k int, edge uint64, flags int, bias *float32, scratch *float32)
@@ -564,8 +567,9 @@ func tile512(t *tileArgs) {
 	}
 }
 
-// m8call runs the 8-row kernel over t's 16-bit panels, all full and
-// contiguous, one call per sum block (the kernel sums its k-rows in one
+// m8call runs the 8-row kernel over t's panels (16-bit, or dp pairs), all
+// full and contiguous: panel by panel, so the weights stream in order, one
+// call per sum block of the panel (the kernel sums its k-rows in one
 // block): the first block with t's flags, the later ones adding to C.
 func m8call(t *tileArgs) {
 	// The kernel's running sums, 64-byte aligned (a stack array is only
@@ -573,22 +577,26 @@ func m8call(t *tileArgs) {
 	var sbuf [8*panelW + 16]float32
 	sp := unsafe.Pointer(&sbuf[0])
 	scratch := (*float32)(unsafe.Add(sp, (64-uintptr(sp)%64)%64))
-	var bias *float32
-	if t.flags&flagBias != 0 {
-		bias = pf(t.bias, t.biasoff)
-	}
-	lda := uintptr(t.lda) * 4
-	c, ldc := pf(t.c, t.coff), uintptr(t.ldc)*4
-	np := t.ncols / panelW
-	kb, flags := t.sumBlock(), t.flags
-	for k0 := 0; k0 == 0 || k0 < t.k; k0 += kb {
-		a, b, kc := pf(t.a, t.aoff+k0), ph(t.bh, t.boff+k0*t.ldb), min(kb, t.k-k0)
-		if t.f16 {
-			k512f16m8(a, lda, b, uintptr(t.ldb)*2, uintptr(t.pstride)*2, np, c, ldc, kc, 0, flags, bias, scratch)
-		} else {
-			k512bf16m8(a, lda, b, uintptr(t.ldb)*2, uintptr(t.pstride)*2, np, c, ldc, kc, 0, flags, bias, scratch)
+	lda, ldc := uintptr(t.lda)*4, uintptr(t.ldc)*4
+	kb := t.sumBlock()
+	for p := range t.ncols / panelW {
+		var bias *float32
+		if t.flags&flagBias != 0 {
+			bias = pf(t.bias, t.biasoff+p*panelW)
 		}
-		flags = flagAcc
+		c, flags := pf(t.c, t.coff+p*panelW), t.flags
+		for k0 := 0; k0 == 0 || k0 < t.k; k0 += kb {
+			a, kc, off := pf(t.a, t.aoff+k0), min(kb, t.k-k0), t.boff+p*t.pstride+k0*t.ldb
+			switch {
+			case t.dp:
+				k512dpm8(a, lda, pf(t.bf, off), uintptr(t.ldb)*4, uintptr(t.pstride)*4, 1, c, ldc, kc, 0, flags, bias, scratch)
+			case t.f16:
+				k512f16m8(a, lda, ph(t.bh, off), uintptr(t.ldb)*2, uintptr(t.pstride)*2, 1, c, ldc, kc, 0, flags, bias, scratch)
+			default:
+				k512bf16m8(a, lda, ph(t.bh, off), uintptr(t.ldb)*2, uintptr(t.pstride)*2, 1, c, ldc, kc, 0, flags, bias, scratch)
+			}
+			flags = flagAcc
+		}
 	}
 }
 

@@ -37,10 +37,10 @@ const (
 
 // tileArgs describes one microkernel call: C[mr × ncols] (+)= A[mr × k] ·
 // B[k × ncols], where B is np consecutive 64-column panels. mr is at most 6,
-// or 8 for contiguous pre-packed panels (prefetch > 0): 16-bit ones, which
-// the AVX-512 variant runs in one pass over B, or quantized ones, which
-// the AVX2 quantized kernels do (on the AVX2 and AVX-512 variants); the
-// others run them as 6 + 2 rows.
+// or 8 for contiguous pre-packed panels (prefetch > 0): 16-bit or dp ones,
+// which the AVX-512 variant runs in one pass over B, or quantized ones,
+// which the AVX2 quantized kernels do (on the AVX2 and AVX-512 variants);
+// the others run them as 6 + 2 rows.
 //
 // All offsets and strides count elements. A row r is a[aoff+r*lda:][:k];
 // B k-row i of panel p starts at boff + p*pstride + i*ldb and holds 64
@@ -99,7 +99,7 @@ func tile(t *tileArgs) {
 	if debugChecks {
 		t.check()
 	}
-	if t.mr > 6 && !(active == varAVX512 && t.bh != nil || t.q.quantized()) {
+	if t.mr > 6 && !(active == varAVX512 && (t.bh != nil || t.dp) || t.q.quantized()) {
 		// Six rows, then the rest.
 		u := *t
 		u.mr = 6
@@ -158,7 +158,7 @@ func (t *tileArgs) check() {
 		panic(fmt.Sprintf("kernels: tile %s out of range: need %d, have %d (%+v)", what, need, have,
 			struct{ mr, k, np, ncols int }{t.mr, t.k, t.np, t.ncols}))
 	}
-	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil && !t.q.quantized()) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
+	if t.mr < 1 || t.mr > 8 || t.mr > 6 && (t.mr != 8 || t.prefetch == 0 || t.bh == nil && !t.dp && !t.q.quantized()) || t.np < 1 || t.ncols <= (t.np-1)*panelW || t.ncols > t.np*panelW || t.kb < 0 {
 		panic(fmt.Sprintf("kernels: bad tile mr=%d np=%d ncols=%d kb=%d", t.mr, t.np, t.ncols, t.kb))
 	}
 	if t.k > 0 {

@@ -68,7 +68,7 @@ func main() {
 			}
 			kernel512(&mm, dt, mr, 4, true)
 		}
-		if dt == "bf16" || dt == "f16" {
+		if dt != "f32" {
 			kernel512m8(&mm, dt)
 		}
 		if dt == "dp" {
@@ -1379,10 +1379,17 @@ func vec256(g *gen) {
 }
 
 // m8Chunk is the number of k-rows kernel512m8 runs per half-panel pass, and
-// m8PrefetchChunks how many chunks ahead its passes prefetch B.
+// m8PrefetchChunks how many chunks ahead its passes prefetch B. The dp
+// kernel's k-rows are twice as long (pairs as fp32 words): it runs chunks
+// of m8ChunkDP pair-rows (8 KiB) and prefetches one chunk ahead. Measured
+// on a decoding group's products streaming from memory (Zen 5, one
+// process, BenchmarkDecodeGroupDP): 64 pair-rows with 32 KiB ahead (a
+// chunk plus its prefetches filled the 48 KiB L1) streamed the LM head at
+// 36-44 GB/s, 32 with 8 KiB ahead at 40-52, 32 with 4 KiB at 40-41.
 const (
 	m8Chunk          = 64
 	m8PrefetchChunks = 2
+	m8ChunkDP        = 32
 )
 
 // m8Args is the frame of kernel512m8 (a+0 … bias+88, scratch+96).
@@ -1400,8 +1407,12 @@ const m8Args = 104
 // (Z0..Z15, row r half-column j in Z(2r+j)) whose sums live in scratch
 // between passes: each pass reads its half of the chunk's k-rows (found in
 // L1) and prefetches the same half m8PrefetchChunks chunks ahead, so the
-// weights stream from memory during both passes. Per k-row of a pass: one 64-byte B load widened to
-// two zmm (Z16, Z17), eight A broadcasts (Z20..Z27 in rotation) and 16 FMAs.
+// weights stream from memory during both passes. Per k-row of a pass: one
+// 64-byte B load widened to two zmm (Z16, Z17; fp32 and dp: two loads),
+// eight A broadcasts (Z20..Z27 in rotation) and 16 FMAs. The dp variant
+// (bf16 pairs, as kernel512's; k-rows are pairs) has 16 VDPBF16PS instead:
+// a decoding group of 8 on UnitBF16 reads each weight once, where 6 + 2
+// rows read them twice and ran the 2-row pass latency-bound.
 // The sums start at zero and C (flags bit 0), then the bias (bit 1), are
 // added at the end, as in the other kernels, so a row gets the same bits
 // whichever kernel computes it. The edge argument is unused.
@@ -1411,11 +1422,15 @@ const m8Args = 104
 // the chunk, R11 lda, R12 B at the chunk, R14 B of the panel, R15 k-rows
 // left in the panel.
 func kernel512m8(g *gen, dt string) {
-	rowBytes := 256
-	if dt != "f32" {
-		rowBytes = 128
+	rowBytes := 128
+	if dt == "f32" || dt == "dp" {
+		rowBytes = 256
 	}
 	half := rowBytes / 2
+	chunk, ahead := m8Chunk, m8PrefetchChunks*m8Chunk*rowBytes
+	if dt == "dp" {
+		chunk, ahead = m8ChunkDP, m8ChunkDP*rowBytes
+	}
 	name := fmt.Sprintf("k512%sm8", dt)
 	g.text(name, m8Args, fmt.Sprintf("%s: C[8×64] (+)= A·B over np contiguous full panels, B %s, in 8×32 passes (AVX-512).", name, dt))
 	g.p("MOVQ lda+8(FP), R11")
@@ -1458,16 +1473,16 @@ func kernel512m8(g *gen, dt string) {
 		g.p("ADDQ R11, R13")
 		g.p("MOVQ R12, BX")
 		g.p("MOVQ R15, CX")
-		g.p("CMPQ CX, $%d", m8Chunk)
+		g.p("CMPQ CX, $%d", chunk)
 		g.p("JLE len" + sfx)
-		g.p("MOVQ $%d, CX", m8Chunk)
+		g.p("MOVQ $%d, CX", chunk)
 		g.label("len" + sfx)
 		bc := 0
 		body := func(u int) {
 			// Each pass prefetches its half of the k-row two chunks
 			// ahead, so prefetches go out during both passes.
 			for i := 0; i < half; i += 64 {
-				g.p("PREFETCHT0 %d(BX)", m8PrefetchChunks*m8Chunk*rowBytes+u*rowBytes+h*half+i)
+				g.p("PREFETCHT0 %d(BX)", ahead+u*rowBytes+h*half+i)
 			}
 			off := u*rowBytes + h*half
 			switch dt {
@@ -1483,7 +1498,8 @@ func kernel512m8(g *gen, dt string) {
 				g.p("VMOVUPS %d(BX), Z17", off+64)
 			}
 			for r := 0; r < 8; r++ {
-				z := fmt.Sprintf("Z%d", 20+bc%8)
+				zi := 20 + bc%8
+				z := fmt.Sprintf("Z%d", zi)
 				bc++
 				var a string
 				switch {
@@ -1493,6 +1509,12 @@ func kernel512m8(g *gen, dt string) {
 					a = fmt.Sprintf("%d(R13)", 4*u)
 				default:
 					a = fmt.Sprintf("%d(R13)(R11*1)", 4*u)
+				}
+				if dt == "dp" {
+					g.p("VPBROADCASTD %s, %s", a, z)
+					vdpbf16ps(g, 2*r, zi, 16)
+					vdpbf16ps(g, 2*r+1, zi, 17)
+					continue
 				}
 				g.p("VBROADCASTSS %s, %s", a, z)
 				g.p("VFMADD231PS Z16, %s, Z%d", z, 2*r)
@@ -1533,7 +1555,7 @@ func kernel512m8(g *gen, dt string) {
 	// Advance to the next chunk: BX and SI stopped right after it.
 	g.p("MOVQ BX, R12")
 	g.p("MOVQ SI, R10")
-	g.p("SUBQ $%d, R15", m8Chunk)
+	g.p("SUBQ $%d, R15", chunk)
 	g.p("JGT chunk")
 	// C = sums (+ C) (+ bias), row by row: Z16..Z19 the bias of the panel
 	// (BX), CX the C row base of rows 3.. (R8 = ldc).

@@ -331,6 +331,32 @@ func gemmRows(serial, transB bool, M, N, K int, A []float32, lda int, B []float3
 	j.run()
 }
 
+// GemmKBlocks is C = A·B (A M×K, B K×N, both row-major) summed in blocks
+// of kb k-rows (the last may be shorter) instead of the product's own: the
+// same bits as Gemm(beta 0) over the first kb k-rows of A and B followed
+// by one Gemm(beta 1) per later block, in one call. Decoding attention
+// multiplies the probabilities by V so, in the key blocks the trainer
+// sums them in, without a call per block.
+func GemmKBlocks(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	if kb <= 0 {
+		panic(fmt.Sprintf("kernels: GemmKBlocks sum block %d ≤ 0", kb))
+	}
+	if M <= 0 || N <= 0 {
+		return
+	}
+	checkMat("GemmKBlocks C", C, M, N, ldc)
+	if K <= 0 {
+		for i := range M {
+			clear(C[i*ldc : i*ldc+N])
+		}
+		return
+	}
+	checkMat("GemmKBlocks A", A, M, K, lda)
+	checkMat("GemmKBlocks B", B, K, N, ldb)
+	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: flagStore, kb: min(kb, K)}
+	j.run()
+}
+
 // checkMat panics unless s holds a rows×cols matrix with row stride ld.
 func checkMat(what string, s []float32, rows, cols, ld int) {
 	if rows <= 0 || cols <= 0 {

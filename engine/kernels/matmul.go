@@ -145,6 +145,17 @@ type job struct {
 	qaOwn bool
 
 	serial bool // run on the caller's goroutine alone (GemmSerial)
+
+	// kb, if > 0, is the sum block in place of sumBlockK(K) (GemmKBlocks).
+	kb int
+}
+
+// sumBlock is the length of the job's sum blocks.
+func (j *job) sumBlock() int {
+	if j.kb > 0 {
+		return j.kb
+	}
+	return sumBlockK(j.K)
 }
 
 // done releases what the job borrowed, once it has run.
@@ -337,7 +348,7 @@ func (j *job) part(m0, m1, p0, p1 int) {
 			putBuf(buf)
 		}
 	}()
-	kb := sumBlockK(j.K)
+	kb := j.sumBlock()
 	if !j.stream() {
 		// Blocked GEMM (BLIS order): K blocks, then N blocks packed to L2,
 		// then 6-row micro-panels of A across the block.
@@ -420,7 +431,7 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 	// loop: built afresh for every micro-panel (~250 bytes) it was ~1 % of
 	// a training step's CPU time.
 	t := tileArgs{
-		k: kc, kb: sumBlockK(j.K),
+		k: kc, kb: j.sumBlock(),
 		a: a, lda: lda,
 		c: j.c, ldc: j.ldc,
 		flags: flags, dp: j.dp,

@@ -204,3 +204,29 @@ func TestTile_SumBlocks(t *testing.T) {
 		}
 	})
 }
+
+// GemmKBlocks has the bits of a Gemm per sum block (the first storing,
+// the later ones adding), on every variant and path (one row, a decoding
+// group's rows, streamed and blocked), for a K that is a whole number of
+// blocks and one that ends in a short block.
+func TestGemmKBlocks_IsGemmPerBlock(t *testing.T) {
+	forVariants(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(11, 12))
+		for _, sh := range [][4]int{{7, 64, 640, 64}, {1, 64, 600, 64}, {8, 130, 200, 24}, {40, 70, 129, 64}, {3, 64, 50, 64}} {
+			M, N, K, kb := sh[0], sh[1], sh[2], sh[3]
+			a, b := randSlice(rng, M*K), randSlice(rng, K*N)
+			got, want := randSlice(rng, M*N), make([]float32, M*N)
+			GemmKBlocks(M, N, K, kb, a, K, b, N, got, N)
+			for k0 := 0; k0 < K; k0 += kb {
+				beta := float32(1)
+				if k0 == 0 {
+					beta = 0
+				}
+				Gemm(false, false, M, N, min(kb, K-k0), a[k0:], K, b[k0*N:], N, beta, want, N)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("M=%d N=%d K=%d kb=%d: one call differs from a Gemm per block", M, N, K, kb)
+			}
+		}
+	})
+}

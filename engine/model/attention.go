@@ -75,6 +75,11 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV
 		visible := first + i*step
 		softmaxWindow(p[i*tk:i*tk+min(tk, (visible-1)/attnBlock*attnBlock+attnBlock)], firstKey(visible-1, window), visible, scale)
 	}
+	if step == 0 {
+		// Every row sees every key: one call, in the same key blocks.
+		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, v, KV, out, ldo)
+		return
+	}
 	for j0 := 0; j0 < tk; j0 += attnBlock {
 		i0 := rowsFrom(j0)
 		if i0 >= M {

@@ -263,14 +263,7 @@ func GemmPanelsSerial(M, N, K int, A []float32, lda int, B []float32, pstride in
 }
 
 func gemmPanels(serial bool, M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int) {
-	if M <= 0 || N <= 0 {
-		return
-	}
-	checkMat("GemmPanels C", C, M, N, ldc)
-	if K <= 0 {
-		for i := range M {
-			clear(C[i*ldc : i*ldc+N])
-		}
+	if storeEmpty("GemmPanels", M, N, K, C, ldc) {
 		return
 	}
 	checkMat("GemmPanels A", A, M, K, lda)
@@ -341,20 +334,30 @@ func GemmKBlocks(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C 
 	if kb <= 0 {
 		panic(fmt.Sprintf("kernels: GemmKBlocks sum block %d ≤ 0", kb))
 	}
-	if M <= 0 || N <= 0 {
-		return
-	}
-	checkMat("GemmKBlocks C", C, M, N, ldc)
-	if K <= 0 {
-		for i := range M {
-			clear(C[i*ldc : i*ldc+N])
-		}
+	if storeEmpty("GemmKBlocks", M, N, K, C, ldc) {
 		return
 	}
 	checkMat("GemmKBlocks A", A, M, K, lda)
 	checkMat("GemmKBlocks B", B, K, N, ldb)
 	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: flagStore, kb: min(kb, K)}
 	j.run()
+}
+
+// storeEmpty checks C of a product that stores C = A·B (what names it)
+// and reports whether nothing is left to do: no rows or columns, or an
+// inner size of 0, for which it zeroes C.
+func storeEmpty(what string, M, N, K int, C []float32, ldc int) bool {
+	if M <= 0 || N <= 0 {
+		return true
+	}
+	checkMat(what+" C", C, M, N, ldc)
+	if K > 0 {
+		return false
+	}
+	for i := range M {
+		clear(C[i*ldc : i*ldc+N])
+	}
+	return true
 }
 
 // checkMat panics unless s holds a rows×cols matrix with row stride ld.

@@ -324,10 +324,10 @@ type bblock struct {
 	p0, np, ncols      int // first panel (relative to the block), panels, valid columns
 	// prefetch: pre-packed panels read in place, use the prefetching
 	// kernels. They prefetch a fixed distance ahead in B, right for
-	// contiguous panels and still useful for panels a stride apart (a KV
-	// cache's key blocks: a cold cache's scores at context 640 took 8.6
-	// µs a kv head instead of 12.4), where a panel's last lines prefetch
-	// bytes between panels.
+	// contiguous panels and, when streaming, still useful for panels a
+	// stride apart (a KV cache's key blocks: a decoding step's scores over
+	// a cold cache at context 640 took 8.6 µs a kv head instead of 12.4),
+	// where a panel's last lines prefetch bytes between panels.
 	prefetch bool
 	q        qArgs
 }
@@ -483,7 +483,7 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 	switch {
 	case j.kind == bPanelsF32:
 		ps := cmp.Or(j.pstride, K*panelW)
-		return append(out, bblock{bf: j.bf, boff: jp*ps + pc*panelW, ldb: panelW, pstride: ps, np: np, ncols: ncols, prefetch: true})
+		return append(out, bblock{bf: j.bf, boff: jp*ps + pc*panelW, ldb: panelW, pstride: ps, np: np, ncols: ncols, prefetch: ps == K*panelW || stream})
 	case (j.kind == bPanelsBF16 || j.kind == bPanelsF16) && stream:
 		return append(out, bblock{bh: j.bh, f16: j.kind == bPanelsF16, boff: jp*K*panelW + pc*panelW, ldb: panelW, pstride: K * panelW, np: np, ncols: ncols, prefetch: true})
 	case j.kind == bPanelsBF16:

@@ -52,23 +52,22 @@ func attentionGroup(out, q, kc, vc []float32, start, kvh, NH, KVH, HD int, p []f
 // trainer does (trainAttentionForward): every product sums in the same
 // order as there, so a token's logprobs equal the trainer's bit for bit
 // (the keys a token does not see have probability 0 and leave the sums
-// alone). With step 1 (a prompt's tokens) the blocks of keys that no row
-// of a block's rows sees are skipped, as the trainer skips them: row i
-// takes part in key block j0 only if it sees key j0, so of a 512-token
-// prompt's products about 9/16 remain.
+// alone). With step 1 (a prompt's tokens) each key block's products take
+// only the rows that see a key of it, as the trainer's do: of a 512-token
+// prompt's products about 9/16 remain. With step 0 (decoding: every row
+// sees every key) each product is one call.
 func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV, M, tk, first, step, HD int, p []float32, window int) {
 	p = p[:M*tk]
 	scale := attnScale(HD)
-	// rowsFrom is the first row that sees key j (all rows when step is 0).
-	rowsFrom := func(j int) int {
-		if step == 0 {
-			return 0
-		}
-		return max(0, (j-first+step)/step)
-	}
-	for j0 := 0; j0 < tk; j0 += attnBlock {
-		if i0 := rowsFrom(j0); i0 < M {
-			kernels.GemmPanels(M-i0, min(tk, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k[j0*KV:], KV*keyBlock, p[i0*tk+j0:], tk)
+	// rowsFrom is the first row that sees key j (step 1).
+	rowsFrom := func(j int) int { return max(0, (j-first+step)/step) }
+	if step == 0 {
+		kernels.GemmPanels(M, tk, HD, q, ldq, k, KV*keyBlock, p, tk)
+	} else {
+		for j0 := 0; j0 < tk; j0 += attnBlock {
+			if i0 := rowsFrom(j0); i0 < M {
+				kernels.GemmPanels(M-i0, min(tk, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k[j0*KV:], KV*keyBlock, p[i0*tk+j0:], tk)
+			}
 		}
 	}
 	for i := 0; i < M; i++ {
@@ -76,7 +75,7 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV
 		softmaxWindow(p[i*tk:i*tk+min(tk, (visible-1)/attnBlock*attnBlock+attnBlock)], firstKey(visible-1, window), visible, scale)
 	}
 	if step == 0 {
-		// Every row sees every key: one call, in the same key blocks.
+		// In the same key blocks as below.
 		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, v, KV, out, ldo)
 		return
 	}

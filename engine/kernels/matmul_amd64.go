@@ -41,7 +41,8 @@ func bestVariant() variant {
 //
 // k512{f32,bf16,f16}m{mr}n{g}: mr rows × 16g columns (g = 1, 2, 4) per panel.
 // k512{f32,bf16,f16}m{mr}p: mr rows × 64 columns, prefetching B edge bytes
-// ahead; only for contiguous panels (tileArgs.prefetch).
+// ahead; for panels read in place, contiguous or streamed a stride apart
+// (tileArgs.prefetch).
 // k512{bf16,f16,dp}m8: 8 rows × 64 columns of contiguous full panels, in
 // one pass over B (edge unused; scratch: 8×64 floats for the running sums),
 // one sum block per call (no kb; m8call loops over the blocks).

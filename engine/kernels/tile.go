@@ -66,7 +66,7 @@ type tileArgs struct {
 	flags              int
 	bias               []float32
 	biasoff            int
-	prefetch           int // > 0: B is contiguous pre-packed panels; prefetch this many bytes ahead
+	prefetch           int // > 0: B is pre-packed panels read in place (bblock.prefetch); prefetch this many bytes ahead
 	q                  qArgs
 	// dp: a and bf hold bf16 pairs (dp.go), k and kb count pairs, and
 	// the products run on the bf16 dot-product unit.

@@ -72,7 +72,7 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, k, v []float32, KV
 	}
 	for i := 0; i < M; i++ {
 		visible := first + i*step
-		softmaxWindow(p[i*tk:i*tk+min(tk, (visible-1)/attnBlock*attnBlock+attnBlock)], firstKey(visible-1, window), visible, scale)
+		softmaxWindow(p[i*tk:i*tk+blockEnd(visible-1, tk)], firstKey(visible-1, window), visible, scale)
 	}
 	if step == 0 {
 		// In the same key blocks as below.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // BenchmarkDecodeGroupDP is a decoding group of 8 rows on UnitBF16 over
@@ -37,5 +38,62 @@ func BenchmarkDecodeGroupDP(b *testing.B) {
 				b.ReportMetric(float64(2*sh.N*sh.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 		}
+	}
+}
+
+// BenchmarkI8Step is a decoding step's Q8 products for a group of 8 on
+// UnitInt8 over Qwen2.5-0.5B's shapes (24 layers of distinct weights,
+// then the LM head, ~0.5 GB: cold as in a model), each kernel choice
+// timed once per iteration in turn, so that the host's bandwidth, which
+// drifts by the minute, is the same for all: ms a step.
+func BenchmarkI8Step(b *testing.B) {
+	if !hasI8() {
+		b.Skip("no AVX512_VNNI")
+	}
+	defer func(u Unit, v, w bool, k int) { unit, useI8M8, useI8M6, i8GroupMaxK = u, v, w, k }(currentUnit(), useI8M8, useI8M6, i8GroupMaxK)
+	unit = UnitInt8
+	r := rand.New(rand.NewPCG(8, 10))
+	q8 := func(N, K int) *Mat {
+		w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), Q8)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.Prepack()
+		return w
+	}
+	type layer struct{ qkv, o, gateUp, down *Mat }
+	layers := make([]layer, 24)
+	for l := range layers {
+		layers[l] = layer{q8(1152, 896), q8(896, 896), q8(9728, 896), q8(896, 4864)}
+	}
+	head := q8(151936, 896)
+	const M = 8
+	x, x4 := randSlice(r, M*896), randSlice(r, M*4864)
+	out := make([]float32, M*151936)
+	step := func() {
+		for _, l := range layers {
+			Linear(out, x, l.qkv, nil, M)
+			Linear(out, x, l.o, nil, M)
+			Linear(out, x, l.gateUp, nil, M)
+			Linear(out, x4, l.down, nil, M)
+		}
+		Linear(out, x, head, nil, M)
+	}
+	variants := []struct {
+		name   string
+		m8, m6 bool
+		maxK   int
+	}{{"m3", false, false, 0}, {"m6t", false, true, 0}, {"m8", true, false, 1 << 20}, {"m8_k2048+m6t", true, true, 2048}}
+	total := make([]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			useI8M8, useI8M6, i8GroupMaxK = v.m8, v.m6, v.maxK
+			t := time.Now()
+			step()
+			total[i] += time.Since(t)
+		}
+	}
+	for i, v := range variants {
+		b.ReportMetric(float64(total[i].Milliseconds())/float64(b.N), v.name+"_ms")
 	}
 }

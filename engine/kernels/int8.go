@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/artgo/art/internal/parallel"
 )
@@ -40,6 +41,13 @@ type q8Acts struct {
 	q    []int8
 	d    []float32
 	corr []int32
+	// The first M/8·8 rows again in groups of 8 for the 8-row kernel
+	// (where the CPU runs it; else nil): group g's quad i (k-rows 4i..4i+3)
+	// of its row r at gq[8K·g+32i+4r], block b's scale and correction at
+	// gd[8(nb·g+b)+r] and gc[…], so one pointer walks all 8 rows.
+	gq []int8
+	gd []float32
+	gc []int32
 }
 
 var actsPool sync.Pool
@@ -52,7 +60,37 @@ func getActs(M, K int) *q8Acts {
 		x = &q8Acts{q: make([]int8, n), d: make([]float32, nb), corr: make([]int32, nb)}
 	}
 	x.q, x.d, x.corr = x.q[:n], x.d[:nb], x.corr[:nb]
+	x.gq, x.gd, x.gc = nil, nil, nil
 	return x
+}
+
+// group fills x's groups of 8 rows (gq, gd, gc) from its M rows of K.
+func (x *q8Acts) group(M, K int) {
+	G, nb := M/8, K/qBlock
+	if G == 0 {
+		return
+	}
+	n := G * 8 * K
+	if cap(x.gq) < n {
+		x.gq, x.gd, x.gc = make([]int8, n), make([]float32, n/qBlock), make([]int32, n/qBlock)
+	}
+	x.gq, x.gd, x.gc = x.gq[:n], x.gd[:n/qBlock], x.gc[:n/qBlock]
+	quads := K / 4
+	src := unsafe.Slice((*uint32)(unsafe.Pointer(&x.q[0])), len(x.q)/4)
+	dst := unsafe.Slice((*uint32)(unsafe.Pointer(&x.gq[0])), n/4)
+	for g := range G {
+		gdst := dst[g*8*quads:][:8*quads]
+		for r := range 8 {
+			row := src[(8*g+r)*quads:][:quads]
+			for i, v := range row {
+				gdst[8*i+r] = v
+			}
+			for b := range nb {
+				x.gd[8*(nb*g+b)+r] = x.d[(8*g+r)*nb+b]
+				x.gc[8*(nb*g+b)+r] = x.corr[(8*g+r)*nb+b]
+			}
+		}
+	}
 }
 
 // quantizeActs rounds rows × K values of src (row stride lds) into x, on
@@ -111,15 +149,30 @@ func (j *job) toI8(shared *job) {
 	}
 	j.qa, j.qaOwn = getActs(j.M, j.K), true
 	quantizeActs(j.qa, j.a, j.M, j.K, j.lda)
+	if hasI8() && useI8M8 && j.K <= i8GroupMaxK {
+		j.qa.group(j.M, j.K)
+	}
 	j.src, j.srcLda = &j.a[0], j.lda
 }
 
+// useI8M8 and useI8M6 enable the 8-row kernel (i8q8m8) and the 6-row one
+// (i8q8m6t); benchmarks flip them for an A/B against the 3-row kernels in
+// one process (BenchmarkI8Step).
+var useI8M8, useI8M6 = true, true
+
+// i8GroupMaxK is the longest K the 8-row kernel takes: its 8 rows of
+// activations (8·K bytes) are read again for every panel and must stay in
+// L1 beside the weights streaming through. At K = 4864 (an MLP's down
+// projection, 39 KiB) it ran at 0.7× the 3-row kernels.
+var i8GroupMaxK = 2048
+
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
-// runs of panels that stay in L2 while groups of up to 3 rows read them
-// (a decoding row streams each panel once). For more than one row, Q4
-// panels are first widened to Q8 panels (the same values, n−8, and
-// scales) in a scratch buffer, once per run; one row reads them in place
-// where the kernels run (the same integer sums, so the same bits).
+// runs of panels that stay in L2 while groups of rows (i8Rows) read them
+// (a decoding row or group of 8 streams each panel once). For more than
+// one row, Q4 panels are first widened to Q8 panels (the same values,
+// n−8, and scales) in a scratch buffer, once per run; one row reads them
+// in place where the kernels run (the same integer sums, so the same
+// bits).
 func (j *job) partI8(m0, m1, p0, p1 int) {
 	ncp := max(1, min(p1-p0, streamL2/(j.K*panelW)))
 	var scratch *[]int8
@@ -133,10 +186,29 @@ func (j *job) partI8(m0, m1, p0, p1 int) {
 		if scratch != nil {
 			pk, base = q4AsQ8(*scratch, j.tp, jp, np), jp
 		}
-		for m := m0; m < m1; m += 3 {
-			j.rowsI8(pk, base, m, min(3, m1-m), jp, np)
+		for m := m0; m < m1; {
+			mr := i8Rows(m, m1, len(j.qa.gq)/j.K)
+			j.rowsI8(pk, base, m, mr, jp, np)
+			m += mr
 		}
 	}
+}
+
+// i8Rows is how many rows from m (of rows up to m1) the next kernel call
+// takes: 8 where they are one of A's groups (the first grouped rows, in
+// eights), else 6 or up to 3, stopping at the next group.
+func i8Rows(m, m1, grouped int) int {
+	if m%8 == 0 && m+8 <= min(m1, grouped) {
+		return 8
+	}
+	end := m1
+	if next := (m + 8) &^ 7; next < grouped { // the next multiple of 8
+		end = min(end, next)
+	}
+	if useI8M6 && end-m >= 6 {
+		return 6
+	}
+	return min(3, end-m)
 }
 
 var q8ScratchPool sync.Pool
@@ -178,7 +250,7 @@ func (j *job) rowsI8(pk *panels, base, m, mr, jp, np int) {
 	if direct > 0 {
 		j.callI8(pk, m, mr, jp-base, direct, j.c[m*j.ldc+jp*panelW:], j.ldc)
 	}
-	var tile [3 * panelW]float32
+	var tile [8 * panelW]float32
 	for p := jp + direct; p < jp+np; p++ {
 		j.callI8(pk, m, mr, p-base, 1, tile[:], panelW)
 		cols := min(panelW, j.N-p*panelW)

@@ -131,8 +131,8 @@ func testLinearInt8(t *testing.T, dt DType) {
 }
 
 // TestLinearInt8RowInvariant: a row's outputs are the same bits whatever
-// rows share its call (3-row kernels, then 2 or 1), so sampler and trainer
-// agree.
+// rows share its call (8-row kernels for groups of 8, 3-row ones, then 2 or
+// 1), so sampler and trainer agree.
 func TestLinearInt8RowInvariant(t *testing.T) {
 	needI8(t)
 	withUnit(t, UnitInt8, func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestLinearInt8RowInvariant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, M := range []int{2, 4, 7, 20, 130} {
+			for _, M := range []int{2, 4, 7, 8, 20, 130} {
 				in := randSlice(r, M*K)
 				all := make([]float32, M*N)
 				Linear(all, in, w, nil, M)

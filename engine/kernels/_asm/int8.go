@@ -16,6 +16,8 @@ func writeInt8(dir string) {
 	for mr := 1; mr <= 3; mr++ {
 		kernelI8Q8(&g, mr)
 	}
+	kernelI8Q8M8(&g)
+	kernelI8Q8T(&g, 6)
 	kernelI8(&g, "q4", 1)
 	quantActs(&g)
 	pairRows(&g)
@@ -232,6 +234,307 @@ func kernelI8(g *gen, dt string, mr int) {
 		g.p("VSHUFF32X4 $0xDD, Z27, Z25, %s", a(3))
 		for i := range 4 {
 			g.p("VMOVUPS %s, %s", a(i), row("DX", m, 64*i))
+		}
+	}
+	g.p("ADDQ $256, DX")
+	g.p("DECQ CX")
+	g.p("JNZ %s_panel", name)
+	g.ret()
+}
+
+// kernelI8Q8M8 emits i8q8m8: kernelI8Q8's sums for 8 rows at once (a
+// decoding group, or eight rows of a prompt), reading each panel from
+// memory once.
+//
+//	a+0 ad+8 ac+16 b+24 np+32 s+40 c+48 ldc+56 k+64 t+72
+//
+// a, ad, ac: the 8 rows' activations interleaved (q8Acts.gq): quad i of
+// row r at a[32i+4r], block g's scales and corrections at ad[8g+r] and
+// ac[8g+r]; b, np, s, c, ldc, k as kernelI8Q8's; t: 6 KiB of scratch, 64
+// bytes aligned.
+//
+// Eight rows of 64 int32 sums would take every register, so each block of
+// 32 k-rows is flipped and interleaved as kernelI8Q8 does, once for all
+// rows, into a 2 KiB buffer of t (quad i's u0..u3 at 256i), then summed
+// in two halves of the panel, u0,u1 then u2,u3: 16 accumulators (8 rows ×
+// 2) started at the rows' corrections, each VPDPBUSD a register of
+// weights from L1 and a row's broadcast quad. The fp32 accumulators are
+// t[4096:] (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8
+// adds to its registers; after a panel's last block each row goes back to
+// column order into C. The next block (the next panel's first after a
+// panel's last) is interleaved into t's other buffer while this one is
+// summed, a quad every other step, so its loads from memory overlap the
+// products instead of stalling them.
+func kernelI8Q8M8(g *gen) {
+	name := "i8q8m8"
+	g.text(name, 80, "func i8q8m8(a *int8, ad *float32, ac *int32, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)")
+	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 2*r+i) }
+	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 4096+256*r+64*i) }
+	// interleave flips and interleaves quad q of the block at BX into
+	// buf, prefetching the block after it.
+	interleave := func(q int, buf string) {
+		for r := range 4 {
+			g.p("PREFETCHT0 %d(BX)", 2048+256*q+64*r)
+			g.p("VPXORD %d(BX), Z30, Z%d", 256*q+64*r, 24+r)
+		}
+		g.p("VPUNPCKHBW Z25, Z24, Z28")
+		g.p("VPUNPCKLBW Z25, Z24, Z24")
+		g.p("VPUNPCKHBW Z27, Z26, Z29")
+		g.p("VPUNPCKLBW Z27, Z26, Z26")
+		g.p("VPUNPCKHWD Z26, Z24, Z25")
+		g.p("VPUNPCKLWD Z26, Z24, Z24")
+		g.p("VPUNPCKHWD Z29, Z28, Z27")
+		g.p("VPUNPCKLWD Z29, Z28, Z28")
+		for i, u := range []string{"Z24", "Z25", "Z28", "Z27"} {
+			g.p("VMOVDQA64 %s, %d(%s)", u, 256*q+64*i, buf)
+		}
+	}
+	// body sums the block interleaved at R9, interleaving the next one
+	// (at BX) into R15 if next.
+	body := func(next bool) {
+		// The block's column scales, in each ui's column order (Z18+i).
+		g.p("VMOVDQU64 (R10), Z24")
+		g.p("VMOVDQU64 64(R10), Z25")
+		for i := range 4 {
+			z := fmt.Sprintf("Z%d", 18+i)
+			g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
+			g.p("VPERMI2Q Z25, Z24, %s", z)
+			g.p("VCVTPH2PS Y%d, %s", 18+i, z)
+		}
+		for h := range 2 {
+			for r := range 8 {
+				g.p("VPBROADCASTD %d(R13), %s", 4*r, acc(r, 0))
+				g.p("VMOVDQA64 %s, %s", acc(r, 0), acc(r, 1))
+			}
+			for q := range 8 {
+				if next && q%2 == 0 {
+					interleave(4*h+q/2, "R15")
+				}
+				g.p("VMOVDQA64 %d(R9), Z16", 256*q+64*(2*h))
+				g.p("VMOVDQA64 %d(R9), Z17", 256*q+64*(2*h+1))
+				for r := range 8 {
+					g.p("VPBROADCASTD %d(R11), Z%d", 32*q+4*r, 22+r%2)
+					g.p("VPDPBUSD Z%d, Z16, %s", 22+r%2, acc(r, 0))
+					g.p("VPDPBUSD Z%d, Z17, %s", 22+r%2, acc(r, 1))
+				}
+			}
+			for r := range 8 {
+				g.p("VBROADCASTSS %d(R12), Z22", 4*r)
+				for i := range 2 {
+					g.p("VMULPS Z22, Z%d, Z23", 18+2*h+i)
+					g.p("VCVTDQ2PS %s, %s", acc(r, i), acc(r, i))
+					g.p("VMULPS Z23, %s, %s", acc(r, i), acc(r, i))
+					g.p("VMOVAPS %s, Z31", tile(r, 2*h+i))
+					g.p("VADDPS %s, Z31, Z31", acc(r, i))
+					g.p("VMOVAPS Z31, %s", tile(r, 2*h+i))
+				}
+			}
+		}
+	}
+	g.p("MOVQ a+0(FP), SI")
+	g.p("MOVQ b+24(FP), BX")
+	g.p("MOVQ np+32(FP), CX")
+	g.p("MOVQ s+40(FP), R10")
+	g.p("MOVQ c+48(FP), DX")
+	g.p("MOVQ ldc+56(FP), R8")
+	g.p("MOVQ t+72(FP), DI")
+	g.p("MOVL $0x80808080, AX")
+	g.p("VPBROADCASTD AX, Z30")
+	g.p("MOVQ DI, R9")
+	g.p("LEAQ 2048(DI), R15")
+	// The first block, before the loop.
+	for q := range 8 {
+		interleave(q, "R9")
+	}
+	g.p("ADDQ $2048, BX")
+	g.label(name + "_panel")
+	g.p("VPXORD Z31, Z31, Z31")
+	for r := range 8 {
+		for i := range 4 {
+			g.p("VMOVAPS Z31, %s", tile(r, i))
+		}
+	}
+	g.p("MOVQ SI, R11")
+	g.p("MOVQ ad+8(FP), R12")
+	g.p("MOVQ ac+16(FP), R13")
+	g.p("MOVQ k+64(FP), AX")
+	g.p("SHRQ $5, AX")
+	g.label(name + "_block")
+	// A next block: this panel's, or the next panel's first.
+	g.p("CMPQ AX, $1")
+	g.p("JNE %s_next", name)
+	g.p("CMPQ CX, $1")
+	g.p("JNE %s_next", name)
+	body(false)
+	g.p("JMP %s_summed", name)
+	g.label(name + "_next")
+	body(true)
+	g.p("ADDQ $2048, BX")
+	g.label(name + "_summed")
+	g.p("XCHGQ R9, R15")
+	g.p("ADDQ $256, R11")
+	g.p("ADDQ $32, R12")
+	g.p("ADDQ $32, R13")
+	g.p("ADDQ $128, R10")
+	g.p("DECQ AX")
+	g.p("JNZ %s_block", name)
+	// Back to column order, as kernelI8Q8 does, row by row into C.
+	g.p("MOVQ DX, R14")
+	for r := range 8 {
+		for i := range 4 {
+			g.p("VMOVAPS %s, Z%d", tile(r, i), i)
+		}
+		g.p("VSHUFF32X4 $0x44, Z1, Z0, Z24")
+		g.p("VSHUFF32X4 $0xEE, Z1, Z0, Z25")
+		g.p("VSHUFF32X4 $0x44, Z3, Z2, Z26")
+		g.p("VSHUFF32X4 $0xEE, Z3, Z2, Z27")
+		g.p("VSHUFF32X4 $0x88, Z26, Z24, Z0")
+		g.p("VSHUFF32X4 $0xDD, Z26, Z24, Z1")
+		g.p("VSHUFF32X4 $0x88, Z27, Z25, Z2")
+		g.p("VSHUFF32X4 $0xDD, Z27, Z25, Z3")
+		for i := range 4 {
+			g.p("VMOVUPS Z%d, %d(R14)", i, 64*i)
+		}
+		if r < 7 {
+			g.p("ADDQ R8, R14")
+		}
+	}
+	g.p("ADDQ $256, DX")
+	g.p("DECQ CX")
+	g.p("JNZ %s_panel", name)
+	g.ret()
+}
+
+// kernelI8Q8T emits i8q8m{mr}t: kernelI8Q8's sums for mr rows (at most
+// 6) with the fp32 accumulators in t (64 bytes aligned, row r's ui at
+// 256r+64i) instead of registers, which leaves room for 4·mr int32 ones:
+// each quad of k-rows is interleaved once for all mr rows.
+//
+//	kernelI8Q8's arguments, then t+88
+func kernelI8Q8T(g *gen, mr int) {
+	name := fmt.Sprintf("i8q8m%dt", mr)
+	g.text(name, 96, fmt.Sprintf("func %s(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)", name))
+	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 4*r+i) }
+	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 256*r+64*i) }
+	// row r of base: rows 0-2 from base, 3-5 from base3 (base + 3 strides).
+	row := func(base, base3, stride string, r, d int) string {
+		b := base
+		if r >= 3 {
+			b, r = base3, r-3
+		}
+		switch r {
+		case 0:
+			return fmt.Sprintf("%d(%s)", d, b)
+		case 1:
+			return fmt.Sprintf("%d(%s)(%s*1)", d, b, stride)
+		}
+		return fmt.Sprintf("%d(%s)(%s*2)", d, b, stride)
+	}
+	g.p("MOVQ a+0(FP), SI")
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ ald+32(FP), R9")
+	g.p("MOVQ b+40(FP), BX")
+	g.p("MOVQ np+48(FP), CX")
+	g.p("MOVQ s+56(FP), R10")
+	g.p("MOVQ c+64(FP), DX")
+	g.p("MOVQ ldc+72(FP), R8")
+	g.p("MOVQ t+88(FP), DI")
+	g.p("MOVL $0x80808080, AX")
+	g.p("VPBROADCASTD AX, Z30")
+	g.label(name + "_panel")
+	g.p("VPXORD Z31, Z31, Z31")
+	for r := range mr {
+		for i := range 4 {
+			g.p("VMOVAPS Z31, %s", tile(r, i))
+		}
+	}
+	g.p("MOVQ SI, R15")
+	g.p("MOVQ ad+16(FP), R12")
+	g.p("MOVQ ac+24(FP), R13")
+	g.p("MOVQ k+80(FP), AX")
+	g.p("SHRQ $5, AX")
+	g.label(name + "_block")
+	g.p("LEAQ (R13)(R9*2), R14")
+	g.p("ADDQ R9, R14")
+	for r := range mr {
+		g.p("VPBROADCASTD %s, %s", row("R13", "R14", "R9", r, 0), acc(r, 0))
+		for i := 1; i < 4; i++ {
+			g.p("VMOVDQA64 %s, %s", acc(r, 0), acc(r, i))
+		}
+	}
+	g.p("LEAQ (R15)(R11*2), R14")
+	g.p("ADDQ R11, R14")
+	for q := range 8 {
+		for r := range 4 {
+			g.p("PREFETCHT0 %d(BX)", 256*q+r*64+prefetchI8)
+			g.p("VPXORD %d(BX), Z30, Z%d", 256*q+r*64, 24+r)
+		}
+		g.p("VPUNPCKHBW Z25, Z24, Z28")
+		g.p("VPUNPCKLBW Z25, Z24, Z24")
+		g.p("VPUNPCKHBW Z27, Z26, Z29")
+		g.p("VPUNPCKLBW Z27, Z26, Z26")
+		g.p("VPUNPCKHWD Z26, Z24, Z25")
+		g.p("VPUNPCKLWD Z26, Z24, Z24")
+		g.p("VPUNPCKHWD Z29, Z28, Z27")
+		g.p("VPUNPCKLWD Z29, Z28, Z28")
+		u := [4]string{"Z24", "Z25", "Z28", "Z27"}
+		for r := range mr {
+			g.p("VPBROADCASTD %s, Z31", row("R15", "R14", "R11", r, 4*q))
+			for i := range 4 {
+				g.p("VPDPBUSD Z31, %s, %s", u[i], acc(r, i))
+			}
+		}
+	}
+	g.p("ADDQ $2048, BX")
+	g.p("ADDQ $32, R15")
+	// The block's column scales, in each ui's column order (Z24+i).
+	g.p("PREFETCHT0 %d(R10)", 8*128)
+	g.p("PREFETCHT0 %d(R10)", 8*128+64)
+	g.p("VMOVDQU64 (R10), Z28")
+	g.p("VMOVDQU64 64(R10), Z29")
+	for i := range 4 {
+		z := fmt.Sprintf("Z%d", 24+i)
+		g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
+		g.p("VPERMI2Q Z29, Z28, %s", z)
+		g.p("VCVTPH2PS Y%d, %s", 24+i, z)
+	}
+	g.p("ADDQ $128, R10")
+	g.p("LEAQ (R12)(R9*2), R14")
+	g.p("ADDQ R9, R14")
+	for r := range mr {
+		g.p("VBROADCASTSS %s, Z28", row("R12", "R14", "R9", r, 0))
+		for i := range 4 {
+			g.p("VMULPS Z28, Z%d, Z29", 24+i)
+			g.p("VCVTDQ2PS %s, %s", acc(r, i), acc(r, i))
+			g.p("VMULPS Z29, %s, %s", acc(r, i), acc(r, i))
+			g.p("VMOVAPS %s, Z31", tile(r, i))
+			g.p("VADDPS %s, Z31, Z31", acc(r, i))
+			g.p("VMOVAPS Z31, %s", tile(r, i))
+		}
+	}
+	g.p("ADDQ $4, R12")
+	g.p("ADDQ $4, R13")
+	g.p("DECQ AX")
+	g.p("JNZ %s_block", name)
+	// Back to column order, as kernelI8Q8 does, row by row into C.
+	g.p("MOVQ DX, R14")
+	for r := range mr {
+		for i := range 4 {
+			g.p("VMOVAPS %s, Z%d", tile(r, i), i)
+		}
+		g.p("VSHUFF32X4 $0x44, Z1, Z0, Z24")
+		g.p("VSHUFF32X4 $0xEE, Z1, Z0, Z25")
+		g.p("VSHUFF32X4 $0x44, Z3, Z2, Z26")
+		g.p("VSHUFF32X4 $0xEE, Z3, Z2, Z27")
+		g.p("VSHUFF32X4 $0x88, Z26, Z24, Z0")
+		g.p("VSHUFF32X4 $0xDD, Z26, Z24, Z1")
+		g.p("VSHUFF32X4 $0x88, Z27, Z25, Z2")
+		g.p("VSHUFF32X4 $0xDD, Z27, Z25, Z3")
+		for i := range 4 {
+			g.p("VMOVUPS Z%d, %d(R14)", i, 64*i)
+		}
+		if r < mr-1 {
+			g.p("ADDQ R8, R14")
 		}
 	}
 	g.p("ADDQ $256, DX")

@@ -41,20 +41,26 @@ func BenchmarkDecodeGroupDP(b *testing.B) {
 	}
 }
 
-// BenchmarkI8Step is a decoding step's Q8 products for a group of 8 on
-// UnitInt8 over Qwen2.5-0.5B's shapes (24 layers of distinct weights,
-// then the LM head, ~0.5 GB: cold as in a model), each kernel choice
-// timed once per iteration in turn, so that the host's bandwidth, which
-// drifts by the minute, is the same for all: ms a step.
+// BenchmarkI8Step is a decoding step's Q8 or Q4 products for a group of
+// 8 on UnitInt8 over Qwen2.5-0.5B's shapes (24 layers of distinct
+// weights, then the LM head, ~0.5 GB at Q8: cold as in a model), each
+// kernel choice timed once per iteration in turn, so that the host's
+// bandwidth, which drifts by the minute, is the same for all: ms a step.
 func BenchmarkI8Step(b *testing.B) {
 	if !hasI8() {
 		b.Skip("no AVX512_VNNI")
 	}
 	defer func(u Unit, v, w bool, k int) { unit, useI8M8, useI8M6, i8GroupMaxK = u, v, w, k }(currentUnit(), useI8M8, useI8M6, i8GroupMaxK)
 	unit = UnitInt8
+	for _, dt := range []DType{Q8, Q4} {
+		b.Run(dt.String(), func(b *testing.B) { benchI8Step(b, dt) })
+	}
+}
+
+func benchI8Step(b *testing.B, dt DType) {
 	r := rand.New(rand.NewPCG(8, 10))
-	q8 := func(N, K int) *Mat {
-		w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), Q8)
+	q := func(N, K int) *Mat {
+		w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,9 +70,9 @@ func BenchmarkI8Step(b *testing.B) {
 	type layer struct{ qkv, o, gateUp, down *Mat }
 	layers := make([]layer, 24)
 	for l := range layers {
-		layers[l] = layer{q8(1152, 896), q8(896, 896), q8(9728, 896), q8(896, 4864)}
+		layers[l] = layer{q(1152, 896), q(896, 896), q(9728, 896), q(896, 4864)}
 	}
-	head := q8(151936, 896)
+	head := q(151936, 896)
 	const M = 8
 	x, x4 := randSlice(r, M*896), randSlice(r, M*4864)
 	out := make([]float32, M*151936)

@@ -168,27 +168,33 @@ var i8GroupMaxK = 2048
 
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
 // runs of panels that stay in L2 while groups of rows (i8Rows) read them
-// (a decoding row or group of 8 streams each panel once). For more than
-// one row, Q4 panels are first widened to Q8 panels (the same values,
-// n−8, and scales) in a scratch buffer, once per run; one row reads them
-// in place where the kernels run (the same integer sums, so the same
-// bits).
+// (a decoding row or group of 8 streams each panel once). A row or a
+// group of 8 reads Q4 panels in place where the kernels run; other rows
+// read them widened to Q8 panels (the same values, n−8, and scales) in a
+// scratch buffer, once per run. Every kernel makes the same integer sums,
+// so the same bits.
 func (j *job) partI8(m0, m1, p0, p1 int) {
 	ncp := max(1, min(p1-p0, streamL2/(j.K*panelW)))
+	grouped := len(j.qa.gq) / j.K // rows
+	allGrouped := m0%8 == 0 && (m1-m0)%8 == 0 && m1 <= grouped
 	var scratch *[]int8
-	if j.tp.q4 != nil && (m1-m0 > 1 || !hasI8()) {
+	if j.tp.q4 != nil && (!hasI8() || m1-m0 > 1 && !allGrouped) {
 		scratch = getQ8Scratch(ncp * j.K * panelW)
 		defer q8ScratchPool.Put(scratch)
 	}
 	for jp := p0; jp < p1; jp += ncp {
 		np := min(ncp, p1-jp)
-		pk, base := j.tp, 0
+		wide, base := j.tp, 0 // Q8 panels: the job's, or Q4 ones widened
 		if scratch != nil {
-			pk, base = q4AsQ8(*scratch, j.tp, jp, np), jp
+			wide, base = q4AsQ8(*scratch, j.tp, jp, np), jp
 		}
 		for m := m0; m < m1; {
-			mr := i8Rows(m, m1, len(j.qa.gq)/j.K)
-			j.rowsI8(pk, base, m, mr, jp, np)
+			mr := i8Rows(m, m1, grouped)
+			if mr == 8 {
+				j.rowsI8(j.tp, 0, m, mr, jp, np)
+			} else {
+				j.rowsI8(wide, base, m, mr, jp, np)
+			}
 			m += mr
 		}
 	}

@@ -23,6 +23,9 @@ func i8q8m3(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, 
 func i8q8m8(a *int8, ad *float32, ac *int32, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)
 
 //go:noescape
+func i8q4m8(a *int8, ad *float32, ac *int32, b *byte, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)
+
+//go:noescape
 func i8q8m6t(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)
 
 //go:noescape
@@ -84,9 +87,24 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 	a, lda := &x.q[m*K], uintptr(K)
 	ad, ac, ald := &x.d[m*nb], &x.corr[m*nb], uintptr(4*nb)
 	s := &pk.qs[p*nb*panelW]
+	if mr == 8 { // a group of x.gq (partI8)
+		if m%8 != 0 || (m+8)*K > len(x.gq) {
+			panic("kernels: i8Asm of 8 rows outside a group")
+		}
+		var t [6144 + 64]byte // 64 bytes aligned, see i8q8m8
+		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
+		g := m / 8
+		ga, gd, gc := &x.gq[g*8*K], &x.gd[g*8*nb], &x.gc[g*8*nb]
+		if pk.q4 != nil {
+			i8q4m8(ga, gd, gc, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K, tp)
+		} else {
+			i8q8m8(ga, gd, gc, &pk.q8[p*K*panelW], np, s, &c[0], uintptr(4*ldc), K, tp)
+		}
+		return true
+	}
 	if pk.q4 != nil { // one row, read in place (partI8)
 		if mr != 1 {
-			panic("kernels: i8Asm of Q4 panels for more than one row")
+			panic("kernels: i8Asm of Q4 panels for 2 to 7 rows")
 		}
 		i8q4m1(a, lda, ad, ac, ald, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K)
 		return true
@@ -103,14 +121,6 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 		var t [1536 + 64]byte // 64 bytes aligned, see i8q8m6t
 		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
 		i8q8m6t(a, lda, ad, ac, ald, b, np, s, &c[0], uintptr(4*ldc), K, tp)
-	case 8: // a group of qa.gq (partI8)
-		if m%8 != 0 || (m+8)*K > len(x.gq) {
-			panic("kernels: i8Asm of 8 rows outside a group")
-		}
-		var t [6144 + 64]byte // 64 bytes aligned, see i8q8m8
-		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
-		g := m / 8
-		i8q8m8(&x.gq[g*8*K], &x.gd[g*8*nb], &x.gc[g*8*nb], b, np, s, &c[0], uintptr(4*ldc), K, tp)
 	default:
 		panic("kernels: i8Asm of 4 to 7 or more than 8 rows")
 	}

@@ -16,7 +16,8 @@ func writeInt8(dir string) {
 	for mr := 1; mr <= 3; mr++ {
 		kernelI8Q8(&g, mr)
 	}
-	kernelI8Q8M8(&g)
+	kernelI8M8(&g, "q8")
+	kernelI8M8(&g, "q4")
 	kernelI8Q8T(&g, 6)
 	kernelI8(&g, "q4", 1)
 	quantActs(&g)
@@ -40,10 +41,11 @@ var int8Data = func() string {
 		}
 	}
 	s += "GLOBL i8scales<>(SB), RODATA|NOPTR, $256\n"
-	s += "DATA i8consts<>+0(SB)/4, $0x7fffffff\n" // |x| mask
-	s += "DATA i8consts<>+4(SB)/4, $0x42fe0000\n" // 127.0
-	s += "DATA i8consts<>+8(SB)/4, $0x0d800000\n" // 2^-100
-	s += "GLOBL i8consts<>(SB), RODATA|NOPTR, $12\n"
+	s += "DATA i8consts<>+0(SB)/4, $0x7fffffff\n"  // |x| mask
+	s += "DATA i8consts<>+4(SB)/4, $0x42fe0000\n"  // 127.0
+	s += "DATA i8consts<>+8(SB)/4, $0x0d800000\n"  // 2^-100
+	s += "DATA i8consts<>+12(SB)/4, $0x0f0f0f0f\n" // low nibbles
+	s += "GLOBL i8consts<>(SB), RODATA|NOPTR, $16\n"
 	for i := range 32 { // word 2j: word j (row a), word 2j+1: word 16+j (row b)
 		s += fmt.Sprintf("DATA i8pairs<>+%d(SB)/2, $%d\n", 2*i, i/2+16*(i%2))
 	}
@@ -242,9 +244,11 @@ func kernelI8(g *gen, dt string, mr int) {
 	g.ret()
 }
 
-// kernelI8Q8M8 emits i8q8m8: kernelI8Q8's sums for 8 rows at once (a
+// kernelI8M8 emits i8{dt}m8: kernelI8Q8's sums for 8 rows at once (a
 // decoding group, or eight rows of a prompt), reading each panel from
-// memory once.
+// memory once; for dt "q4" over Q4 panels read in place, each quad of
+// k-rows widened as kernelI8 widens them for one row (weights n = q+8,
+// corrections shifted right by 4).
 //
 //	a+0 ad+8 ac+16 b+24 np+32 s+40 c+48 ldc+56 k+64 t+72
 //
@@ -265,17 +269,37 @@ func kernelI8(g *gen, dt string, mr int) {
 // panel's last) is interleaved into t's other buffer while this one is
 // summed, a quad every other step, so its loads from memory overlap the
 // products instead of stalling them.
-func kernelI8Q8M8(g *gen) {
-	name := "i8q8m8"
-	g.text(name, 80, "func i8q8m8(a *int8, ad *float32, ac *int32, b *int8, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)")
+func kernelI8M8(g *gen, dt string) {
+	q4 := dt == "q4"
+	name := "i8" + dt + "m8"
+	bType, block := "*int8", 2048 // a block's bytes of weights
+	if q4 {
+		bType, block = "*byte", 1024
+	}
+	g.text(name, 80, fmt.Sprintf("func %s(a *int8, ad *float32, ac *int32, b %s, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)", name, bType))
 	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 2*r+i) }
 	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 4096+256*r+64*i) }
 	// interleave flips and interleaves quad q of the block at BX into
 	// buf, prefetching the block after it.
 	interleave := func(q int, buf string) {
-		for r := range 4 {
-			g.p("PREFETCHT0 %d(BX)", 2048+256*q+64*r)
-			g.p("VPXORD %d(BX), Z30, Z%d", 256*q+64*r, 24+r)
+		if q4 { // two pairs of k-rows, 64 bytes each, widened into Z24..Z27
+			for h := range 2 {
+				mem := fmt.Sprintf("%d(BX)", 128*q+64*h)
+				g.p("PREFETCHT0 %d(BX)", block+128*q+64*h)
+				g.p("VPXORD %s, Z30, Z28", mem)
+				g.p("VPSRLW $4, Z28, Z29")
+				g.p("VPANDD.BCST i8consts<>+12(SB), Z28, Z28")
+				g.p("VPANDD.BCST i8consts<>+12(SB), Z29, Z29")
+				g.p("VMOVDQU64 i8q4rows<>+0(SB), Z%d", 24+2*h)
+				g.p("VPERMI2Q Z29, Z28, Z%d", 24+2*h)
+				g.p("VMOVDQU64 i8q4rows<>+64(SB), Z%d", 25+2*h)
+				g.p("VPERMI2Q Z29, Z28, Z%d", 25+2*h)
+			}
+		} else {
+			for r := range 4 {
+				g.p("PREFETCHT0 %d(BX)", block+256*q+64*r)
+				g.p("VPXORD %d(BX), Z30, Z%d", 256*q+64*r, 24+r)
+			}
 		}
 		g.p("VPUNPCKHBW Z25, Z24, Z28")
 		g.p("VPUNPCKLBW Z25, Z24, Z24")
@@ -304,6 +328,9 @@ func kernelI8Q8M8(g *gen) {
 		for h := range 2 {
 			for r := range 8 {
 				g.p("VPBROADCASTD %d(R13), %s", 4*r, acc(r, 0))
+				if q4 {
+					g.p("VPSRAD $4, %s, %s", acc(r, 0), acc(r, 0))
+				}
 				g.p("VMOVDQA64 %s, %s", acc(r, 0), acc(r, 1))
 			}
 			for q := range 8 {
@@ -338,7 +365,11 @@ func kernelI8Q8M8(g *gen) {
 	g.p("MOVQ c+48(FP), DX")
 	g.p("MOVQ ldc+56(FP), R8")
 	g.p("MOVQ t+72(FP), DI")
-	g.p("MOVL $0x80808080, AX")
+	if q4 {
+		g.p("MOVL $0x88888888, AX")
+	} else {
+		g.p("MOVL $0x80808080, AX")
+	}
 	g.p("VPBROADCASTD AX, Z30")
 	g.p("MOVQ DI, R9")
 	g.p("LEAQ 2048(DI), R15")
@@ -346,7 +377,7 @@ func kernelI8Q8M8(g *gen) {
 	for q := range 8 {
 		interleave(q, "R9")
 	}
-	g.p("ADDQ $2048, BX")
+	g.p("ADDQ $%d, BX", block)
 	g.label(name + "_panel")
 	g.p("VPXORD Z31, Z31, Z31")
 	for r := range 8 {
@@ -369,7 +400,7 @@ func kernelI8Q8M8(g *gen) {
 	g.p("JMP %s_summed", name)
 	g.label(name + "_next")
 	body(true)
-	g.p("ADDQ $2048, BX")
+	g.p("ADDQ $%d, BX", block)
 	g.label(name + "_summed")
 	g.p("XCHGQ R9, R15")
 	g.p("ADDQ $256, R11")

@@ -149,7 +149,7 @@ func (j *job) toI8(shared *job) {
 	}
 	j.qa, j.qaOwn = getActs(j.M, j.K), true
 	quantizeActs(j.qa, j.a, j.M, j.K, j.lda)
-	if hasI8() && useI8M8 && j.K <= i8GroupMaxK {
+	if hasI8() && useI8M8 && j.M < i8GroupMaxM && j.K <= i8GroupMaxK {
 		j.qa.group(j.M, j.K)
 	}
 	j.src, j.srcLda = &j.a[0], j.lda
@@ -160,11 +160,15 @@ func (j *job) toI8(shared *job) {
 // one process (BenchmarkI8Step).
 var useI8M8, useI8M6 = true, true
 
-// i8GroupMaxK is the longest K the 8-row kernel takes: its 8 rows of
-// activations (8·K bytes) are read again for every panel and must stay in
-// L1 beside the weights streaming through. At K = 4864 (an MLP's down
-// projection, 39 KiB) it ran at 0.7× the 3-row kernels.
-var i8GroupMaxK = 2048
+// The 8-row kernel takes products of fewer than i8GroupMaxM rows (a
+// decoding group: streaming the weights once, with the next block's loads
+// under this one's sums, it beat the 6-row kernel; from L2, with a
+// prompt's rows, the 6-row kernel did better: 750-800 GOP/s against
+// 440-720 at 512 rows) and K up to i8GroupMaxK: its 8 rows of activations
+// (8·K bytes) are read again for every panel and must stay in L1 beside
+// the weights streaming through (at K = 4864, an MLP's down projection,
+// it ran at 0.7× the 3-row kernels).
+var i8GroupMaxM, i8GroupMaxK = 16, 2048
 
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
 // runs of panels that stay in L2 while groups of rows (i8Rows) read them

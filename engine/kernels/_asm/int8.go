@@ -169,25 +169,17 @@ func kernelI8(g *gen, dt string, mr int) {
 			g.p("VPXORD %d(BX), Z30, Z%d", r*64, 24+r)
 		}
 	}
-	g.p("VPUNPCKHBW Z25, Z24, Z28")
-	g.p("VPUNPCKLBW Z25, Z24, Z24")
-	g.p("VPUNPCKHBW Z27, Z26, Z29")
-	g.p("VPUNPCKLBW Z27, Z26, Z26")
-	g.p("VPUNPCKHWD Z26, Z24, Z25")
-	g.p("VPUNPCKLWD Z26, Z24, Z24")
-	g.p("VPUNPCKHWD Z29, Z28, Z27")
-	g.p("VPUNPCKLWD Z29, Z28, Z28")
-	u := [4]string{"Z24", "Z25", "Z28", "Z27"}
+	interleaveQuad(g)
 	for m := range mr {
 		if mr == 1 { // one broadcast load, not four
 			g.p("VPBROADCASTD %s, Z31", row("DI", m, 0))
 			for i := range 4 {
-				g.p("VPDPBUSD Z31, %s, %s", u[i], accI(m, i))
+				g.p("VPDPBUSD Z31, %s, %s", quadU[i], accI(m, i))
 			}
 			continue
 		}
 		for i := range 4 {
-			g.p("VPDPBUSD.BCST %s, %s, %s", row("DI", m, 0), u[i], accI(m, i))
+			g.p("VPDPBUSD.BCST %s, %s, %s", row("DI", m, 0), quadU[i], accI(m, i))
 		}
 	}
 	if q4 {
@@ -226,14 +218,7 @@ func kernelI8(g *gen, dt string, mr int) {
 	// Back to column order: accF(m, i) lane L holds columns 16L+4i..+3.
 	for m := range mr {
 		a := func(i int) string { return accF(m, i) }
-		g.p("VSHUFF32X4 $0x44, %s, %s, Z24", a(1), a(0))
-		g.p("VSHUFF32X4 $0xEE, %s, %s, Z25", a(1), a(0))
-		g.p("VSHUFF32X4 $0x44, %s, %s, Z26", a(3), a(2))
-		g.p("VSHUFF32X4 $0xEE, %s, %s, Z27", a(3), a(2))
-		g.p("VSHUFF32X4 $0x88, Z26, Z24, %s", a(0))
-		g.p("VSHUFF32X4 $0xDD, Z26, Z24, %s", a(1))
-		g.p("VSHUFF32X4 $0x88, Z27, Z25, %s", a(2))
-		g.p("VSHUFF32X4 $0xDD, Z27, Z25, %s", a(3))
+		columnOrder(g, a(0), a(1), a(2), a(3))
 		for i := range 4 {
 			g.p("VMOVUPS %s, %s", a(i), row("DX", m, 64*i))
 		}
@@ -301,15 +286,8 @@ func kernelI8M8(g *gen, dt string) {
 				g.p("VPXORD %d(BX), Z30, Z%d", 256*q+64*r, 24+r)
 			}
 		}
-		g.p("VPUNPCKHBW Z25, Z24, Z28")
-		g.p("VPUNPCKLBW Z25, Z24, Z24")
-		g.p("VPUNPCKHBW Z27, Z26, Z29")
-		g.p("VPUNPCKLBW Z27, Z26, Z26")
-		g.p("VPUNPCKHWD Z26, Z24, Z25")
-		g.p("VPUNPCKLWD Z26, Z24, Z24")
-		g.p("VPUNPCKHWD Z29, Z28, Z27")
-		g.p("VPUNPCKLWD Z29, Z28, Z28")
-		for i, u := range []string{"Z24", "Z25", "Z28", "Z27"} {
+		interleaveQuad(g)
+		for i, u := range quadU {
 			g.p("VMOVDQA64 %s, %d(%s)", u, 256*q+64*i, buf)
 		}
 	}
@@ -410,26 +388,7 @@ func kernelI8M8(g *gen, dt string) {
 	g.p("DECQ AX")
 	g.p("JNZ %s_block", name)
 	// Back to column order, as kernelI8Q8 does, row by row into C.
-	g.p("MOVQ DX, R14")
-	for r := range 8 {
-		for i := range 4 {
-			g.p("VMOVAPS %s, Z%d", tile(r, i), i)
-		}
-		g.p("VSHUFF32X4 $0x44, Z1, Z0, Z24")
-		g.p("VSHUFF32X4 $0xEE, Z1, Z0, Z25")
-		g.p("VSHUFF32X4 $0x44, Z3, Z2, Z26")
-		g.p("VSHUFF32X4 $0xEE, Z3, Z2, Z27")
-		g.p("VSHUFF32X4 $0x88, Z26, Z24, Z0")
-		g.p("VSHUFF32X4 $0xDD, Z26, Z24, Z1")
-		g.p("VSHUFF32X4 $0x88, Z27, Z25, Z2")
-		g.p("VSHUFF32X4 $0xDD, Z27, Z25, Z3")
-		for i := range 4 {
-			g.p("VMOVUPS Z%d, %d(R14)", i, 64*i)
-		}
-		if r < 7 {
-			g.p("ADDQ R8, R14")
-		}
-	}
+	tileToC(g, 8, tile)
 	g.p("ADDQ $256, DX")
 	g.p("DECQ CX")
 	g.p("JNZ %s_panel", name)
@@ -500,19 +459,11 @@ func kernelI8Q8T(g *gen, mr int) {
 			g.p("PREFETCHT0 %d(BX)", 256*q+r*64+prefetchI8)
 			g.p("VPXORD %d(BX), Z30, Z%d", 256*q+r*64, 24+r)
 		}
-		g.p("VPUNPCKHBW Z25, Z24, Z28")
-		g.p("VPUNPCKLBW Z25, Z24, Z24")
-		g.p("VPUNPCKHBW Z27, Z26, Z29")
-		g.p("VPUNPCKLBW Z27, Z26, Z26")
-		g.p("VPUNPCKHWD Z26, Z24, Z25")
-		g.p("VPUNPCKLWD Z26, Z24, Z24")
-		g.p("VPUNPCKHWD Z29, Z28, Z27")
-		g.p("VPUNPCKLWD Z29, Z28, Z28")
-		u := [4]string{"Z24", "Z25", "Z28", "Z27"}
+		interleaveQuad(g)
 		for r := range mr {
 			g.p("VPBROADCASTD %s, Z31", row("R15", "R14", "R11", r, 4*q))
 			for i := range 4 {
-				g.p("VPDPBUSD Z31, %s, %s", u[i], acc(r, i))
+				g.p("VPDPBUSD Z31, %s, %s", quadU[i], acc(r, i))
 			}
 		}
 	}
@@ -548,30 +499,60 @@ func kernelI8Q8T(g *gen, mr int) {
 	g.p("DECQ AX")
 	g.p("JNZ %s_block", name)
 	// Back to column order, as kernelI8Q8 does, row by row into C.
-	g.p("MOVQ DX, R14")
-	for r := range mr {
-		for i := range 4 {
-			g.p("VMOVAPS %s, Z%d", tile(r, i), i)
-		}
-		g.p("VSHUFF32X4 $0x44, Z1, Z0, Z24")
-		g.p("VSHUFF32X4 $0xEE, Z1, Z0, Z25")
-		g.p("VSHUFF32X4 $0x44, Z3, Z2, Z26")
-		g.p("VSHUFF32X4 $0xEE, Z3, Z2, Z27")
-		g.p("VSHUFF32X4 $0x88, Z26, Z24, Z0")
-		g.p("VSHUFF32X4 $0xDD, Z26, Z24, Z1")
-		g.p("VSHUFF32X4 $0x88, Z27, Z25, Z2")
-		g.p("VSHUFF32X4 $0xDD, Z27, Z25, Z3")
-		for i := range 4 {
-			g.p("VMOVUPS Z%d, %d(R14)", i, 64*i)
-		}
-		if r < mr-1 {
-			g.p("ADDQ R8, R14")
-		}
-	}
+	tileToC(g, mr, tile)
 	g.p("ADDQ $256, DX")
 	g.p("DECQ CX")
 	g.p("JNZ %s_panel", name)
 	g.ret()
+}
+
+// quadU are the registers interleaveQuad leaves u0..u3 in.
+var quadU = [4]string{"Z24", "Z25", "Z28", "Z27"}
+
+// interleaveQuad interleaves four k-rows of 64 bytes, Z24..Z27, by two
+// rounds of unpacks into quadU: dword d of lane L of ui holds the four
+// k-rows of column 16L+4i+d (Z26 and Z29 are clobbered).
+func interleaveQuad(g *gen) {
+	g.p("VPUNPCKHBW Z25, Z24, Z28")
+	g.p("VPUNPCKLBW Z25, Z24, Z24")
+	g.p("VPUNPCKHBW Z27, Z26, Z29")
+	g.p("VPUNPCKLBW Z27, Z26, Z26")
+	g.p("VPUNPCKHWD Z26, Z24, Z25")
+	g.p("VPUNPCKLWD Z26, Z24, Z24")
+	g.p("VPUNPCKHWD Z29, Z28, Z27")
+	g.p("VPUNPCKLWD Z29, Z28, Z28")
+}
+
+// columnOrder puts one row's sums a0..a3 (ai's lane L holds columns
+// 16L+4i..+3, the order of quadU) back into column order, in place, by a
+// 4×4 shuffle of 128-bit lanes (Z24..Z27 are clobbered).
+func columnOrder(g *gen, a0, a1, a2, a3 string) {
+	g.p("VSHUFF32X4 $0x44, %s, %s, Z24", a1, a0)
+	g.p("VSHUFF32X4 $0xEE, %s, %s, Z25", a1, a0)
+	g.p("VSHUFF32X4 $0x44, %s, %s, Z26", a3, a2)
+	g.p("VSHUFF32X4 $0xEE, %s, %s, Z27", a3, a2)
+	g.p("VSHUFF32X4 $0x88, Z26, Z24, %s", a0)
+	g.p("VSHUFF32X4 $0xDD, Z26, Z24, %s", a1)
+	g.p("VSHUFF32X4 $0x88, Z27, Z25, %s", a2)
+	g.p("VSHUFF32X4 $0xDD, Z27, Z25, %s", a3)
+}
+
+// tileToC stores rows rows of fp32 sums from an L1 tile (row r's ui at
+// tile(r, i)) into C at DX (rows R8 bytes apart) in column order.
+func tileToC(g *gen, rows int, tile func(r, i int) string) {
+	g.p("MOVQ DX, R14")
+	for r := range rows {
+		for i := range 4 {
+			g.p("VMOVAPS %s, Z%d", tile(r, i), i)
+		}
+		columnOrder(g, "Z0", "Z1", "Z2", "Z3")
+		for i := range 4 {
+			g.p("VMOVUPS Z%d, %d(R14)", i, 64*i)
+		}
+		if r < rows-1 {
+			g.p("ADDQ R8, R14")
+		}
+	}
 }
 
 // quantActs emits quantActsAsm: blocks of 32 fp32 activations rounded to

@@ -193,14 +193,7 @@ func kernelI8(g *gen, dt string, mr int) {
 	// The block's column scales, in each ui's column order, as fp32.
 	g.p("PREFETCHT0 %d(R10)", 8*128)
 	g.p("PREFETCHT0 %d(R10)", 8*128+64)
-	g.p("VMOVDQU64 (R10), Z24")
-	g.p("VMOVDQU64 64(R10), Z25")
-	for i := range 4 {
-		z := fmt.Sprintf("Z%d", 26+i)
-		g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
-		g.p("VPERMI2Q Z25, Z24, %s", z)
-		g.p("VCVTPH2PS Y%d, %s", 26+i, z)
-	}
+	columnScales(g, 24, 26)
 	g.p("ADDQ $128, R10")
 	for m := range mr {
 		g.p("VBROADCASTSS %s, Z24", row("R12", m, 0))
@@ -295,14 +288,7 @@ func kernelI8M8(g *gen, dt string) {
 	// (at BX) into R15 if next.
 	body := func(next bool) {
 		// The block's column scales, in each ui's column order (Z18+i).
-		g.p("VMOVDQU64 (R10), Z24")
-		g.p("VMOVDQU64 64(R10), Z25")
-		for i := range 4 {
-			z := fmt.Sprintf("Z%d", 18+i)
-			g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
-			g.p("VPERMI2Q Z25, Z24, %s", z)
-			g.p("VCVTPH2PS Y%d, %s", 18+i, z)
-		}
+		columnScales(g, 24, 18)
 		for h := range 2 {
 			for r := range 8 {
 				g.p("VPBROADCASTD %d(R13), %s", 4*r, acc(r, 0))
@@ -472,14 +458,7 @@ func kernelI8Q8T(g *gen, mr int) {
 	// The block's column scales, in each ui's column order (Z24+i).
 	g.p("PREFETCHT0 %d(R10)", 8*128)
 	g.p("PREFETCHT0 %d(R10)", 8*128+64)
-	g.p("VMOVDQU64 (R10), Z28")
-	g.p("VMOVDQU64 64(R10), Z29")
-	for i := range 4 {
-		z := fmt.Sprintf("Z%d", 24+i)
-		g.p("VMOVDQU64 i8scales<>+%d(SB), %s", 64*i, z)
-		g.p("VPERMI2Q Z29, Z28, %s", z)
-		g.p("VCVTPH2PS Y%d, %s", 24+i, z)
-	}
+	columnScales(g, 28, 24)
 	g.p("ADDQ $128, R10")
 	g.p("LEAQ (R12)(R9*2), R14")
 	g.p("ADDQ R9, R14")
@@ -504,6 +483,19 @@ func kernelI8Q8T(g *gen, mr int) {
 	g.p("DECQ CX")
 	g.p("JNZ %s_panel", name)
 	g.ret()
+}
+
+// columnScales loads a block's 64 fp16 column scales at R10 into Z{tmp}
+// and Z{tmp+1} and writes them as fp32 into Z{dst}..Z{dst+3}, Z{dst+i}
+// in the column order of quadU[i] (i8scales<>).
+func columnScales(g *gen, tmp, dst int) {
+	g.p("VMOVDQU64 (R10), Z%d", tmp)
+	g.p("VMOVDQU64 64(R10), Z%d", tmp+1)
+	for i := range 4 {
+		g.p("VMOVDQU64 i8scales<>+%d(SB), Z%d", 64*i, dst+i)
+		g.p("VPERMI2Q Z%d, Z%d, Z%d", tmp+1, tmp, dst+i)
+		g.p("VCVTPH2PS Y%d, Z%d", dst+i, dst+i)
+	}
 }
 
 // quadU are the registers interleaveQuad leaves u0..u3 in.

@@ -60,7 +60,7 @@ func getActs(M, K int) *q8Acts {
 		x = &q8Acts{q: make([]int8, n), d: make([]float32, nb), corr: make([]int32, nb)}
 	}
 	x.q, x.d, x.corr = x.q[:n], x.d[:nb], x.corr[:nb]
-	x.gq, x.gd, x.gc = nil, nil, nil
+	x.gq, x.gd, x.gc = x.gq[:0], x.gd[:0], x.gc[:0] // no groups until group; room kept
 	return x
 }
 

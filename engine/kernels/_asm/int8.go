@@ -343,12 +343,7 @@ func kernelI8M8(g *gen, dt string) {
 	}
 	g.p("ADDQ $%d, BX", block)
 	g.label(name + "_panel")
-	g.p("VPXORD Z31, Z31, Z31")
-	for r := range 8 {
-		for i := range 4 {
-			g.p("VMOVAPS Z31, %s", tile(r, i))
-		}
-	}
+	clearTile(g, 8, tile)
 	g.p("MOVQ SI, R11")
 	g.p("MOVQ ad+8(FP), R12")
 	g.p("MOVQ ac+16(FP), R13")
@@ -418,12 +413,7 @@ func kernelI8Q8T(g *gen, mr int) {
 	g.p("MOVL $0x80808080, AX")
 	g.p("VPBROADCASTD AX, Z30")
 	g.label(name + "_panel")
-	g.p("VPXORD Z31, Z31, Z31")
-	for r := range mr {
-		for i := range 4 {
-			g.p("VMOVAPS Z31, %s", tile(r, i))
-		}
-	}
+	clearTile(g, mr, tile)
 	g.p("MOVQ SI, R15")
 	g.p("MOVQ ad+16(FP), R12")
 	g.p("MOVQ ac+24(FP), R13")
@@ -527,6 +517,17 @@ func columnOrder(g *gen, a0, a1, a2, a3 string) {
 	g.p("VSHUFF32X4 $0xDD, Z26, Z24, %s", a1)
 	g.p("VSHUFF32X4 $0x88, Z27, Z25, %s", a2)
 	g.p("VSHUFF32X4 $0xDD, Z27, Z25, %s", a3)
+}
+
+// clearTile zeroes rows rows of an L1 tile of fp32 sums (Z31 is
+// clobbered).
+func clearTile(g *gen, rows int, tile func(r, i int) string) {
+	g.p("VPXORD Z31, Z31, Z31")
+	for r := range rows {
+		for i := range 4 {
+			g.p("VMOVAPS Z31, %s", tile(r, i))
+		}
+	}
 }
 
 // tileToC stores rows rows of fp32 sums from an L1 tile (row r's ui at

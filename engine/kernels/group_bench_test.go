@@ -5,6 +5,7 @@ package kernels
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,10 +43,8 @@ func BenchmarkDecodeGroupDP(b *testing.B) {
 }
 
 // BenchmarkI8Step is a decoding step's Q8 or Q4 products for a group of
-// 8 on UnitInt8 over Qwen2.5-0.5B's shapes (24 layers of distinct
-// weights, then the LM head, ~0.5 GB at Q8: cold as in a model), each
-// kernel choice timed once per iteration in turn, so that the host's
-// bandwidth, which drifts by the minute, is the same for all: ms a step.
+// 8 on UnitInt8 over Qwen2.5-0.5B's shapes (benchStep): the int8 kernel
+// choices, ms a step.
 func BenchmarkI8Step(b *testing.B) {
 	if !hasI8() {
 		b.Skip("no AVX512_VNNI")
@@ -53,27 +52,67 @@ func BenchmarkI8Step(b *testing.B) {
 	defer func(u Unit, v, w bool, k int) { unit, useI8M8, useI8M6, i8GroupMaxK = u, v, w, k }(currentUnit(), useI8M8, useI8M6, i8GroupMaxK)
 	unit = UnitInt8
 	for _, dt := range []DType{Q8, Q4} {
-		b.Run(dt.String(), func(b *testing.B) { benchI8Step(b, dt) })
+		b.Run(dt.String(), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(8, 10))
+			benchStep(b, func(N, K int) *Mat {
+				w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return w
+			}, []stepVariant{
+				{"m3", func() { useI8M8, useI8M6, i8GroupMaxK = false, false, 0 }},
+				{"m6t", func() { useI8M8, useI8M6, i8GroupMaxK = false, true, 0 }},
+				{"m8", func() { useI8M8, useI8M6, i8GroupMaxK = true, false, 1 << 20 }},
+				{"m8_k2048+m6t", func() { useI8M8, useI8M6, i8GroupMaxK = true, true, 2048 }},
+			})
+		})
 	}
 }
 
-func benchI8Step(b *testing.B, dt DType) {
-	r := rand.New(rand.NewPCG(8, 10))
-	q := func(N, K int) *Mat {
-		w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
-		if err != nil {
-			b.Fatal(err)
-		}
+// BenchmarkDPStep is a decoding step's bf16 products for a group of 8 on
+// UnitBF16 over Qwen2.5-0.5B's shapes (benchStep): the 8-row kernel
+// against 6 + 2 rows, ms a step.
+func BenchmarkDPStep(b *testing.B) {
+	if !hasDP() {
+		b.Skip("no AVX512_BF16")
+	}
+	defer func(u Unit, v bool) { unit, useDPM8 = u, v }(currentUnit(), useDPM8)
+	unit = UnitBF16
+	r := rand.New(rand.NewPCG(8, 11))
+	benchStep(b, func(N, K int) *Mat { return randMat(r, N, K, BF16) }, []stepVariant{
+		{"m8", func() { useDPM8 = true }},
+		{"m6+2", func() { useDPM8 = false }},
+	})
+}
+
+// stepVariant is one kernel choice of benchStep: set selects it.
+type stepVariant struct {
+	name string
+	set  func()
+}
+
+// benchStep times a decoding step's products for a group of 8 over
+// Qwen2.5-0.5B's shapes (24 layers of distinct weights made by mk, then
+// the LM head: cold, as in a model), each variant once per iteration in
+// turn, so that the host's bandwidth, which drifts by the minute, is the
+// same for all. It reports ms a step and the weights' GB/s per variant.
+func benchStep(b *testing.B, mk func(N, K int) *Mat, variants []stepVariant) {
+	var bytes int64
+	mat := func(N, K int) *Mat {
+		w := mk(N, K)
 		w.Prepack()
+		bytes += int64(w.LinearBytes())
 		return w
 	}
 	type layer struct{ qkv, o, gateUp, down *Mat }
 	layers := make([]layer, 24)
 	for l := range layers {
-		layers[l] = layer{q(1152, 896), q(896, 896), q(9728, 896), q(896, 4864)}
+		layers[l] = layer{mat(1152, 896), mat(896, 896), mat(9728, 896), mat(896, 4864)}
 	}
-	head := q(151936, 896)
+	head := mat(151936, 896)
 	const M = 8
+	r := rand.New(rand.NewPCG(8, 12))
 	x, x4 := randSlice(r, M*896), randSlice(r, M*4864)
 	out := make([]float32, M*151936)
 	step := func() {
@@ -85,21 +124,20 @@ func benchI8Step(b *testing.B, dt DType) {
 		}
 		Linear(out, x, head, nil, M)
 	}
-	variants := []struct {
-		name   string
-		m8, m6 bool
-		maxK   int
-	}{{"m3", false, false, 0}, {"m6t", false, true, 0}, {"m8", true, false, 1 << 20}, {"m8_k2048+m6t", true, true, 2048}}
-	total := make([]time.Duration, len(variants))
+	times := make([][]float64, len(variants))
 	for b.Loop() {
 		for i, v := range variants {
-			useI8M8, useI8M6, i8GroupMaxK = v.m8, v.m6, v.maxK
+			v.set()
 			t := time.Now()
 			step()
-			total[i] += time.Since(t)
+			times[i] = append(times[i], time.Since(t).Seconds())
 		}
 	}
+	// Medians: a step the host stalls is an outlier, not a share of a mean.
 	for i, v := range variants {
-		b.ReportMetric(float64(total[i].Milliseconds())/float64(b.N), v.name+"_ms")
+		slices.Sort(times[i])
+		med := times[i][len(times[i])/2]
+		b.ReportMetric(med*1e3, v.name+"_ms")
+		b.ReportMetric(float64(bytes)/med/1e9, v.name+"_GB/s")
 	}
 }

@@ -63,7 +63,7 @@ func BenchmarkI8Step(b *testing.B) {
 			}, []stepVariant{
 				{"m3", func() { useI8M8, useI8M6, i8GroupMaxK = false, false, 0 }},
 				{"m6t", func() { useI8M8, useI8M6, i8GroupMaxK = false, true, 0 }},
-				{"m8", func() { useI8M8, useI8M6, i8GroupMaxK = true, false, 1 << 20 }},
+				{"m8", func() { useI8M8, useI8M6, i8GroupMaxK = true, false, 1<<20 }},
 				{"m8_k2048+m6t", func() { useI8M8, useI8M6, i8GroupMaxK = true, true, 2048 }},
 			})
 		})

@@ -49,7 +49,7 @@ func BenchmarkI8Step(b *testing.B) {
 	if !hasI8() {
 		b.Skip("no AVX512_VNNI")
 	}
-	defer func(u Unit, v, w bool, k int) { unit, useI8M8, useI8M6, i8GroupMaxK = u, v, w, k }(currentUnit(), useI8M8, useI8M6, i8GroupMaxK)
+	defer func(u Unit, v, w bool) { unit, useI8M8, useI8M6 = u, v, w }(currentUnit(), useI8M8, useI8M6)
 	unit = UnitInt8
 	for _, dt := range []DType{Q8, Q4} {
 		b.Run(dt.String(), func(b *testing.B) {
@@ -61,10 +61,9 @@ func BenchmarkI8Step(b *testing.B) {
 				}
 				return w
 			}, []stepVariant{
-				{"m3", func() { useI8M8, useI8M6, i8GroupMaxK = false, false, 0 }},
-				{"m6t", func() { useI8M8, useI8M6, i8GroupMaxK = false, true, 0 }},
-				{"m8", func() { useI8M8, useI8M6, i8GroupMaxK = true, false, 1<<20 }},
-				{"m8_k2048+m6t", func() { useI8M8, useI8M6, i8GroupMaxK = true, true, 2048 }},
+				{"m3", func() { useI8M8, useI8M6 = false, false }},
+				{"m6t", func() { useI8M8, useI8M6 = false, true }},
+				{"m8", func() { useI8M8, useI8M6 = true, true }},
 			})
 		})
 	}

@@ -149,7 +149,7 @@ func (j *job) toI8(shared *job) {
 	}
 	j.qa, j.qaOwn = getActs(j.M, j.K), true
 	quantizeActs(j.qa, j.a, j.M, j.K, j.lda)
-	if hasI8() && useI8M8 && j.M < i8GroupMaxM && j.K <= i8GroupMaxK {
+	if hasI8() && useI8M8 && j.M < i8GroupMaxM {
 		j.qa.group(j.M, j.K)
 	}
 	j.src, j.srcLda = &j.a[0], j.lda
@@ -164,11 +164,11 @@ var useI8M8, useI8M6 = true, true
 // decoding group: streaming the weights once, with the next block's loads
 // under this one's sums, it beat the 6-row kernel; from L2, with a
 // prompt's rows, the 6-row kernel did better: 750-800 GOP/s against
-// 440-720 at 512 rows) and K up to i8GroupMaxK: its 8 rows of activations
-// (8·K bytes) are read again for every panel and must stay in L1 beside
-// the weights streaming through (at K = 4864, an MLP's down projection,
-// it ran at 0.7× the 3-row kernels).
-var i8GroupMaxM, i8GroupMaxK = 16, 2048
+// 440-720 at 512 rows), at any K: an MLP's down projection (K = 4864,
+// whose 8 rows of activations, 38 KiB, are read again for every panel)
+// took 0.82× (Q8) and 0.74× (Q4) the time of 6 + 2 rows (24 cold
+// products, alternated in one process).
+const i8GroupMaxM = 16
 
 // partI8 computes rows [m0, m1) and panels [p0, p1) of a UnitInt8 job:
 // runs of panels that stay in L2 while groups of rows (i8Rows) read them

@@ -1396,8 +1396,10 @@ func runProfile(args []string, log func(string, ...any)) error {
 	}
 	if *kind == "group" {
 		for i := 1; i < *n; i++ {
-			c := m.NewKVCache(cache.Cap)
-			c.CopyPrefix(cache, cache.Len)
+			c, err := cache.Fork(cache.Len)
+			if err != nil {
+				return err
+			}
 			caches = append(caches, c)
 		}
 	}

@@ -268,13 +268,19 @@ func (b *Batcher) loop() {
 		for k, s := range rows {
 			row := logits[k*V : (k+1)*V]
 			if s.sample < 0 {
-				// Prefill done: fork the job's samples off the shared cache.
+				// Prefill done: fork the job's samples off its cache. They
+				// read the prompt's keys and values from it in place
+				// (KVCache.Fork): one copy for the group, read once per
+				// layer in a decoding step.
 				j := s.j
 				for i := 0; i < j.n; i++ {
 					c := s.cache
 					if i < j.n-1 {
-						c = b.m.NewKVCache(s.cache.Cap)
-						c.CopyPrefix(s.cache, s.cache.Len)
+						var err error
+						if c, err = s.cache.Fork(s.cache.Len); err != nil {
+							fail(j, fmt.Errorf("generate: %w", err))
+							break
+						}
 					}
 					smp, _ := NewSampler(j.req.Sampling, j.req.Seed+uint64(i))
 					if j.req.NewConstraint != nil {

@@ -331,15 +331,33 @@ func gemmRows(serial, transB bool, M, N, K int, A []float32, lda int, B []float3
 // multiplies the probabilities by V so, in the key blocks the trainer
 // sums them in, without a call per block.
 func GemmKBlocks(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
-	if kb <= 0 {
-		panic(fmt.Sprintf("kernels: GemmKBlocks sum block %d ≤ 0", kb))
-	}
-	if storeEmpty("GemmKBlocks", M, N, K, C, ldc) {
+	gemmKBlocks("GemmKBlocks", flagStore, M, N, K, kb, A, lda, B, ldb, C, ldc)
+}
+
+// GemmKBlocksAdd is C += A·B summed in blocks of kb k-rows: the same bits
+// as one Gemm(beta 1) per block. After GemmKBlocks over the first k-rows
+// (a whole number of blocks), it continues that product over the rest:
+// decoding attention whose first keys are another cache's (a prompt's
+// prefix shared by the samples of a group) sums them so, in the same
+// blocks as over one cache.
+func GemmKBlocksAdd(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	if M <= 0 || N <= 0 || K <= 0 {
 		return
 	}
-	checkMat("GemmKBlocks A", A, M, K, lda)
-	checkMat("GemmKBlocks B", B, K, N, ldb)
-	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: flagStore, kb: min(kb, K)}
+	checkMat("GemmKBlocksAdd C", C, M, N, ldc)
+	gemmKBlocks("GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
+}
+
+func gemmKBlocks(what string, first, M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	if kb <= 0 {
+		panic(fmt.Sprintf("kernels: %s sum block %d ≤ 0", what, kb))
+	}
+	if first == flagStore && storeEmpty(what, M, N, K, C, ldc) {
+		return
+	}
+	checkMat(what+" A", A, M, K, lda)
+	checkMat(what+" B", B, K, N, ldb)
+	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: first, kb: min(kb, K)}
 	j.run()
 }
 

@@ -227,6 +227,18 @@ func TestGemmKBlocks_IsGemmPerBlock(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("M=%d N=%d K=%d kb=%d: one call differs from a Gemm per block", M, N, K, kb)
 			}
+			// Split after a whole number of blocks, the rest added on.
+			if K > kb {
+				split := (K - 1) / kb / 2 * kb
+				if split == 0 {
+					split = kb
+				}
+				GemmKBlocks(M, N, split, kb, a, K, b, N, got, N)
+				GemmKBlocksAdd(M, N, K-split, kb, a[split:], K, b[split*N:], N, got, N)
+				if !slices.Equal(got, want) {
+					t.Fatalf("M=%d N=%d K=%d kb=%d: GemmKBlocks then GemmKBlocksAdd after %d differ from one call", M, N, K, kb, split)
+				}
+			}
 		}
 	})
 }

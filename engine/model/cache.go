@@ -28,14 +28,26 @@ import (
 // K[l][b·keyBlock·KVDim:], and in it, value e of the block's row j is at
 // e·keyBlock + j (each kv head's HeadDim values form one HeadDim×keyBlock
 // panel). Layer l's K[l] thus holds rows(l) rounded up to keyBlock.
+//
+// A fork (Fork) reads the first pre positions of its full-attention layers
+// from the cache it was forked from, in place: preK[l] and preV[l] are
+// that cache's key blocks and value rows (nil on sliding layers, which
+// copy theirs), pre is a whole number of attention blocks, and base[l] =
+// pre, so row 0 of K[l] is position pre. A cache forks read from keeps
+// those positions as they are: frozen is how many, and Truncate and
+// CopyPrefix refuse to overwrite them.
 type KVCache struct {
 	K, V [][]float32 // per layer: key blocks, value rows
 	Len  int
 	Cap  int
 
-	base   []int // per layer: the position of row 0
+	base   []int // per layer: the position of row 0 (of K[l], V[l])
 	window []int // per layer: Config.Window (0: full attention)
 	kv     int   // values per row
+
+	preK, preV [][]float32 // per layer: a shared prefix's key blocks and value rows (Fork)
+	pre        int         // positions in the shared prefix
+	frozen     int         // positions forks read from this cache's full layers
 }
 
 // NewKVCache allocates a cache for up to capacity tokens of m.
@@ -137,9 +149,118 @@ func (c *KVCache) resize(l, n, filled int) {
 }
 
 // holds reports whether layer l still has every key a query at position
-// n sees, so the sequence can go on from n.
+// n sees, so the sequence can go on from n (a full layer keeps all).
 func (c *KVCache) holds(l, n int) bool {
-	return n == 0 || firstKey(n, c.window[l]) >= c.base[l]
+	return n == 0 || c.window[l] == 0 || firstKey(n, c.window[l]) >= c.base[l]
+}
+
+// first is the position of layer l's first kept key: 0 on a full layer
+// (its shared prefix, if any, then its own rows), base[l] on a sliding one.
+func (c *KVCache) first(l int) int {
+	if c.preK != nil && c.preK[l] != nil {
+		return 0
+	}
+	return c.base[l]
+}
+
+// heads is layer l's keys and values from its first kept position, as
+// attention reads them.
+func (c *KVCache) heads(l int) kvRows {
+	r := kvRows{k: c.K[l], v: c.V[l]}
+	if c.preK != nil && c.preK[l] != nil {
+		r.preK, r.preV, r.pre = c.preK[l], c.preV[l], c.pre
+	}
+	return r
+}
+
+// copyPositions copies layer l's positions [from, to) (from a multiple of
+// keyBlock, and from ≥ c.first(l)) into rows 0.. of dstK and dstV.
+func (c *KVCache) copyPositions(l int, dstK, dstV []float32, from, to int) {
+	row := 0
+	if r := c.heads(l); from < r.pre {
+		end := min(to, r.pre)
+		copyRows(dstK, dstV, 0, r.preK, r.preV, from, end-from, c.kv)
+		row, from = end-from, end
+	}
+	if from < to {
+		copyRows(dstK, dstV, row, c.K[l], c.V[l], from-c.base[l], to-from, c.kv)
+	}
+}
+
+// copyRows copies n rows of key blocks and value rows (kv values a row)
+// from row sr of srcK, srcV to row dr of dstK, dstV; dr and sr are
+// multiples of keyBlock, so the keys copy as whole blocks.
+func copyRows(dstK, dstV []float32, dr int, srcK, srcV []float32, sr, n, kv int) {
+	copy(dstK[dr*kv:], srcK[sr*kv:(sr+keyRows(n))*kv])
+	copy(dstV[dr*kv:], srcV[sr*kv:(sr+n)*kv])
+}
+
+// Fork returns a new cache of c's capacity holding c's first n positions,
+// for another sample of the same prompt. On the full-attention layers the
+// whole attention blocks of them are not copied but read in place from c
+// (or from the cache c was forked from): a group of samples keeps one copy
+// of its prompt's keys and values, and a decoding step reads it once per
+// layer rather than once per sample. Attention sums the shared keys in the
+// same blocks as its own, so the logits are the bits of a copy
+// (CopyPrefix). c's shared positions are fixed from then on: Truncate
+// below them and CopyPrefix into c fail.
+func (c *KVCache) Fork(n int) (*KVCache, error) {
+	if n < 0 || n > c.Len {
+		return nil, fmt.Errorf("model: fork %d cached tokens from a cache of %d", n, c.Len)
+	}
+	for l := range c.K {
+		if !c.holds(l, n) {
+			return nil, fmt.Errorf("model: cannot fork %d cached tokens: layer %d's sliding window has moved past them", n, l)
+		}
+	}
+	L := len(c.K)
+	f := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: c.Cap, Len: n,
+		base: make([]int, L), window: c.window, kv: c.kv,
+		preK: make([][]float32, L), preV: make([][]float32, L)}
+	f.pre = n / attnBlock * attnBlock
+	if c.pre > 0 {
+		f.pre = min(f.pre, c.pre)
+	}
+	for l := range c.K {
+		if c.window[l] > 0 {
+			b := c.base[l]
+			if n == 0 {
+				b = 0
+			}
+			f.K[l], f.V[l] = f.alloc(max(f.boundRows(l), n-b))
+			c.copyPositions(l, f.K[l], f.V[l], b, n)
+			f.base[l] = b
+			continue
+		}
+		switch {
+		case f.pre == 0:
+		case c.pre > 0:
+			f.preK[l], f.preV[l] = c.preK[l], c.preV[l]
+		default:
+			f.preK[l], f.preV[l] = c.K[l], c.V[l]
+		}
+		f.K[l], f.V[l] = f.alloc(c.Cap - f.pre)
+		c.copyPositions(l, f.K[l], f.V[l], f.pre, n)
+		f.base[l] = f.pre
+	}
+	if c.pre == 0 {
+		c.frozen = max(c.frozen, f.pre)
+	}
+	return f, nil
+}
+
+// unshare gives a fork's full layers their own rows for every position,
+// holding its first n (≤ pre) from the shared prefix.
+func (c *KVCache) unshare(n int) {
+	for l := range c.K {
+		if c.preK[l] == nil {
+			continue
+		}
+		k, v := c.alloc(c.Cap)
+		copyRows(k, v, 0, c.preK[l], c.preV[l], 0, n, c.kv)
+		c.K[l], c.V[l], c.base[l] = k, v, 0
+	}
+	c.preK, c.preV, c.pre = nil, nil, 0
 }
 
 // Truncate drops cached tokens beyond n (to reuse a shared prefix). It
@@ -148,10 +269,16 @@ func (c *KVCache) Truncate(n int) error {
 	if n < 0 || n > c.Len {
 		return fmt.Errorf("model: truncate cache of %d tokens to %d", c.Len, n)
 	}
+	if n < c.frozen {
+		return fmt.Errorf("model: cannot truncate cache to %d tokens: its first %d are shared with its forks", n, c.frozen)
+	}
 	for l := range c.K {
 		if !c.holds(l, n) {
 			return fmt.Errorf("model: cannot truncate cache to %d tokens: layer %d's sliding window has moved past them", n, l)
 		}
+	}
+	if n < c.pre {
+		c.unshare(n)
 	}
 	if n == 0 {
 		clear(c.base)
@@ -167,13 +294,19 @@ func (c *KVCache) CopyPrefix(src *KVCache, n int) error {
 	if n > src.Len || n > c.Cap || len(c.K) != len(src.K) || c.kv != src.kv {
 		return fmt.Errorf("model: copy %d cached tokens from a cache of %d into one of capacity %d", n, src.Len, c.Cap)
 	}
+	if c.frozen > 0 {
+		return fmt.Errorf("model: cannot copy cached tokens into a cache whose first %d are shared with its forks", c.frozen)
+	}
 	for l := range c.K {
 		if !src.holds(l, n) {
 			return fmt.Errorf("model: cannot copy %d cached tokens: layer %d's sliding window has moved past them", n, l)
 		}
 	}
+	if c.pre > 0 {
+		c.unshare(0)
+	}
 	for l := range c.K {
-		b := src.base[l]
+		b := src.first(l)
 		if n == 0 {
 			b = 0
 		}
@@ -181,8 +314,7 @@ func (c *KVCache) CopyPrefix(src *KVCache, n int) error {
 		if rows > c.rows(l) {
 			c.K[l], c.V[l] = c.alloc(rows)
 		}
-		copy(c.K[l], src.K[l][:keyRows(rows)*c.kv])
-		copy(c.V[l][:rows*c.kv], src.V[l][:rows*c.kv])
+		src.copyPositions(l, c.K[l], c.V[l], b, max(b, n))
 		c.base[l] = b
 	}
 	c.Len = n

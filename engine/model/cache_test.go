@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"testing"
 )
@@ -144,6 +145,147 @@ func TestKVCache_SlidingLayersBounded(t *testing.T) {
 			}
 			compareRows(t, "decode vs full recompute", inc, recompute, m.Config.VocabSize)
 			t.Logf("%s: sliding layers held at most %d rows over %d tokens (full layers %d)", arch, maxRows, T, T)
+		})
+	}
+}
+
+// Ensure forks that share their prompt's keys and values (Fork) decode to
+// the bits of forks that copy them (CopyPrefix): four samples of one
+// prompt, batched, one token each per pass and then a multi-token
+// segment, a fork of a fork, a fork of a prompt shorter than one
+// attention block, and a fork truncated into its shared prefix; on
+// full-attention layers (qwen2) and local + global ones (gemma3). The
+// cache forks read from refuses to be overwritten below what it shares.
+func TestKVCache_ForkSharesPrefix(t *testing.T) {
+	for _, arch := range []string{"qwen2", "gemma3"} {
+		t.Run(arch, func(t *testing.T) {
+			cfg, err := Preset(arch, "tiny", 300)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := New(cfg, RandomWeights(cfg, InitOptions{Seed: 5, Std: 0.1, NormJitter: 0.1}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			const P, T = 150, 260 // the prompt: two whole attention blocks and 22 positions
+			prompt := randomTokens(P, 300, 31)
+			var ws Workspace
+			prefill := func() *KVCache {
+				c := m.NewKVCache(T)
+				if _, err := m.Forward(&ws, prompt, []Segment{{Cache: c, N: P}}); err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			shared, copied := prefill(), prefill()
+			var forks, copies []*KVCache
+			for range 3 {
+				f, err := shared.Fork(P)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.pre != 128 {
+					t.Fatalf("fork shares %d positions; want 128", f.pre)
+				}
+				c := m.NewKVCache(T)
+				if err := c.CopyPrefix(copied, P); err != nil {
+					t.Fatal(err)
+				}
+				forks, copies = append(forks, f), append(copies, c)
+			}
+			forks, copies = append(forks, shared), append(copies, copied)
+			// step feeds n tokens to each cache of both sets in one pass
+			// and compares the logits.
+			step := func(what string, caches [2][]*KVCache, pos, n int) {
+				t.Helper()
+				var rows [2][][]float32
+				for k, cs := range caches {
+					var batch []int
+					var segs []Segment
+					for i, c := range cs {
+						batch = append(batch, randomTokens(n, 300, uint64(1000*i+pos))...)
+						segs = append(segs, Segment{Cache: c, N: n})
+					}
+					h, err := m.Forward(&ws, batch, segs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows[k] = rowsLogits(m, h, len(batch))
+				}
+				sameBits(t, what, rows[0], rows[1])
+			}
+			both := [2][]*KVCache{forks, copies}
+			for pos := P; pos < P+60; pos++ {
+				step(fmt.Sprintf("decode at %d", pos), both, pos, 1)
+			}
+			step("a 7-token segment", both, P+60, 7)
+
+			// A fork of a fork shares the same prefix and copies the rest.
+			ff, err := forks[0].Fork(forks[0].Len)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fc := m.NewKVCache(T)
+			if err := fc.CopyPrefix(copies[0], copies[0].Len); err != nil {
+				t.Fatal(err)
+			}
+			if ff.pre != 128 {
+				t.Fatalf("a fork of a fork shares %d positions, not 128", ff.pre)
+			}
+			for l := range ff.K {
+				if m.Config.Window(l) == 0 && &ff.preK[l][0] != &shared.K[l][0] {
+					t.Fatalf("a fork of a fork reads layer %d's prefix from elsewhere than the first cache", l)
+				}
+			}
+			for pos := P + 67; pos < P+75; pos++ {
+				step("fork of a fork", [2][]*KVCache{{ff, forks[1]}, {fc, copies[1]}}, pos, 1)
+			}
+
+			// A prompt shorter than an attention block shares nothing.
+			short := m.NewKVCache(T)
+			if _, err := m.Forward(&ws, prompt[:40], []Segment{{Cache: short, N: 40}}); err != nil {
+				t.Fatal(err)
+			}
+			sf, err := short.Fork(40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := m.NewKVCache(T)
+			if err := sc.CopyPrefix(short, 40); err != nil {
+				t.Fatal(err)
+			}
+			if sf.pre != 0 {
+				t.Fatalf("a 40-token fork shares %d positions", sf.pre)
+			}
+			step("short prompt", [2][]*KVCache{{sf}, {sc}}, 40, 1)
+
+			// The shared positions stay as they are.
+			if err := shared.Truncate(100); err == nil {
+				t.Error("truncating a cache below the positions its forks share should fail")
+			}
+			if err := shared.CopyPrefix(copied, 10); err == nil {
+				t.Error("copying into a cache whose positions its forks share should fail")
+			}
+			if err := shared.Truncate(140); arch == "qwen2" && err != nil { // (gemma3's windows have slid past 140)
+				t.Fatalf("truncating above the shared positions: %v", err)
+			}
+			// A fork truncated into its prefix gets its own rows back
+			// (gemma3's sliding windows have moved past 100).
+			if arch != "qwen2" {
+				return
+			}
+			if err := forks[2].Truncate(100); err != nil {
+				t.Fatal(err)
+			}
+			if err := copies[2].Truncate(100); err != nil {
+				t.Fatal(err)
+			}
+			if forks[2].pre != 0 {
+				t.Fatalf("a fork truncated to 100 tokens still shares %d", forks[2].pre)
+			}
+			for pos := 100; pos < 110; pos++ {
+				step("after truncating into the prefix", [2][]*KVCache{{forks[2]}, {copies[2]}}, pos, 1)
+			}
 		})
 	}
 }

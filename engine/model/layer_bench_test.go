@@ -1,8 +1,12 @@
 package model
 
 import (
+	"cmp"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/artgo/art/engine/kernels"
 )
@@ -92,4 +96,79 @@ func BenchmarkLayers(b *testing.B) {
 func reportCPU(b *testing.B) func() {
 	c0 := cpuSecs()
 	return func() { b.ReportMetric((cpuSecs()-c0)*1e3/float64(b.N), "cpu-ms/op") }
+}
+
+// BenchmarkGroupDecodeSharedPrefix decodes a group of 8 samples of one
+// 512-token prompt on the Qwen2.5-0.5B shape (24 layers, a small
+// vocabulary), their caches forked (sharing the prompt's keys and values)
+// and copied in turn, 32 steps each per iteration, so that the host's
+// bandwidth, which drifts by the minute, is the same for both: the median
+// ms a step of each, bf16 weights and q4 ones (under ART_MATMUL_UNIT=int8
+// the int8 unit's products).
+func BenchmarkGroupDecodeSharedPrefix(b *testing.B) {
+	for _, q := range []Quantization{NoQuantization, Q4} {
+		b.Run(fmt.Sprint("weights=", cmp.Or(string(q), "bf16")), func(b *testing.B) {
+			cfg, err := Preset("qwen2", "qwen2.5-0.5b", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.VocabSize = 1024
+			w := RandomWeights(cfg, InitOptions{Seed: 1, DType: kernels.BF16})
+			if err := w.Quantize(q); err != nil {
+				b.Fatal(err)
+			}
+			m, err := New(cfg, w)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const P, steps, n = 512, 32, 8
+			var ws Workspace
+			prompt := m.NewKVCache(P + steps)
+			if _, err := m.Forward(&ws, randomTokens(P, cfg.VocabSize, 4), []Segment{{Cache: prompt, N: P}}); err != nil {
+				b.Fatal(err)
+			}
+			forked, copied := []*KVCache{prompt}, []*KVCache{}
+			for range n - 1 {
+				f, err := prompt.Fork(P)
+				if err != nil {
+					b.Fatal(err)
+				}
+				forked = append(forked, f)
+			}
+			for range n {
+				c := m.NewKVCache(P + steps)
+				if err := c.CopyPrefix(prompt, P); err != nil {
+					b.Fatal(err)
+				}
+				copied = append(copied, c)
+			}
+			toks, segs := make([]int, n), make([]Segment, n)
+			decode := func(caches []*KVCache) float64 {
+				for _, c := range caches {
+					if err := c.Truncate(P); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t := time.Now()
+				for s := range steps {
+					for i, c := range caches {
+						toks[i], segs[i] = (i*31+s*7)%cfg.VocabSize, Segment{Cache: c, N: 1}
+					}
+					if _, err := m.Forward(&ws, toks, segs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(t).Seconds() * 1e3 / steps
+			}
+			var fms, cms []float64
+			for b.Loop() {
+				fms = append(fms, decode(forked))
+				cms = append(cms, decode(copied))
+			}
+			slices.Sort(fms)
+			slices.Sort(cms)
+			b.ReportMetric(fms[len(fms)/2], "forked-ms/step")
+			b.ReportMetric(cms[len(cms)/2], "copied-ms/step")
+		})
+	}
 }

@@ -54,7 +54,7 @@ func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {
-			attentionHead(out, q, k, v, 0, T, h, NH, KVH, HD, p, window)
+			attentionHead(out, q, kvRows{k: k, v: v}, 0, T, h, NH, KVH, HD, p, window)
 		}
 	})
 }

@@ -97,6 +97,11 @@ type stepVariant struct {
 // turn, so that the host's bandwidth, which drifts by the minute, is the
 // same for all. It reports ms a step and the weights' GB/s per variant.
 func benchStep(b *testing.B, mk func(N, K int) *Mat, variants []stepVariant) {
+	benchStepRows(b, 8, mk, variants)
+}
+
+// benchStepRows is benchStep for M rows.
+func benchStepRows(b *testing.B, M int, mk func(N, K int) *Mat, variants []stepVariant) {
 	var bytes int64
 	mat := func(N, K int) *Mat {
 		w := mk(N, K)
@@ -110,7 +115,6 @@ func benchStep(b *testing.B, mk func(N, K int) *Mat, variants []stepVariant) {
 		layers[l] = layer{mat(1152, 896), mat(896, 896), mat(9728, 896), mat(896, 4864)}
 	}
 	head := mat(151936, 896)
-	const M = 8
 	r := rand.New(rand.NewPCG(8, 12))
 	x, x4 := randSlice(r, M*896), randSlice(r, M*4864)
 	out := make([]float32, M*151936)
@@ -138,5 +142,40 @@ func benchStep(b *testing.B, mk func(N, K int) *Mat, variants []stepVariant) {
 		med := times[i][len(times[i])/2]
 		b.ReportMetric(med*1e3, v.name+"_ms")
 		b.ReportMetric(float64(bytes)/med/1e9, v.name+"_GB/s")
+	}
+}
+
+// BenchmarkDecodeStepChunks is a single sequence's decoding step (one row)
+// over Qwen2.5-0.5B's shapes (benchStepRows) with each product cut into
+// 1, 2, 4 or 8 chunks per goroutine: Q4 and Q8 on UnitInt8, bf16 on
+// UnitBF16, where the CPU has them.
+func BenchmarkDecodeStepChunks(b *testing.B) {
+	defer func(u Unit, c int) { unit, decodeChunks = u, c }(currentUnit(), decodeChunks)
+	var variants []stepVariant
+	for _, c := range []int{1, 2, 4, 8} {
+		variants = append(variants, stepVariant{fmt.Sprint("chunks", c), func() { decodeChunks = c }})
+	}
+	r := rand.New(rand.NewPCG(8, 13))
+	for _, dt := range []DType{Q4, Q8, BF16} {
+		b.Run(dt.String(), func(b *testing.B) {
+			switch {
+			case dt == BF16 && hasDP():
+				unit = UnitBF16
+			case dt != BF16 && hasI8():
+				unit = UnitInt8
+			default:
+				b.Skip("no unit for ", dt)
+			}
+			benchStepRows(b, 1, func(N, K int) *Mat {
+				if dt == BF16 {
+					return randMat(r, N, K, BF16)
+				}
+				w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return w
+			}, variants)
+		})
 	}
 }

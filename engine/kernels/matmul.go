@@ -224,6 +224,10 @@ type plan struct {
 	base, extra int
 }
 
+// decodeChunks is the number of chunks per goroutine of a decoding
+// product (a variable for benchmarks).
+var decodeChunks = 8
+
 // plan cuts j into chunks of 64-column panels (or of rows, when there are
 // few panels), two to eight per goroutine for t goroutines.
 func (j *job) plan(t int) plan {
@@ -241,7 +245,7 @@ func (j *job) plan(t int) plan {
 	per := 2
 	switch {
 	case j.stream() && j.M <= 8:
-		per = 8
+		per = decodeChunks
 	case j.stream():
 		per = 4
 	}

@@ -99,15 +99,19 @@ func reportCPU(b *testing.B) func() {
 }
 
 // BenchmarkGroupDecodeSharedPrefix decodes a group of 8 samples of one
-// 512-token prompt on the Qwen2.5-0.5B shape (24 layers, a small
+// 512- or 2048-token prompt on the Qwen2.5-0.5B shape (24 layers, a small
 // vocabulary), their caches forked (sharing the prompt's keys and values)
 // and copied in turn, 32 steps each per iteration, so that the host's
 // bandwidth, which drifts by the minute, is the same for both: the median
 // ms a step of each, bf16 weights and q4 ones (under ART_MATMUL_UNIT=int8
 // the int8 unit's products).
 func BenchmarkGroupDecodeSharedPrefix(b *testing.B) {
-	for _, q := range []Quantization{NoQuantization, Q4} {
-		b.Run(fmt.Sprint("weights=", cmp.Or(string(q), "bf16")), func(b *testing.B) {
+	for _, c := range []struct {
+		q Quantization
+		P int
+	}{{NoQuantization, 512}, {Q4, 512}, {NoQuantization, 2048}, {Q4, 2048}} {
+		q, P := c.q, c.P
+		b.Run(fmt.Sprintf("weights=%s/prompt=%d", cmp.Or(string(q), "bf16"), P), func(b *testing.B) {
 			cfg, err := Preset("qwen2", "qwen2.5-0.5b", 0)
 			if err != nil {
 				b.Fatal(err)
@@ -121,7 +125,7 @@ func BenchmarkGroupDecodeSharedPrefix(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			const P, steps, n = 512, 32, 8
+			const steps, n = 32, 8
 			var ws Workspace
 			prompt := m.NewKVCache(P + steps)
 			if _, err := m.Forward(&ws, randomTokens(P, cfg.VocabSize, 4), []Segment{{Cache: prompt, N: P}}); err != nil {

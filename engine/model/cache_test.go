@@ -48,6 +48,29 @@ func sameBits(t *testing.T, what string, got, want [][]float32) {
 	}
 }
 
+// sameLogits feeds each cache of both sets its sequence's next tokens
+// (tokens(i) for the i-th cache of a set), each set in one pass, and fails
+// unless the two sets' logits are equal bit for bit.
+func sameLogits(t *testing.T, m *Model, ws *Workspace, what string, caches [2][]*KVCache, tokens func(i int) []int) {
+	t.Helper()
+	var rows [2][][]float32
+	for k, cs := range caches {
+		var batch []int
+		var segs []Segment
+		for i, c := range cs {
+			toks := tokens(i)
+			batch = append(batch, toks...)
+			segs = append(segs, Segment{Cache: c, N: len(toks)})
+		}
+		h, err := m.Forward(ws, batch, segs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows[k] = rowsLogits(m, h, len(batch))
+	}
+	sameBits(t, what, rows[0], rows[1])
+}
+
 // Ensure a sliding layer's cache keeps only its window (plus a block) while
 // decoding goes on for many windows, and the logits stay bit for bit those
 // of a cache that keeps every position: decoding one token at a time, a
@@ -66,21 +89,7 @@ func TestKVCache_SlidingLayersBounded(t *testing.T) {
 			var ws Workspace
 			step := func(what string, caches [2][]*KVCache, seqs [][]int, from, n int) {
 				t.Helper()
-				var rows [2][][]float32
-				for k, cs := range caches {
-					var batch []int
-					var segs []Segment
-					for i, c := range cs {
-						batch = append(batch, seqs[i][from:from+n]...)
-						segs = append(segs, Segment{Cache: c, N: n})
-					}
-					h, err := m.Forward(&ws, batch, segs)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rows[k] = rowsLogits(m, h, len(batch))
-				}
-				sameBits(t, what, rows[0], rows[1])
+				sameLogits(t, m, &ws, what, caches, func(i int) []int { return seqs[i][from : from+n] })
 			}
 			one := [2][]*KVCache{{bounded}, {full}}
 			both := [2][]*KVCache{{bounded, bOther}, {full, fOther}}
@@ -198,21 +207,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			// and compares the logits.
 			step := func(what string, caches [2][]*KVCache, pos, n int) {
 				t.Helper()
-				var rows [2][][]float32
-				for k, cs := range caches {
-					var batch []int
-					var segs []Segment
-					for i, c := range cs {
-						batch = append(batch, randomTokens(n, 300, uint64(1000*i+pos))...)
-						segs = append(segs, Segment{Cache: c, N: n})
-					}
-					h, err := m.Forward(&ws, batch, segs)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rows[k] = rowsLogits(m, h, len(batch))
-				}
-				sameBits(t, what, rows[0], rows[1])
+				sameLogits(t, m, &ws, what, caches, func(i int) []int { return randomTokens(n, 300, uint64(1000*i+pos)) })
 			}
 			both := [2][]*KVCache{forks, copies}
 			for pos := P; pos < P+60; pos++ {

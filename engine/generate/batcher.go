@@ -27,7 +27,8 @@ type BatcherOptions struct {
 // one goroutine runs forward passes over every active sequence together,
 // sequences join as they arrive and leave as they finish, and the n samples
 // of one prompt share its prefill (the prompt's keys and values are computed
-// once and copied). Sampling is per sequence, seeded, so a sequence's tokens
+// once and read in place by every sample: model.KVCache.Fork). Sampling is
+// per sequence, seeded, so a sequence's tokens
 // do not depend on what else is in the batch (up to fp32 rounding of the
 // batched matmuls).
 type Batcher struct {

@@ -1076,8 +1076,8 @@ func runBench(args []string, log func(string, ...any)) error {
 		fmt.Fprintf(&b, "- %s: %s; median others %.0f%%\n", k, strings.Join(parts, ", "), oth(k))
 	}
 	if rss != nil {
-		fmt.Fprintf(&b, "\nRSS phase: after load %.0f MB (weights as stored %.0f MB, packed panels %.0f MB, KV caches %.0f MB for %d×%d tokens), peak while decoding %.0f MB, peak over the process incl. loading %.0f MB%s.\n",
-			rss.AfterLoadMB, rss.WeightsMB, rss.PackedMB, rss.KVMB, *groupN, *rssCtx, rss.PeakDecodeMB, rss.PeakLifeMB, rss.Note)
+		fmt.Fprintf(&b, "\nRSS phase: after load %.0f MB (weights as stored %.0f MB, packed panels %.0f MB, KV caches %.0f MB for %d×%d tokens, the samples sharing the prompt's first %d), peak while decoding %.0f MB, peak over the process incl. loading %.0f MB%s.\n",
+			rss.AfterLoadMB, rss.WeightsMB, rss.PackedMB, rss.KVMB, *groupN, *rssCtx, rss.KVShared, rss.PeakDecodeMB, rss.PeakLifeMB, rss.Note)
 	}
 	// Greedy parity guard.
 	n := min(*parityN, len(ourTokens), len(llamaTokens))
@@ -1179,6 +1179,8 @@ type rssResult struct {
 	WeightsMB    float64 `json:"weightsMB"`
 	PackedMB     float64 `json:"packedMB"`
 	KVMB         float64 `json:"kvMB"`
+	KVRows       int     `json:"kvRows"`   // positions the group's caches hold
+	KVShared     int     `json:"kvShared"` // the prompt's positions the samples share
 	Note         string  `json:"note"`
 }
 
@@ -1235,7 +1237,11 @@ func runRSS(args []string) error {
 	runtime.GC()
 	debug.FreeOSMemory()
 	r := rssResult{AfterLoadMB: mb(procstat.Bytes("VmRSS")), WeightsMB: float64(weights) / (1 << 20), PackedMB: float64(packed) / (1 << 20)}
-	r.KVMB = float64(*n*m.Config.NumLayers*2**ctx*m.Config.KVDim()*4) / (1 << 20)
+	// The first sample's cache holds every position; the others share the
+	// prompt's whole blocks with it (KVCache.Fork) and hold the rest.
+	shared := len(prompt) / model.ForkBlock * model.ForkBlock
+	r.KVRows, r.KVShared = *ctx+(*n-1)*(*ctx-shared), shared
+	r.KVMB = float64(r.KVRows*m.Config.NumLayers*2*m.Config.KVDim()*4) / (1 << 20)
 	r.PeakLifeMB = mb(procstat.Bytes("VmHWM"))
 	// Reset the high-water mark to the current RSS (Linux ≥ 4.0), so the
 	// peak below is the decoding's.

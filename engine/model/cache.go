@@ -195,6 +195,10 @@ func copyRows(dstK, dstV []float32, dr int, srcK, srcV []float32, sr, n, kv int)
 	copy(dstV[dr*kv:], srcV[sr*kv:(sr+n)*kv])
 }
 
+// ForkBlock is the granularity of what forks share: the whole blocks of
+// ForkBlock positions of a fork's first n (Fork).
+const ForkBlock = attnBlock
+
 // Fork returns a new cache of c's capacity holding c's first n positions,
 // for another sample of the same prompt. On the full-attention layers the
 // whole attention blocks of them are not copied but read in place from c
@@ -217,7 +221,7 @@ func (c *KVCache) Fork(n int) (*KVCache, error) {
 	f := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: c.Cap, Len: n,
 		base: make([]int, L), window: c.window, kv: c.kv,
 		preK: make([][]float32, L), preV: make([][]float32, L)}
-	f.pre = n / attnBlock * attnBlock
+	f.pre = n / ForkBlock * ForkBlock
 	if c.pre > 0 {
 		f.pre = min(f.pre, c.pre)
 	}

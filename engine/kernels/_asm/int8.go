@@ -103,23 +103,10 @@ func kernelI8(g *gen, dt string, mr int) {
 	g.text(name, 88, fmt.Sprintf("func %s(a *int8, lda uintptr, ad *float32, ac *int32, ald uintptr, b %s, np int, s *uint16, c *float32, ldc uintptr, k int)", name, bType))
 	accF := func(m, i int) string { return fmt.Sprintf("Z%d", 4*m+i) }
 	accI := func(m, i int) string { return fmt.Sprintf("Z%d", 12+4*m+i) }
-	row := func(base string, m int, d int) string {
-		switch m {
-		case 0:
-			return fmt.Sprintf("%d(%s)", d, base)
-		case 1:
-			return fmt.Sprintf("%d(%s)(%s*1)", d, base, map[string]string{"DI": "R11", "R12": "R9", "R13": "R9", "DX": "R8"}[base])
-		}
-		return fmt.Sprintf("%d(%s)(%s*2)", d, base, map[string]string{"DI": "R11", "R12": "R9", "R13": "R9", "DX": "R8"}[base])
-	}
-	g.p("MOVQ a+0(FP), SI")
-	g.p("MOVQ lda+8(FP), R11")
-	g.p("MOVQ ald+32(FP), R9")
-	g.p("MOVQ b+40(FP), BX")
-	g.p("MOVQ np+48(FP), CX")
-	g.p("MOVQ s+56(FP), R10")
-	g.p("MOVQ c+64(FP), DX")
-	g.p("MOVQ ldc+72(FP), R8")
+	// row m (0..2) of base, whose rows are its stride register apart.
+	stride := map[string]string{"DI": "R11", "R12": "R9", "R13": "R9", "DX": "R8"}
+	row := func(base string, m int, d int) string { return rowAddr([3]string{base}, stride[base], m, d) }
+	i8Args(g)
 	if q4 {
 		g.p("MOVL $0x88888888, AX")
 		g.p("VPBROADCASTD AX, Z30")
@@ -389,26 +376,9 @@ func kernelI8Q8T(g *gen, mr int) {
 	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 256*r+64*i) }
 	// row r of base: rows 0-2 from base, 3-5 from base3 (base + 3 strides).
 	row := func(base, base3, stride string, r, d int) string {
-		b := base
-		if r >= 3 {
-			b, r = base3, r-3
-		}
-		switch r {
-		case 0:
-			return fmt.Sprintf("%d(%s)", d, b)
-		case 1:
-			return fmt.Sprintf("%d(%s)(%s*1)", d, b, stride)
-		}
-		return fmt.Sprintf("%d(%s)(%s*2)", d, b, stride)
+		return rowAddr([3]string{base, base3}, stride, r, d)
 	}
-	g.p("MOVQ a+0(FP), SI")
-	g.p("MOVQ lda+8(FP), R11")
-	g.p("MOVQ ald+32(FP), R9")
-	g.p("MOVQ b+40(FP), BX")
-	g.p("MOVQ np+48(FP), CX")
-	g.p("MOVQ s+56(FP), R10")
-	g.p("MOVQ c+64(FP), DX")
-	g.p("MOVQ ldc+72(FP), R8")
+	i8Args(g)
 	g.p("MOVQ t+88(FP), DI")
 	g.p("MOVL $0x80808080, AX")
 	g.p("VPBROADCASTD AX, Z30")
@@ -473,6 +443,19 @@ func kernelI8Q8T(g *gen, mr int) {
 	g.p("DECQ CX")
 	g.p("JNZ %s_panel", name)
 	g.ret()
+}
+
+// i8Args loads the int8 kernels' common arguments: SI a, R11 lda, R9 ald,
+// BX b, CX np, R10 s, DX c, R8 ldc.
+func i8Args(g *gen) {
+	g.p("MOVQ a+0(FP), SI")
+	g.p("MOVQ lda+8(FP), R11")
+	g.p("MOVQ ald+32(FP), R9")
+	g.p("MOVQ b+40(FP), BX")
+	g.p("MOVQ np+48(FP), CX")
+	g.p("MOVQ s+56(FP), R10")
+	g.p("MOVQ c+64(FP), DX")
+	g.p("MOVQ ldc+72(FP), R8")
 }
 
 // columnScales loads a block's 64 fp16 column scales at R10 into Z{tmp}

@@ -1402,7 +1402,7 @@ func runProfile(args []string, log func(string, ...any)) error {
 	}
 	if *kind == "group" {
 		for i := 1; i < *n; i++ {
-			c, err := cache.Fork(cache.Len)
+			c, err := cache.Fork(cache.Len, cache.Cap)
 			if err != nil {
 				return err
 			}

@@ -2,11 +2,14 @@ package generate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/internal/parallel"
@@ -21,16 +24,38 @@ type BatcherOptions struct {
 	// MaxSequences bounds the sequences decoding at once; more wait for a
 	// free slot. 0 means 64.
 	MaxSequences int
+	// NoPrefixSharing turns off reusing another sequence's keys and values
+	// for the start of a new prompt (see Batcher).
+	NoPrefixSharing bool
+	// KeepPrefixes bounds the bytes of keys and values kept from finished
+	// generations, so that a later prompt that starts with one (the next
+	// turn of a conversation, another rollout of the same scenario) skips
+	// prefilling what they share; the least recently used go first. 0
+	// keeps none. Kept entries are matched by the identity of
+	// Request.Adapter: set it only when an adapter a request used is not
+	// changed afterwards (the native host samples from an immutable copy
+	// of each checkpoint step's adapter).
+	KeepPrefixes int64
 }
 
 // Batcher generates for many callers at once with continuous batching:
 // one goroutine runs forward passes over every active sequence together,
 // sequences join as they arrive and leave as they finish, and the n samples
 // of one prompt share its prefill (the prompt's keys and values are computed
-// once and read in place by every sample: model.KVCache.Fork). Sampling is
-// per sequence, seeded, so a sequence's tokens
-// do not depend on what else is in the batch (up to fp32 rounding of the
-// batched matmuls).
+// once and read in place by every sample: model.KVCache.Fork).
+//
+// A new prompt that starts with at least model.ForkBlock tokens another
+// sequence of the same adapter holds — one in the batch, or one kept after
+// it finished (BatcherOptions.KeepPrefixes) — forks that sequence's cache
+// and prefills only the rest, waiting for the other's prefill if it is
+// still under way: the rollouts of one scenario, sent as separate
+// requests, prefill their prompt once, and each turn of a conversation
+// skips its history. Result.CachedTokens says how many were reused.
+//
+// Sampling is per sequence, seeded, and every row of a forward pass is
+// computed alike whatever else is in it, so a sequence's tokens and
+// logprobs do not depend on what else is in the batch or which prefix it
+// reused, to the bit.
 type Batcher struct {
 	m      *model.Model
 	opt    BatcherOptions
@@ -38,7 +63,23 @@ type Batcher struct {
 	quit   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+
+	kept      []*keptPrefix // owned by the loop goroutine
+	keptBytes atomic.Int64
 }
+
+// keptPrefix is the cache of a finished generation, kept to be forked
+// from: it holds the keys and values of tokens.
+type keptPrefix struct {
+	tokens  []int
+	cache   *model.KVCache
+	adapter model.Adapter
+	used    uint64 // the pass it was last matched or kept in
+}
+
+// KeptPrefixBytes is the memory of the finished generations' keys and
+// values kept for later prompts (BatcherOptions.KeepPrefixes).
+func (b *Batcher) KeptPrefixBytes() int64 { return b.keptBytes.Load() }
 
 // ErrClosed is returned for generations submitted to a closed Batcher.
 var ErrClosed = errors.New("generate: batcher closed")
@@ -78,6 +119,7 @@ type job struct {
 	events chan event // buffered for every token the job can produce
 	res    []Result
 	left   int // samples not finished
+	cached int // prompt tokens whose keys and values were reused
 }
 
 // seq is one sequence in the batch: the shared prefill of a job (sample -1)
@@ -85,11 +127,15 @@ type job struct {
 type seq struct {
 	j       *job
 	sample  int
-	cache   *model.KVCache
+	cache   *model.KVCache // nil while waiting for from
 	sampler *Sampler
 	fed     int   // prompt tokens already in the cache (prefill)
 	next    []int // tokens to feed in the next pass (decode)
 	text    []byte
+	root    bool // the sample that decodes in its job's prefill cache
+
+	from  *seq // a prefill waiting for from's to hold its first share tokens
+	share int
 }
 
 // Generate samples n completions of req.Prompt (seeds req.Seed, req.Seed+1,
@@ -163,6 +209,7 @@ func (b *Batcher) loop() {
 	V, C := b.m.Config.VocabSize, b.m.Config.HiddenSize
 	var logits []float32
 	var draws []draw
+	var pass uint64
 	fail := func(j *job, err error) {
 		if j.left >= 0 {
 			j.left = -1
@@ -199,7 +246,7 @@ func (b *Batcher) loop() {
 		for len(waiting) > 0 && countSamples(active)+waiting[0].n <= b.opt.MaxSequences || len(waiting) > 0 && len(active) == 0 {
 			j := waiting[0]
 			waiting = waiting[1:]
-			active = append(active, &seq{j: j, sample: -1, cache: b.m.NewKVCache(len(j.req.Prompt) + j.req.MaxTokens)})
+			active = append(active, b.start(j, active, pass))
 		}
 		// Drop sequences of cancelled or failed jobs.
 		active = slices.DeleteFunc(active, func(s *seq) bool {
@@ -214,6 +261,12 @@ func (b *Batcher) loop() {
 		})
 		if len(active) == 0 {
 			continue
+		}
+		pass++
+		for _, s := range active {
+			if f := s.from; f != nil && (f.cache.Len >= s.share || f.j.left < 0) {
+				b.fork(s, f.cache, min(s.share, f.cache.Len))
+			}
 		}
 		// Build the pass: every decoding sequence's next token, then prompt
 		// chunks within the token budget.
@@ -232,7 +285,7 @@ func (b *Batcher) loop() {
 			}
 		}
 		for _, s := range active {
-			if s.sample >= 0 || budget <= 0 {
+			if s.sample >= 0 || s.from != nil || budget <= 0 {
 				continue
 			}
 			p := s.j.req.Prompt
@@ -278,7 +331,7 @@ func (b *Batcher) loop() {
 					c := s.cache
 					if i < j.n-1 {
 						var err error
-						if c, err = s.cache.Fork(s.cache.Len); err != nil {
+						if c, err = s.cache.Fork(s.cache.Len, s.cache.Cap); err != nil {
 							fail(j, fmt.Errorf("generate: %w", err))
 							break
 						}
@@ -287,7 +340,8 @@ func (b *Batcher) loop() {
 					if j.req.NewConstraint != nil {
 						smp.Constrain(j.req.NewConstraint())
 					}
-					ns := &seq{j: j, sample: i, cache: c, sampler: smp}
+					ns := &seq{j: j, sample: i, cache: c, sampler: smp, root: c == s.cache}
+					j.res[i].CachedTokens = j.cached
 					forked = append(forked, ns)
 					draws = append(draws, draw{s: ns, row: row})
 				}
@@ -312,7 +366,9 @@ func (b *Batcher) loop() {
 				fail(p.s.j, p.err)
 				continue
 			}
-			p.s.record(p.smp)
+			if p.s.record(p.smp) && p.s.root {
+				b.keep(p.s, pass)
+			}
 		}
 		active = append(active, forked...)
 		active = slices.DeleteFunc(active, func(s *seq) bool { return s.j.left < 0 || (s.sample >= 0 && s.next == nil) })
@@ -328,11 +384,11 @@ type draw struct {
 }
 
 // record appends the sequence's sampled token; when the sequence finishes,
-// it leaves next nil and may end its job.
-func (s *seq) record(smp Sample) {
+// it leaves next nil, may end its job and returns true.
+func (s *seq) record(smp Sample) bool {
 	j := s.j
 	if j.left < 0 {
-		return
+		return false
 	}
 	r := &j.res[s.sample]
 	r.Tokens = append(r.Tokens, smp)
@@ -355,7 +411,7 @@ func (s *seq) record(smp Sample) {
 	}
 	if finish == "" {
 		s.next = []int{smp.ID}
-		return
+		return false
 	}
 	r.FinishReason = finish
 	s.next = nil
@@ -364,6 +420,7 @@ func (s *seq) record(smp Sample) {
 		j.left = -1
 		j.events <- event{end: true}
 	}
+	return true
 }
 
 func countSamples(active []*seq) int {
@@ -376,4 +433,143 @@ func countSamples(active []*seq) int {
 		}
 	}
 	return n
+}
+
+// start makes the prefill sequence of a new job: it forks the cache of
+// whichever sequence of the batch, or kept prefix, shares the longest
+// start with its prompt (at least model.ForkBlock tokens, and not the
+// prompt's last token, whose logits it needs), or waits for that
+// sequence's prefill to reach it.
+func (b *Batcher) start(j *job, active []*seq, pass uint64) *seq {
+	s := &seq{j: j, sample: -1}
+	p := j.req.Prompt
+	limit := len(p) - 1
+	var from *seq
+	var kept *keptPrefix
+	best := model.ForkBlock - 1
+	if !b.opt.NoPrefixSharing {
+		for _, o := range active {
+			if o.cache == nil || o.j.left < 0 || !sameAdapter(o.j.req.Adapter, j.req.Adapter) {
+				continue
+			}
+			n := min(o.common(p), limit)
+			if o.sample >= 0 {
+				n = min(n, o.cache.Len) // its last token is not fed yet
+			}
+			if n > best {
+				best, from = n, o
+			}
+		}
+		for _, e := range b.kept {
+			if !sameAdapter(e.adapter, j.req.Adapter) {
+				continue
+			}
+			if n := min(commonPrefix(e.tokens, p), limit); n > best {
+				best, from, kept = n, nil, e
+			}
+		}
+	}
+	switch {
+	case kept != nil:
+		kept.used = pass
+		b.fork(s, kept.cache, best)
+	case from == nil:
+		b.fork(s, nil, 0)
+	case from.cache.Len >= best:
+		b.fork(s, from.cache, best)
+	default:
+		s.from, s.share = from, best
+	}
+	return s
+}
+
+// fork gives prefill s its cache: a fork of src's first n positions, or a
+// new cache when n is 0 or src cannot be forked there (a sliding window
+// has moved past them).
+func (b *Batcher) fork(s *seq, src *model.KVCache, n int) {
+	s.from = nil
+	capacity := len(s.j.req.Prompt) + s.j.req.MaxTokens
+	if n > 0 {
+		if c, err := src.Fork(n, capacity); err == nil {
+			s.cache, s.fed, s.j.cached = c, n, n
+			return
+		}
+	}
+	s.cache = b.m.NewKVCache(capacity)
+}
+
+// common is how many of p's first tokens s holds or will hold: a prefill
+// its prompt, a sample its prompt and what it sampled.
+func (s *seq) common(p []int) int {
+	q := s.j.req.Prompt
+	n := commonPrefix(q, p)
+	if s.sample < 0 || n < len(q) {
+		return n
+	}
+	for _, t := range s.j.res[s.sample].Tokens {
+		if n == len(p) || t.ID != p[n] {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// sameAdapter reports whether a and b are the same adapter: the same
+// comparable value (a pointer, as the native host's), or both none.
+func sameAdapter(a, b model.Adapter) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	t := reflect.TypeOf(a)
+	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+}
+
+// keep keeps a finished job's prefill cache, which its root sample
+// decoded into, for later prompts that start with its tokens: it replaces
+// a kept entry whose tokens it starts with (the previous turn of the same
+// conversation). Then it drops the least recently used entries beyond
+// BatcherOptions.KeepPrefixes.
+func (b *Batcher) keep(s *seq, pass uint64) {
+	if b.opt.KeepPrefixes <= 0 {
+		return
+	}
+	c := s.cache
+	p := s.j.req.Prompt
+	tokens := slices.Grow(slices.Clone(p), c.Len-len(p))
+	for _, t := range s.j.res[s.sample].Tokens[:c.Len-len(p)] {
+		tokens = append(tokens, t.ID)
+	}
+	for _, e := range b.kept {
+		if sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(tokens) {
+			e.used = pass // it holds all of them already
+			return
+		}
+	}
+	b.kept = slices.DeleteFunc(b.kept, func(e *keptPrefix) bool {
+		return sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(e.tokens)
+	})
+	c.Compact()
+	b.kept = append(b.kept, &keptPrefix{tokens: tokens, cache: c, adapter: s.j.req.Adapter, used: pass})
+	slices.SortFunc(b.kept, func(x, y *keptPrefix) int { return cmp.Compare(y.used, x.used) })
+	for {
+		caches := make([]*model.KVCache, len(b.kept))
+		for i, e := range b.kept {
+			caches[i] = e.cache
+		}
+		total := model.KVBytes(caches...)
+		if total <= b.opt.KeepPrefixes || len(b.kept) == 0 {
+			b.keptBytes.Store(total)
+			return
+		}
+		b.kept = b.kept[:len(b.kept)-1]
+	}
 }

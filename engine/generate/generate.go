@@ -46,6 +46,9 @@ type Result struct {
 	Tokens       []Sample
 	FinishReason string
 	StopString   string // the stop string that matched, if any
+	// CachedTokens is how many of the prompt's first tokens were not
+	// prefilled but reused from another sequence (Batcher).
+	CachedTokens int
 }
 
 // IDs returns the generated token ids.

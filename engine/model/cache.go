@@ -199,8 +199,9 @@ func copyRows(dstK, dstV []float32, dr int, srcK, srcV []float32, sr, n, kv int)
 // ForkBlock positions of a fork's first n (Fork).
 const ForkBlock = attnBlock
 
-// Fork returns a new cache of c's capacity holding c's first n positions,
-// for another sample of the same prompt. On the full-attention layers the
+// Fork returns a new cache with room for capacity positions holding c's
+// first n, for another sample of the same prompt or a prompt that starts
+// with the same tokens. On the full-attention layers the
 // whole attention blocks of them are not copied but read in place from c
 // (or from the cache c was forked from): a group of samples keeps one copy
 // of its prompt's keys and values, and a decoding step reads it once per
@@ -208,9 +209,9 @@ const ForkBlock = attnBlock
 // same blocks as its own, so the logits are the bits of a copy
 // (CopyPrefix). c's shared positions are fixed from then on: Truncate
 // below them and CopyPrefix into c fail.
-func (c *KVCache) Fork(n int) (*KVCache, error) {
-	if n < 0 || n > c.Len {
-		return nil, fmt.Errorf("model: fork %d cached tokens from a cache of %d", n, c.Len)
+func (c *KVCache) Fork(n, capacity int) (*KVCache, error) {
+	if n < 0 || n > c.Len || capacity < n {
+		return nil, fmt.Errorf("model: fork %d cached tokens from a cache of %d into a capacity of %d", n, c.Len, capacity)
 	}
 	for l := range c.K {
 		if !c.holds(l, n) {
@@ -218,7 +219,7 @@ func (c *KVCache) Fork(n int) (*KVCache, error) {
 		}
 	}
 	L := len(c.K)
-	f := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: c.Cap, Len: n,
+	f := &KVCache{K: make([][]float32, L), V: make([][]float32, L), Cap: capacity, Len: n,
 		base: make([]int, L), window: c.window, kv: c.kv,
 		preK: make([][]float32, L), preV: make([][]float32, L)}
 	f.pre = n / ForkBlock * ForkBlock
@@ -243,7 +244,7 @@ func (c *KVCache) Fork(n int) (*KVCache, error) {
 		default:
 			f.preK[l], f.preV[l] = c.K[l], c.V[l]
 		}
-		f.K[l], f.V[l] = f.alloc(c.Cap - f.pre)
+		f.K[l], f.V[l] = f.alloc(capacity - f.pre)
 		c.copyPositions(l, f.K[l], f.V[l], f.pre, n)
 		f.base[l] = f.pre
 	}
@@ -251,6 +252,53 @@ func (c *KVCache) Fork(n int) (*KVCache, error) {
 		c.frozen = max(c.frozen, f.pre)
 	}
 	return f, nil
+}
+
+// Compact gives up the room beyond Len, for a cache kept only to be forked
+// from: its full layers' rows are reallocated to what they hold and Cap
+// becomes Len. A cache forks already read from is left as it is (they
+// share its rows).
+func (c *KVCache) Compact() {
+	if c.frozen > 0 {
+		return
+	}
+	for l := range c.K {
+		if c.window[l] > 0 {
+			continue
+		}
+		held := c.Len - c.base[l]
+		if held >= c.rows(l) {
+			continue
+		}
+		k, v := c.alloc(held)
+		copyRows(k, v, 0, c.K[l], c.V[l], 0, held, c.kv)
+		c.K[l], c.V[l] = k, v
+	}
+	c.Cap = c.Len
+}
+
+// KVBytes is the memory of the keys and values the caches hold, counting
+// once what several of them share (Fork).
+func KVBytes(caches ...*KVCache) int64 {
+	seen := map[*float32]bool{}
+	var n int
+	add := func(x []float32) {
+		if cap(x) > 0 && !seen[&x[:1][0]] {
+			seen[&x[:1][0]] = true
+			n += cap(x)
+		}
+	}
+	for _, c := range caches {
+		for l := range c.K {
+			add(c.K[l])
+			add(c.V[l])
+			if c.preK != nil {
+				add(c.preK[l])
+				add(c.preV[l])
+			}
+		}
+	}
+	return int64(n) * 4
 }
 
 // unshare gives a fork's full layers their own rows for every position,

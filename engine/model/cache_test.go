@@ -189,7 +189,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			shared, copied := prefill(), prefill()
 			var forks, copies []*KVCache
 			for range 3 {
-				f, err := shared.Fork(P)
+				f, err := shared.Fork(P, shared.Cap)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -203,6 +203,9 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 				forks, copies = append(forks, f), append(copies, c)
 			}
 			forks, copies = append(forks, shared), append(copies, copied)
+			if all, one := KVBytes(forks...), KVBytes(forks[0]); all >= 4*one || all != KVBytes(append(forks, forks[1:]...)...) {
+				t.Fatalf("four forks of a prompt hold %d bytes, one holds %d: the shared prefix is not counted once", all, one)
+			}
 			// step feeds n tokens to each cache of both sets in one pass
 			// and compares the logits.
 			step := func(what string, caches [2][]*KVCache, pos, n int) {
@@ -216,7 +219,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			step("a 7-token segment", both, P+60, 7)
 
 			// A fork of a fork shares the same prefix and copies the rest.
-			ff, err := forks[0].Fork(forks[0].Len)
+			ff, err := forks[0].Fork(forks[0].Len, forks[0].Cap)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +244,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			if _, err := m.Forward(&ws, prompt[:40], []Segment{{Cache: short, N: 40}}); err != nil {
 				t.Fatal(err)
 			}
-			sf, err := short.Fork(40)
+			sf, err := short.Fork(40, short.Cap)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,6 +256,29 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 				t.Fatalf("a 40-token fork shares %d positions", sf.pre)
 			}
 			step("short prompt", [2][]*KVCache{{sf}, {sc}}, 40, 1)
+
+			// A cache compacted to what it holds (a root, then a fork of
+			// it) forks into one with more room than it had, which
+			// decodes past the first cache's capacity to the bits of a
+			// copy.
+			for _, kept := range []*KVCache{sf, ff} {
+				before := KVBytes(kept)
+				kept.Compact()
+				if kept.Cap != kept.Len || KVBytes(kept) >= before {
+					t.Fatalf("compacted to capacity %d of %d positions, %d bytes from %d", kept.Cap, kept.Len, KVBytes(kept), before)
+				}
+				long, err := kept.Fork(kept.Len, T+80)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := m.NewKVCache(T + 80)
+				if err := c.CopyPrefix(kept, kept.Len); err != nil {
+					t.Fatal(err)
+				}
+				for pos := kept.Len; pos < T+80; pos += 20 {
+					step("a compacted cache forked longer", [2][]*KVCache{{long}, {c}}, pos, min(20, T+80-pos))
+				}
+			}
 
 			// The shared positions stay as they are.
 			if err := shared.Truncate(100); err == nil {

@@ -133,7 +133,7 @@ func BenchmarkGroupDecodeSharedPrefix(b *testing.B) {
 			}
 			forked, copied := []*KVCache{prompt}, []*KVCache{}
 			for range n - 1 {
-				f, err := prompt.Fork(P)
+				f, err := prompt.Fork(P, prompt.Cap)
 				if err != nil {
 					b.Fatal(err)
 				}

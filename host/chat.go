@@ -92,6 +92,9 @@ type ChatResponse struct {
 	Choices          []ChatChoice
 	PromptTokenIDs   []int
 	CompletionTokens int
+	// CachedTokens is how many of the prompt's first tokens were not
+	// prefilled but reused from another request's keys and values.
+	CachedTokens int
 }
 
 // StreamEvent is one increment of a streamed completion: the next sampled

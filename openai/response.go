@@ -132,9 +132,10 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 
 // Usage counts the tokens of a completion.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails CachedTokensDetails `json:"prompt_tokens_details"`
 }
 
 // ChatCompletionChunk is one server-sent event of a streamed completion,

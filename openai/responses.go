@@ -117,7 +117,9 @@ type ResponsesUsage struct {
 	TotalTokens         int                 `json:"total_tokens"`
 }
 
-// CachedTokensDetails is usage.input_tokens_details.
+// CachedTokensDetails is usage.prompt_tokens_details (chat completions)
+// and usage.input_tokens_details (responses): the prompt tokens whose keys
+// and values were reused rather than prefilled.
 type CachedTokensDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }

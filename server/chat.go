@@ -66,7 +66,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	s.countTokens(r.Context(), len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.countTokens(r.Context(), resp)
 	s.metrics.request(http.StatusOK)
 	writeJSON(w, http.StatusOK, completion(resp, completionID(), time.Now().Unix(), creq.TopLogprobs > 0))
 }
@@ -428,7 +428,7 @@ func completion(resp host.ChatResponse, id string, created int64, top bool) open
 
 func usage(resp host.ChatResponse) *openai.Usage {
 	return &openai.Usage{PromptTokens: len(resp.PromptTokenIDs), CompletionTokens: resp.CompletionTokens,
-		TotalTokens: len(resp.PromptTokenIDs) + resp.CompletionTokens}
+		TotalTokens: len(resp.PromptTokenIDs) + resp.CompletionTokens, PromptTokensDetails: openai.CachedTokensDetails{CachedTokens: resp.CachedTokens}}
 }
 
 func toolCalls(calls []host.ToolCall, indexed bool) []openai.ToolCall {

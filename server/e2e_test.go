@@ -163,6 +163,35 @@ func TestOpenAIGo(t *testing.T) {
 		}
 	})
 
+	// A conversation's next turn reuses the keys and values of the turn
+	// before, and usage says how many prompt tokens it did not prefill.
+	t.Run("CachedTokens", func(t *testing.T) {
+		msgs := []oai.ChatCompletionMessageParamUnion{
+			oai.SystemMessage(strings.Repeat("You are a careful agent; think before each move. ", 3)),
+			oai.UserMessage("Begin."),
+		}
+		first, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: testModel, Messages: msgs, MaxTokens: oai.Int(6), Seed: oai.Int(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := first.Usage.PromptTokensDetails.CachedTokens; c != 0 {
+			t.Fatalf("the first turn reused %d tokens of a new server", c)
+		}
+		msgs = append(msgs, first.Choices[0].Message.ToParam(), oai.UserMessage("Go on."))
+		second, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: testModel, Messages: msgs, MaxTokens: oai.Int(6), Seed: oai.Int(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := second.Usage.PromptTokensDetails.CachedTokens; c < first.Usage.PromptTokens || c >= second.Usage.PromptTokens {
+			t.Fatalf("the second turn (%d prompt tokens) reused %d; the first turn's prompt alone has %d", second.Usage.PromptTokens, c, first.Usage.PromptTokens)
+		}
+		status, body := do(t, "GET", ts.URL+"/metrics", testKey, "")
+		var total int64
+		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\nart_prompt_tokens_cached_total ")+1:]), "art_prompt_tokens_cached_total %d", &total); status != 200 || err != nil || total < second.Usage.PromptTokensDetails.CachedTokens {
+			t.Fatalf("GET /metrics: %d, art_prompt_tokens_cached_total %d (%v); the second turn alone reused %d", status, total, err, second.Usage.PromptTokensDetails.CachedTokens)
+		}
+	})
+
 	t.Run("TrainThenServeNewStep", func(t *testing.T) {
 		b, err := remote.New(remote.Options{BaseURL: ts.URL, APIKey: testKey, Quiet: true})
 		if err != nil {

@@ -19,6 +19,7 @@ type metrics struct {
 	inFlight         atomic.Int64 // chat requests being answered
 	sequences        atomic.Int64 // sequences those requests asked for
 	promptTokens     atomic.Int64
+	cachedTokens     atomic.Int64 // prompt tokens reused, not prefilled
 	completionTokens atomic.Int64
 
 	mu       sync.Mutex         // guards the fields below
@@ -79,8 +80,9 @@ func (m *metrics) finish(n int) {
 	m.sequences.Add(-int64(n))
 }
 
-func (m *metrics) tokens(prompt, completion int) {
+func (m *metrics) tokens(prompt, cached, completion int) {
 	m.promptTokens.Add(int64(prompt))
+	m.cachedTokens.Add(int64(cached))
 	m.completionTokens.Add(int64(completion))
 	m.mu.Lock()
 	m.recent.add(time.Now(), completion)
@@ -112,6 +114,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	p.Sample("art_sequence_slots", "", float64(capacity))
 	p.Metric("art_prompt_tokens_total", "counter", "Prompt tokens of answered chat completions.")
 	p.Sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
+	p.Metric("art_prompt_tokens_cached_total", "counter", "Prompt tokens whose keys and values were reused from another request instead of prefilled.")
+	p.Sample("art_prompt_tokens_cached_total", "", float64(m.cachedTokens.Load()))
 	p.Metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
 	p.Sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
 	p.Metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")

@@ -81,7 +81,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.Chat
 		}
 		return host.ChatResponse{}, false
 	}
-	s.countTokens(r.Context(), len(resp.PromptTokenIDs), resp.CompletionTokens)
+	s.countTokens(r.Context(), resp)
 	s.metrics.request(http.StatusOK)
 	return resp, true
 }
@@ -262,7 +262,7 @@ func (s *Server) response(req *openai.ResponsesRequest, resp host.ChatResponse, 
 			CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
 	}
 	u := usage(resp)
-	out.Usage = &openai.ResponsesUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	out.Usage = &openai.ResponsesUsage{InputTokens: u.PromptTokens, InputTokensDetails: u.PromptTokensDetails, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 	return out
 }
 

@@ -126,7 +126,7 @@ func (st *chatStream) run(ctx, clientCtx context.Context) int {
 		st.done()
 		return e.Status
 	}
-	st.s.countTokens(ctx, len(resp.PromptTokenIDs), resp.CompletionTokens)
+	st.s.countTokens(ctx, resp)
 	rest := make([]string, len(resp.Choices))
 	for i, ch := range resp.Choices {
 		rest[i] = st.rest(i, ch)

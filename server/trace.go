@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/internal/tracing"
 )
 
@@ -69,7 +70,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // countTokens counts an answered request's tokens for /metrics and on
 // its span.
-func (s *Server) countTokens(ctx context.Context, prompt, completion int) {
-	s.metrics.tokens(prompt, completion)
+func (s *Server) countTokens(ctx context.Context, resp host.ChatResponse) {
+	prompt, completion := len(resp.PromptTokenIDs), resp.CompletionTokens
+	s.metrics.tokens(prompt, resp.CachedTokens, completion)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("gen_ai.usage.input_tokens", prompt), attribute.Int("gen_ai.usage.output_tokens", completion))
 }

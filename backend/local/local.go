@@ -56,6 +56,10 @@ type Options struct {
 	// MaxConcurrent bounds the sequences generated at once per model (0:
 	// the service's default).
 	MaxConcurrent int
+	// PrefixCache bounds the bytes of finished answers' keys and values
+	// kept for later prompts that start with them, per model (0: the
+	// service's default, 512 MiB; < 0: none).
+	PrefixCache int64
 	// RecomputeActivations trades about a third more training compute for
 	// far less activation memory (long sequences, big models).
 	RecomputeActivations bool
@@ -143,7 +147,7 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err erro
 	}
 	nh, err := native.Open(ctx, native.Options{
 		BaseModel: m.BaseModel, Name: m.Name, Project: m.Project, Path: m.BasePath,
-		LoRA: m.LoRA, Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, Logger: b.log,
+		LoRA: m.LoRA, Seed: b.opt.Seed, MaxConcurrent: b.opt.MaxConcurrent, PrefixCache: b.opt.PrefixCache, Logger: b.log,
 		RecomputeActivations: b.opt.RecomputeActivations, Quantize: b.opt.Quantize,
 	})
 	if err != nil {

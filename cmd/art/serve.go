@@ -28,7 +28,7 @@ type serveOptions struct {
 	quantize                                     string
 	requestTimeout, shutdownTimeout              time.Duration
 	maxBodyBytes                                 int64
-	maxConcurrent, loraRank                      int
+	maxConcurrent, loraRank, prefixCacheMB       int
 	loraAlpha                                    float64
 	seed                                         uint64
 	recompute, dashboard                         bool
@@ -96,6 +96,7 @@ this process. See docs/SCALING.md.`,
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for requests in flight")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted")
 	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "sequences generated at once, sharing forward passes (0: 64)")
+	f.IntVar(&o.prefixCacheMB, "prefix-cache-mb", native.DefaultPrefixCache>>20, "MiB of finished answers' keys and values kept so that prompts starting with one (an agent's next turn, another rollout of a scenario) skip prefilling it (0: none)")
 	f.BoolVar(&o.recompute, "recompute-activations", false, "recompute activations in the backward pass: far less training memory, about a third more compute")
 	f.IntVar(&o.loraRank, "lora-rank", 0, "LoRA rank of a new adapter (0: 8); an existing checkpoint keeps its own")
 	f.Float64Var(&o.loraAlpha, "lora-alpha", 0, "LoRA alpha of a new adapter (0: 16)")
@@ -120,6 +121,13 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if _, err := model.ParseQuantization(o.quantize); err != nil {
 		return err // before the slow load
 	}
+	if o.prefixCacheMB < 0 {
+		return fmt.Errorf("serve: --prefix-cache-mb must be >= 0 (0 keeps none), got %d", o.prefixCacheMB)
+	}
+	prefixCache := int64(o.prefixCacheMB) << 20
+	if prefixCache == 0 {
+		prefixCache = -1 // native's "none"
+	}
 	if o.requestTimeout == 0 {
 		o.requestTimeout = -1 // the server's "none"
 	}
@@ -127,7 +135,7 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	svc, err := native.Open(ctx, native.Options{
 		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
 		LoRA: art.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
-		RecomputeActivations: o.recompute, Quantize: o.quantize,
+		RecomputeActivations: o.recompute, Quantize: o.quantize, PrefixCache: prefixCache,
 	})
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	} else {
 		var a answer
 		if a, err = h.send(ctx, req, name, n); err == nil {
-			resp.PromptTokenIDs = a.PromptTokenIDs
+			resp.PromptTokenIDs, resp.CachedTokens = a.PromptTokenIDs, a.Usage.PromptTokensDetails.CachedTokens
 			resp.Choices, err = h.choices(a, n)
 		}
 	}
@@ -196,6 +196,11 @@ type answer struct {
 		TokenIDs []int `json:"token_ids"` // vLLM
 	} `json:"choices"`
 	PromptTokenIDs []int `json:"prompt_token_ids"` // vLLM, SGLang
+	Usage          struct {
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	} `json:"usage"`
 }
 
 type tokenLogprob struct {

@@ -119,6 +119,7 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	for _, c := range resp.Choices {
 		resp.CompletionTokens += len(c.Tokens)
 	}
+	resp.CachedTokens = results[0].CachedTokens
 	return resp, nil
 }
 

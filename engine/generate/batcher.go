@@ -64,7 +64,8 @@ type Batcher struct {
 	done   chan struct{}
 	once   sync.Once
 
-	kept      []*keptPrefix // owned by the loop goroutine
+	kept      []*keptPrefix // owned by the loop goroutine, most recently used first
+	keptSet   model.KVSet   // their caches
 	keptBytes atomic.Int64
 }
 
@@ -537,7 +538,8 @@ func sameAdapter(a, b model.Adapter) bool {
 // decoded into, for later prompts that start with its tokens: it replaces
 // a kept entry whose tokens it starts with (the previous turn of the same
 // conversation). Then it drops the least recently used entries beyond
-// BatcherOptions.KeepPrefixes.
+// BatcherOptions.KeepPrefixes bytes or four per sequence slot (each new
+// prompt is compared with every entry).
 func (b *Batcher) keep(s *seq, pass uint64) {
 	if b.opt.KeepPrefixes <= 0 {
 		return
@@ -555,21 +557,19 @@ func (b *Batcher) keep(s *seq, pass uint64) {
 		}
 	}
 	b.kept = slices.DeleteFunc(b.kept, func(e *keptPrefix) bool {
-		return sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(e.tokens)
+		if sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(e.tokens) {
+			b.keptSet.Remove(e.cache)
+			return true
+		}
+		return false
 	})
 	c.Compact()
+	b.keptSet.Add(c)
 	b.kept = append(b.kept, &keptPrefix{tokens: tokens, cache: c, adapter: s.j.req.Adapter, used: pass})
-	slices.SortFunc(b.kept, func(x, y *keptPrefix) int { return cmp.Compare(y.used, x.used) })
-	for {
-		caches := make([]*model.KVCache, len(b.kept))
-		for i, e := range b.kept {
-			caches[i] = e.cache
-		}
-		total := model.KVBytes(caches...)
-		if total <= b.opt.KeepPrefixes || len(b.kept) == 0 {
-			b.keptBytes.Store(total)
-			return
-		}
+	slices.SortStableFunc(b.kept, func(x, y *keptPrefix) int { return cmp.Compare(y.used, x.used) })
+	for len(b.kept) > 0 && (b.keptSet.Bytes() > b.opt.KeepPrefixes || len(b.kept) > 4*b.opt.MaxSequences) {
+		b.keptSet.Remove(b.kept[len(b.kept)-1].cache)
 		b.kept = b.kept[:len(b.kept)-1]
 	}
+	b.keptBytes.Store(b.keptSet.Bytes())
 }

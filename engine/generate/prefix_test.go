@@ -155,8 +155,8 @@ func testSharesPrefixes(t *testing.T, m *model.Model) {
 	}
 }
 
-// Ensure kept prefixes stay within their byte budget, the least recently
-// used going first, and a request waiting for another's prefill still
+// Ensure kept prefixes stay within their byte budget and their count,
+// the least recently used going first, and a request waiting for another's prefill still
 // samples its own bits when that request is cancelled.
 func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 	m := tinyModel(t)
@@ -193,6 +193,23 @@ func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 	}
 	if res := run(b, next(first, r1)); res[0].CachedTokens != 0 {
 		t.Fatalf("the least recently used conversation was not dropped: its next turn reused %d tokens", res[0].CachedTokens)
+	}
+
+	// At most four entries per sequence slot are kept, whatever their
+	// bytes.
+	few := NewBatcher(m, BatcherOptions{MaxSequences: 1, KeepPrefixes: 1 << 30})
+	defer few.Close()
+	var convs []Request
+	var answers [][]Result
+	for i := range 6 {
+		convs = append(convs, conv(10+i))
+		answers = append(answers, run(few, convs[i]))
+	}
+	if res := run(few, next(convs[5], answers[5])); res[0].CachedTokens == 0 {
+		t.Fatal("the most recent of six conversations' next turn reused nothing")
+	}
+	if res := run(few, next(convs[0], answers[0])); res[0].CachedTokens != 0 {
+		t.Fatalf("six conversations are kept with one sequence slot: the oldest one's next turn reused %d tokens", res[0].CachedTokens)
 	}
 
 	// The leader of a shared prompt is cancelled while another waits for

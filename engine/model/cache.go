@@ -280,25 +280,60 @@ func (c *KVCache) Compact() {
 // KVBytes is the memory of the keys and values the caches hold, counting
 // once what several of them share (Fork).
 func KVBytes(caches ...*KVCache) int64 {
-	seen := map[*float32]bool{}
-	var n int
-	add := func(x []float32) {
-		if cap(x) > 0 && !seen[&x[:1][0]] {
-			seen[&x[:1][0]] = true
-			n += cap(x)
-		}
-	}
+	var set KVSet
 	for _, c := range caches {
-		for l := range c.K {
-			add(c.K[l])
-			add(c.V[l])
-			if c.preK != nil {
-				add(c.preK[l])
-				add(c.preV[l])
+		set.Add(c)
+	}
+	return set.Bytes()
+}
+
+// KVSet counts the memory of a changing set of caches, once for what they
+// share. A cache must not grow or compact while it is in a set.
+type KVSet struct {
+	refs  map[*float32]int // the caches holding each array, by its first element
+	bytes int64
+}
+
+// Add puts c in the set.
+func (s *KVSet) Add(c *KVCache) {
+	if s.refs == nil {
+		s.refs = map[*float32]int{}
+	}
+	c.arrays(func(x []float32) {
+		k := &x[:1][0]
+		if s.refs[k]++; s.refs[k] == 1 {
+			s.bytes += int64(cap(x)) * 4
+		}
+	})
+}
+
+// Remove takes c, added before, out of the set.
+func (s *KVSet) Remove(c *KVCache) {
+	c.arrays(func(x []float32) {
+		k := &x[:1][0]
+		if s.refs[k]--; s.refs[k] == 0 {
+			delete(s.refs, k)
+			s.bytes -= int64(cap(x)) * 4
+		}
+	})
+}
+
+// Bytes is the memory of the set's caches.
+func (s *KVSet) Bytes() int64 { return s.bytes }
+
+// arrays calls f with each array of keys or values c reads.
+func (c *KVCache) arrays(f func([]float32)) {
+	for l := range c.K {
+		for _, x := range [][]float32{c.K[l], c.V[l]} {
+			if cap(x) > 0 {
+				f(x)
 			}
 		}
+		if c.preK != nil && c.preK[l] != nil {
+			f(c.preK[l])
+			f(c.preV[l])
+		}
 	}
-	return int64(n) * 4
 }
 
 // unshare gives a fork's full layers their own rows for every position,

@@ -206,6 +206,20 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			if all, one := KVBytes(forks...), KVBytes(forks[0]); all >= 4*one || all != KVBytes(append(forks, forks[1:]...)...) {
 				t.Fatalf("four forks of a prompt hold %d bytes, one holds %d: the shared prefix is not counted once", all, one)
 			}
+			var set KVSet
+			for _, f := range forks {
+				set.Add(f)
+			}
+			set.Remove(forks[1])
+			set.Remove(forks[2])
+			if set.Bytes() != KVBytes(forks[0], forks[3]) {
+				t.Fatalf("a set of two forks after removing two holds %d bytes; the two hold %d", set.Bytes(), KVBytes(forks[0], forks[3]))
+			}
+			set.Remove(forks[0])
+			set.Remove(forks[3])
+			if set.Bytes() != 0 || len(set.refs) != 0 {
+				t.Fatalf("an empty set holds %d bytes in %d arrays", set.Bytes(), len(set.refs))
+			}
 			// step feeds n tokens to each cache of both sets in one pass
 			// and compares the logits.
 			step := func(what string, caches [2][]*KVCache, pos, n int) {

@@ -367,8 +367,11 @@ func (b *Batcher) loop() {
 				fail(p.s.j, p.err)
 				continue
 			}
-			if p.s.record(p.smp) && p.s.root {
-				b.keep(p.s, pass)
+			if p.s.record(p.smp) {
+				if p.s.root {
+					b.keep(p.s, pass) // before the caller hears of the end
+				}
+				p.s.j.end()
 			}
 		}
 		active = append(active, forked...)
@@ -385,7 +388,7 @@ type draw struct {
 }
 
 // record appends the sequence's sampled token; when the sequence finishes,
-// it leaves next nil, may end its job and returns true.
+// it leaves next nil and returns true (the caller then ends the job).
 func (s *seq) record(smp Sample) bool {
 	j := s.j
 	if j.left < 0 {
@@ -417,11 +420,15 @@ func (s *seq) record(smp Sample) bool {
 	r.FinishReason = finish
 	s.next = nil
 	j.left--
+	return true
+}
+
+// end ends the job once its last sample has finished.
+func (j *job) end() {
 	if j.left == 0 {
 		j.left = -1
 		j.events <- event{end: true}
 	}
-	return true
 }
 
 func countSamples(active []*seq) int {

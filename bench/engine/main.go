@@ -137,8 +137,10 @@ func main() {
 		err = runProfile(args, log)
 	case "schema":
 		err = runSchema(args, log)
+	case "prefix":
+		err = runPrefix(args, log)
 	default:
-		err = fmt.Errorf("unknown mode %q (want setup, rss, profile, schema or none)", mode)
+		err = fmt.Errorf("unknown mode %q (want setup, rss, profile, schema, prefix or none)", mode)
 	}
 	if err != nil {
 		log("error: %v", err)

@@ -54,12 +54,27 @@ func sameBits(t *testing.T, what string, got, want []Result) {
 // prompt, one with n = 2) prefill their shared 150 tokens once, the
 // second and third turns of a conversation reuse the whole history from
 // the kept cache of the turn before, and a request reuses only what was
-// computed with its own adapter. Run in 32- and 16-bit weights (the 16-bit ones
-// take the 8-row group kernels), and under every ART_MATMUL_UNIT.
+// computed with its own adapter. Run in 32-, 16- and 4-bit weights (the
+// 16-bit ones take the 8-row group kernels), under every ART_MATMUL_UNIT.
 func TestBatcher_SharesPrefixes(t *testing.T) {
 	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16} {
 		t.Run(dt.String(), func(t *testing.T) { testSharesPrefixes(t, tinyModelDType(t, dt)) })
 	}
+	t.Run("q4", func(t *testing.T) {
+		cfg, err := model.Preset("qwen2", "tiny", 300)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := model.RandomWeights(cfg, model.InitOptions{Seed: 4, DType: kernels.BF16, Std: 0.3})
+		if err := w.Quantize(model.Q4); err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.New(cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testSharesPrefixes(t, m)
+	})
 }
 
 func testSharesPrefixes(t *testing.T, m *model.Model) {

@@ -60,6 +60,7 @@ type Batcher struct {
 	m      *model.Model
 	opt    BatcherOptions
 	submit chan *job
+	forget chan model.Adapter
 	quit   chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -78,6 +79,16 @@ type keptPrefix struct {
 	used    uint64 // the pass it was last matched or kept in
 }
 
+// ForgetPrefixes drops the kept keys and values computed with adapter,
+// which is no longer served: a kept entry holds its adapter, and the
+// adapter's memory is not counted in BatcherOptions.KeepPrefixes.
+func (b *Batcher) ForgetPrefixes(adapter model.Adapter) {
+	select {
+	case b.forget <- adapter:
+	case <-b.done:
+	}
+}
+
 // KeptPrefixBytes is the memory of the finished generations' keys and
 // values kept for later prompts (BatcherOptions.KeepPrefixes).
 func (b *Batcher) KeptPrefixBytes() int64 { return b.keptBytes.Load() }
@@ -93,7 +104,7 @@ func NewBatcher(m *model.Model, opt BatcherOptions) *Batcher {
 	if opt.MaxSequences <= 0 {
 		opt.MaxSequences = 64
 	}
-	b := &Batcher{m: m, opt: opt, submit: make(chan *job), quit: make(chan struct{}), done: make(chan struct{})}
+	b := &Batcher{m: m, opt: opt, submit: make(chan *job), forget: make(chan model.Adapter), quit: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
 }
@@ -223,6 +234,9 @@ func (b *Batcher) loop() {
 			select {
 			case j := <-b.submit:
 				waiting = append(waiting, j)
+			case a := <-b.forget:
+				b.dropKept(func(e *keptPrefix) bool { return sameAdapter(e.adapter, a) })
+				continue
 			case <-b.quit:
 				return
 			}
@@ -232,6 +246,8 @@ func (b *Batcher) loop() {
 			select {
 			case j := <-b.submit:
 				waiting = append(waiting, j)
+			case a := <-b.forget:
+				b.dropKept(func(e *keptPrefix) bool { return sameAdapter(e.adapter, a) })
 			case <-b.quit:
 				for _, s := range active {
 					fail(s.j, ErrClosed)
@@ -563,12 +579,8 @@ func (b *Batcher) keep(s *seq, pass uint64) {
 			return
 		}
 	}
-	b.kept = slices.DeleteFunc(b.kept, func(e *keptPrefix) bool {
-		if sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(e.tokens) {
-			b.keptSet.Remove(e.cache)
-			return true
-		}
-		return false
+	b.dropKept(func(e *keptPrefix) bool {
+		return sameAdapter(e.adapter, s.j.req.Adapter) && commonPrefix(e.tokens, tokens) == len(e.tokens)
 	})
 	c.Compact()
 	b.keptSet.Add(c)
@@ -578,5 +590,17 @@ func (b *Batcher) keep(s *seq, pass uint64) {
 		b.keptSet.Remove(b.kept[len(b.kept)-1].cache)
 		b.kept = b.kept[:len(b.kept)-1]
 	}
+	b.keptBytes.Store(b.keptSet.Bytes())
+}
+
+// dropKept drops the kept entries that match.
+func (b *Batcher) dropKept(match func(*keptPrefix) bool) {
+	b.kept = slices.DeleteFunc(b.kept, func(e *keptPrefix) bool {
+		if match(e) {
+			b.keptSet.Remove(e.cache)
+			return true
+		}
+		return false
+	})
 	b.keptBytes.Store(b.keptSet.Bytes())
 }

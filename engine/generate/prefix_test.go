@@ -168,6 +168,13 @@ func testSharesPrefixes(t *testing.T, m *model.Model) {
 		}
 		sameBits(t, fmt.Sprintf("adapter request %d", i), res, alone(t, m, r, 1))
 	}
+	// An adapter no longer served: its kept keys and values go.
+	b.ForgetPrefixes(ad)
+	r := reqs[0]
+	r.Adapter = ad
+	if res, err := b.Generate(ctx, r, 1, nil); err != nil || res[0].CachedTokens != 0 {
+		t.Fatalf("after ForgetPrefixes: reused %d tokens computed with the forgotten adapter (%v)", res[0].CachedTokens, err)
+	}
 }
 
 // Ensure kept prefixes stay within their byte budget and their count,

@@ -311,12 +311,14 @@ func (h *Host) adapter(step int) (*lora.Adapter, error) {
 		return nil, fmt.Errorf("native: load step %d: %w", step, err)
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if b, ok := h.adapters[step]; ok {
+		h.mu.Unlock()
 		return b, nil
 	}
 	h.adapters[step] = a
-	h.evictLocked()
+	evicted := h.evictLocked()
+	h.mu.Unlock()
+	h.forget(evicted)
 	return a, nil
 }
 
@@ -324,9 +326,11 @@ func (h *Host) adapter(step int) (*lora.Adapter, error) {
 // always kept, older ones are reloaded from disk on demand.
 const maxCachedAdapters = 8
 
-func (h *Host) evictLocked() {
+// evictLocked drops the oldest adapters beyond maxCachedAdapters and
+// returns them; the caller passes them to forget once h.mu is unlocked.
+func (h *Host) evictLocked() (evicted []*lora.Adapter) {
 	if len(h.adapters) <= maxCachedAdapters {
-		return
+		return nil
 	}
 	var steps []int
 	for st := range h.adapters {
@@ -336,7 +340,17 @@ func (h *Host) evictLocked() {
 	}
 	sort.Ints(steps)
 	for _, st := range steps[:len(h.adapters)-maxCachedAdapters] {
+		evicted = append(evicted, h.adapters[st])
 		delete(h.adapters, st)
+	}
+	return evicted
+}
+
+// forget drops the batcher's kept keys and values of adapters no longer
+// held: they would keep the adapters in memory.
+func (h *Host) forget(adapters []*lora.Adapter) {
+	for _, a := range adapters {
+		h.batcher.ForgetPrefixes(a)
 	}
 }
 
@@ -352,12 +366,15 @@ func (h *Host) DeleteCheckpoints(keep []int) error {
 		return fmt.Errorf("native: %w", err)
 	}
 	h.mu.Lock()
-	for st := range h.adapters {
+	var dropped []*lora.Adapter
+	for st, a := range h.adapters {
 		if !slices.Contains(keep, st) {
+			dropped = append(dropped, a)
 			delete(h.adapters, st)
 		}
 	}
 	h.mu.Unlock()
+	h.forget(dropped)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/host"
@@ -14,7 +15,8 @@ import (
 // policy: four rollouts of one scenario sent at once as separate requests
 // share its long system prompt, each one's second turn reuses its first
 // turn's cache, and a training step on the group reads
-// loss/rollout_logprob_abs_diff = 0 exactly.
+// loss/rollout_logprob_abs_diff = 0 exactly. Deleting the step's
+// checkpoint drops what was kept of its answers.
 func TestChat_ReusedPrefixTrainsOnPolicy(t *testing.T) {
 	s := openTiny(t)
 	ctx := context.Background()
@@ -70,5 +72,21 @@ func TestChat_ReusedPrefixTrainsOnPolicy(t *testing.T) {
 	}
 	if d, ok := res.Metrics["loss/rollout_logprob_abs_diff"]; !ok || d != 0 {
 		t.Fatalf("loss/rollout_logprob_abs_diff = %v (reported %v); want exactly 0", d, ok)
+	}
+
+	// Step 0's checkpoint deleted: the batcher lets go of what it kept
+	// of step 0's answers (and so of its adapter).
+	if s.batcher.KeptPrefixBytes() == 0 {
+		t.Fatal("nothing kept of the rollouts' answers")
+	}
+	if err := s.DeleteCheckpoints([]int{1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.batcher.KeptPrefixBytes() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of step 0's answers still kept after its checkpoint was deleted", s.batcher.KeptPrefixBytes())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

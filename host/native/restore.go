@@ -37,8 +37,9 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, step int) (int, error) {
 	h.mu.Lock()
 	h.adapters[next] = a.Clone()
 	h.latest = next
-	h.evictLocked()
+	evicted := h.evictLocked()
 	h.mu.Unlock()
+	h.forget(evicted)
 	h.log.Warn("native: restored an earlier checkpoint as the next step", "model", h.opt.Name, "from", step, "step", next)
 	return next, nil
 }

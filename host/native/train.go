@@ -143,8 +143,9 @@ func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]f
 	h.mu.Lock()
 	h.adapters[next] = tr.Adapter.Clone()
 	h.latest = next
-	h.evictLocked()
+	evicted := h.evictLocked()
 	h.mu.Unlock()
+	h.forget(evicted)
 	if metrics == nil {
 		metrics = map[string]float64{}
 	}

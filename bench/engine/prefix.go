@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/artgo/art/engine/generate"
-	"github.com/artgo/art/engine/model"
 )
 
 // runPrefix measures what reusing a prompt's keys and values saves in the
@@ -38,15 +38,10 @@ func runPrefix(args []string, log func(string, ...any)) error {
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, q, root, md, gp, err := benchAssets(defaultShape, *dtype, *quantize, *dir)
+	m, md, err := benchModel(*dtype, *quantize, *dir, log)
 	if err != nil {
 		return err
 	}
-	m, err := ensureAssets(defaultShape, root, md, gp, dt, q, log)
-	if err != nil {
-		return err
-	}
-	m.W.Prepack()
 	text, err := promptTokens(md, *promptLen+*turns**grow)
 	if err != nil {
 		return err
@@ -136,10 +131,7 @@ func runPrefix(args []string, log func(string, ...any)) error {
 			}
 		}
 	}
-	weights := *dtype
-	if q != model.NoQuantization {
-		weights = string(q)
-	}
+	weights := cmp.Or(*quantize, *dtype)
 	fmt.Printf("| shape | rollouts | without reuse (s) | with (s) | speed-up |\n|---|---|---|---|---|\n")
 	for _, sh := range shapes {
 		what := fmt.Sprintf("%d requests of one %d-token prompt at once, %d tokens each", *n, *promptLen, *tokens)

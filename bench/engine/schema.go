@@ -12,6 +12,7 @@ import (
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/grammar"
 	"github.com/artgo/art/engine/hfmodel"
+	"github.com/artgo/art/engine/model"
 )
 
 // judgeSchema is RULER's answer for a group of eight with generous bounds:
@@ -45,15 +46,10 @@ func runSchema(args []string, log func(string, ...any)) error {
 	dir := fs.String("dir", "", "asset cache directory (default <repo>/.assets/bench)")
 	fs.Parse(args)
 	runtime.GOMAXPROCS(*threads)
-	dt, q, root, md, gp, err := benchAssets(defaultShape, *dtype, "", *dir)
+	m, md, err := benchModel(*dtype, "", *dir, log)
 	if err != nil {
 		return err
 	}
-	m, err := ensureAssets(defaultShape, root, md, gp, dt, q, log)
-	if err != nil {
-		return err
-	}
-	m.W.Prepack()
 	folder, err := hfmodel.OpenText(md)
 	if err != nil {
 		return err
@@ -129,4 +125,19 @@ func medianOf(xs []float64) float64 {
 		return 0
 	}
 	return s[len(s)/2]
+}
+
+// benchModel loads the benchmark's model (made on first use) with its
+// weights packed, and returns its folder.
+func benchModel(dtype, quantize, dir string, log func(string, ...any)) (*model.Model, string, error) {
+	dt, q, root, md, gp, err := benchAssets(defaultShape, dtype, quantize, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := ensureAssets(defaultShape, root, md, gp, dt, q, log)
+	if err != nil {
+		return nil, "", err
+	}
+	m.W.Prepack()
+	return m, md, nil
 }

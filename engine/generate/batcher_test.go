@@ -15,12 +15,22 @@ import (
 func tinyModel(t testing.TB) *model.Model { return tinyModelDType(t, kernels.F32) }
 
 func tinyModelDType(t testing.TB, dt kernels.DType) *model.Model {
+	return tinyArch(t, "qwen2", 4, dt, model.NoQuantization)
+}
+
+// tinyArch is a random model of arch's tiny shape, its weights stored as
+// dt and then quantized as q.
+func tinyArch(t testing.TB, arch string, seed uint64, dt kernels.DType, q model.Quantization) *model.Model {
 	t.Helper()
-	cfg, err := model.Preset("qwen2", "tiny", 300)
+	cfg, err := model.Preset(arch, "tiny", 300)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 4, DType: dt, Std: 0.3}))
+	w := model.RandomWeights(cfg, model.InitOptions{Seed: seed, DType: dt, Std: 0.3})
+	if err := w.Quantize(q); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +153,7 @@ func TestBatcher_StreamCancelClose(t *testing.T) {
 func TestBatcher_SlidingWindowMatchesSingle(t *testing.T) {
 	for _, arch := range []string{"mistral", "gemma3"} {
 		t.Run(arch, func(t *testing.T) {
-			cfg, err := model.Preset(arch, "tiny", 300)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 5, Std: 0.3}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := tinyArch(t, arch, 5, kernels.F32, model.NoQuantization)
 			b := NewBatcher(m, BatcherOptions{MaxTokens: 32, MaxSequences: 8})
 			defer b.Close()
 			ctx := context.Background()

@@ -60,21 +60,7 @@ func TestBatcher_SharesPrefixes(t *testing.T) {
 	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16} {
 		t.Run(dt.String(), func(t *testing.T) { testSharesPrefixes(t, tinyModelDType(t, dt)) })
 	}
-	t.Run("q4", func(t *testing.T) {
-		cfg, err := model.Preset("qwen2", "tiny", 300)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := model.RandomWeights(cfg, model.InitOptions{Seed: 4, DType: kernels.BF16, Std: 0.3})
-		if err := w.Quantize(model.Q4); err != nil {
-			t.Fatal(err)
-		}
-		m, err := model.New(cfg, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		testSharesPrefixes(t, m)
-	})
+	t.Run("q4", func(t *testing.T) { testSharesPrefixes(t, tinyArch(t, "qwen2", 4, kernels.BF16, model.Q4)) })
 }
 
 func testSharesPrefixes(t *testing.T, m *model.Model) {
@@ -275,16 +261,6 @@ func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 // conversation's turns (the tiny shapes slide 11 keys).
 func TestBatcher_SlidingWindowSharesPrefixes(t *testing.T) {
 	for _, arch := range []string{"mistral", "gemma3"} {
-		t.Run(arch, func(t *testing.T) {
-			cfg, err := model.Preset(arch, "tiny", 300)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.New(cfg, model.RandomWeights(cfg, model.InitOptions{Seed: 5, Std: 0.3}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			testSharesPrefixes(t, m)
-		})
+		t.Run(arch, func(t *testing.T) { testSharesPrefixes(t, tinyArch(t, arch, 5, kernels.F32, model.NoQuantization)) })
 	}
 }

@@ -221,13 +221,13 @@ func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 	}
 
 	// The leader of a shared prompt is cancelled while another waits for
-	// its prefill (a 3000-token prompt takes 375 passes of 8 tokens, some
-	// 100 ms: the waits below are long enough for the follower to come
+	// its prefill (a 1500-token prompt takes 375 passes of 4 tokens, some
+	// 50 ms: the waits below are short enough for the follower to come
 	// while the leader prefills, and whenever it comes it must sample its
 	// own bits).
-	b2 := NewBatcher(m, BatcherOptions{MaxTokens: 8})
+	b2 := NewBatcher(m, BatcherOptions{MaxTokens: 4})
 	defer b2.Close()
-	long := Request{Prompt: prompt(3000, 5), MaxTokens: 8, Sampling: SamplingParams{Temperature: 1}, Seed: 1}
+	long := Request{Prompt: prompt(1500, 5), MaxTokens: 8, Sampling: SamplingParams{Temperature: 1}, Seed: 1}
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -238,7 +238,7 @@ func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 	follower := long
 	follower.Seed = 2
 	done := make(chan []Result, 1)
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
 	go func() {
 		res, err := b2.Generate(ctx, follower, 1, nil)
 		if err != nil {
@@ -246,7 +246,7 @@ func TestBatcher_PrefixBudgetAndCancel(t *testing.T) {
 		}
 		done <- res
 	}()
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
 	cancel()
 	wg.Wait()
 	res := <-done

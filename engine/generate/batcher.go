@@ -146,7 +146,7 @@ type seq struct {
 	text    []byte
 	root    bool // the sample that decodes in its job's prefill cache
 
-	from  *seq // a prefill waiting for from's to hold its first share tokens
+	from  *seq // a prefill waiting until from's cache holds its first share tokens
 	share int
 }
 

@@ -190,6 +190,10 @@ func TestOpenAIGo(t *testing.T) {
 		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\nart_prompt_tokens_cached_total ")+1:]), "art_prompt_tokens_cached_total %d", &total); status != 200 || err != nil || total < second.Usage.PromptTokensDetails.CachedTokens {
 			t.Fatalf("GET /metrics: %d, art_prompt_tokens_cached_total %d (%v); the second turn alone reused %d", status, total, err, second.Usage.PromptTokensDetails.CachedTokens)
 		}
+		var kept int64
+		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\nart_prefix_cache_bytes ")+1:]), "art_prefix_cache_bytes %d", &kept); err != nil || kept <= 0 {
+			t.Fatalf("art_prefix_cache_bytes %d (%v): the answers above should be kept", kept, err)
+		}
 	})
 
 	t.Run("TrainThenServeNewStep", func(t *testing.T) {

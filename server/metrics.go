@@ -116,6 +116,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	p.Sample("art_prompt_tokens_total", "", float64(m.promptTokens.Load()))
 	p.Metric("art_prompt_tokens_cached_total", "counter", "Prompt tokens whose keys and values were reused from another request instead of prefilled.")
 	p.Sample("art_prompt_tokens_cached_total", "", float64(m.cachedTokens.Load()))
+	if pc, ok := s.model.Model.(prefixCache); ok {
+		p.Metric("art_prefix_cache_bytes", "gauge", "Memory of finished answers' keys and values kept for later prompts (art serve --prefix-cache-mb).")
+		p.Sample("art_prefix_cache_bytes", "", float64(pc.PrefixCacheBytes()))
+	}
 	p.Metric("art_generated_tokens_total", "counter", "Tokens generated for answered chat completions.")
 	p.Sample("art_generated_tokens_total", "", float64(m.completionTokens.Load()))
 	p.Metric("art_model_step", "gauge", "Latest checkpoint step (served as name@step and as the bare name).")
@@ -156,4 +160,10 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", promtext.ContentType)
 	w.Write([]byte(p.String()))
+}
+
+// prefixCache is implemented by hosts that keep finished answers' keys and
+// values for later prompts (the native host).
+type prefixCache interface {
+	PrefixCacheBytes() int64
 }

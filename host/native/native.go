@@ -256,6 +256,10 @@ func (h *Host) Info() host.Info {
 // Load returns the sequences being generated and the most generated at once.
 func (h *Host) Load() (running, capacity int) { return len(h.slots), cap(h.slots) }
 
+// PrefixCacheBytes is the memory of finished answers' keys and values kept
+// for later prompts (Options.PrefixCache).
+func (h *Host) PrefixCacheBytes() int64 { return h.batcher.KeptPrefixBytes() }
+
 // Step returns the latest checkpoint step.
 func (h *Host) Step() int {
 	h.mu.Lock()

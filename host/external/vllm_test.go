@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -306,4 +307,37 @@ func equalGroups() []art.TrajectoryGroup {
 		g.Trajectories = append(g.Trajectories, tr)
 	}
 	return []art.TrajectoryGroup{g}
+}
+
+// Ensure the engine's count of reused prompt tokens reaches the answer
+// (vLLM reports its automatic prefix caching as
+// usage.prompt_tokens_details.cached_tokens): a second turn through the
+// vLLM-speaking `art serve` reuses the first turn's prompt and says so.
+func TestCachedTokensPassThrough(t *testing.T) {
+	h, _ := setup(t, arttest.NewEnv(t))
+	ctx := context.Background()
+	msgs := []art.Message{art.SystemMsg(strings.Repeat("Keep every answer short and to the point. ", 3)), art.UserMsg("Begin.")}
+	raw := func(ms ...art.Message) []json.RawMessage {
+		var out []json.RawMessage
+		for _, m := range ms {
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	seed := int64(1)
+	first, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: raw(msgs...), MaxTokens: 4, Seed: &seed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: raw(append(msgs, art.AssistantMsg(first.Choices[0].Content), art.UserMsg("Go on."))...), MaxTokens: 4, Seed: &seed}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.CachedTokens != 0 || second.CachedTokens < len(first.PromptTokenIDs)-1 {
+		t.Fatalf("cached tokens %d then %d; want 0, then at least the first prompt's %d less one", first.CachedTokens, second.CachedTokens, len(first.PromptTokenIDs))
+	}
 }

@@ -152,4 +152,8 @@ func TestServe_Flags(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "art: ") {
 		t.Fatalf("serve on an empty folder: code %d, stderr %q", code, errOut)
 	}
+	code, _, errOut = runArgs(t, "serve", "--base-model", t.TempDir(), "--name", "agent", "--prefix-cache-mb", "-1")
+	if code != 1 || !strings.Contains(errOut, "--prefix-cache-mb must be >= 0") {
+		t.Fatalf("serve --prefix-cache-mb -1: code %d, stderr %q", code, errOut)
+	}
 }

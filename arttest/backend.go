@@ -6,6 +6,7 @@ package arttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -493,4 +494,18 @@ func watchRollsBack(t *testing.T, ctx context.Context, b art.Backend, m *art.Tra
 		t.Errorf("after one rollback: learning rate %v; want %v", got, lr*0.5)
 	}
 	return res.Step
+}
+
+// RawMessages marshals messages as a host.ChatRequest carries them.
+func RawMessages(tb testing.TB, ms ...art.Message) []json.RawMessage {
+	tb.Helper()
+	var out []json.RawMessage
+	for _, m := range ms {
+		b, err := json.Marshal(m)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
 }

@@ -317,23 +317,12 @@ func TestCachedTokensPassThrough(t *testing.T) {
 	h, _ := setup(t, arttest.NewEnv(t))
 	ctx := context.Background()
 	msgs := []art.Message{art.SystemMsg(strings.Repeat("Keep every answer short and to the point. ", 3)), art.UserMsg("Begin.")}
-	raw := func(ms ...art.Message) []json.RawMessage {
-		var out []json.RawMessage
-		for _, m := range ms {
-			b, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b)
-		}
-		return out
-	}
 	seed := int64(1)
-	first, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: raw(msgs...), MaxTokens: 4, Seed: &seed}, nil)
+	first, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, msgs...), MaxTokens: 4, Seed: &seed}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: raw(append(msgs, art.AssistantMsg(first.Choices[0].Content), art.UserMsg("Go on."))...), MaxTokens: 4, Seed: &seed}, nil)
+	second, err := h.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, append(msgs, art.AssistantMsg(first.Choices[0].Content), art.UserMsg("Go on."))...), MaxTokens: 4, Seed: &seed}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

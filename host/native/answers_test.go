@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/train"
@@ -58,7 +59,7 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 	// verbatim) that are non-canonical splits of their text.
 	var answers []host.ChatChoice
 	for seed := int64(0); seed < 40 && len(answers) < 2; seed++ {
-		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first), MaxTokens: 8, Seed: &seed}, nil)
+		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, first), MaxTokens: 8, Seed: &seed}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestChat_LaterTurnPromptIsTrainersPrefix(t *testing.T) {
 	var group art.TrajectoryGroup
 	for i, c := range answers {
 		seed := int64(100 + i)
-		msgs := rawMsgs(t, first, art.AssistantMsg(c.Content), second)
+		msgs := arttest.RawMessages(t, first, art.AssistantMsg(c.Content), second)
 		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: msgs, MaxTokens: 6, Seed: &seed}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +160,7 @@ func TestChat_Qwen3TemplateTrainsOnPolicy(t *testing.T) {
 					t.Fatal("40 seeds gave fewer than 2 first answers in valid UTF-8")
 				}
 				i := len(group.Trajectories)
-				one, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, first), MaxTokens: 6, Seed: &seed, TemplateKwargs: c.kwargs}, nil)
+				one, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, first), MaxTokens: 6, Seed: &seed, TemplateKwargs: c.kwargs}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -167,7 +168,7 @@ func TestChat_Qwen3TemplateTrainsOnPolicy(t *testing.T) {
 				if !utf8.ValidString(a.Content) {
 					continue // a client could not send it back verbatim
 				}
-				msgs := rawMsgs(t, first, art.AssistantMsg(a.Content), second)
+				msgs := arttest.RawMessages(t, first, art.AssistantMsg(a.Content), second)
 				two, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: msgs, MaxTokens: 6, Seed: &seed, TemplateKwargs: c.kwargs}, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -240,7 +241,7 @@ func TestAnswers_BoundedLRU(t *testing.T) {
 	}
 	tools := []host.ToolCall{{Name: "f", Arguments: `{"x":1}`}}
 	a.remember(host.ChatChoice{Content: "", ToolCalls: tools, Tokens: []host.Token{{ID: 7}}}, nil, "")
-	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}), "")
+	got := a.turns(arttest.RawMessages(t, art.UserMsg("q"), art.Message{Role: "assistant", ToolCalls: []art.ToolCall{{ID: "call_1", Type: "function", Function: art.FunctionCall{Name: "f", Arguments: `{"x":1}`}}}}), "")
 	if got[0].Sampled != nil || got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{7}) {
 		t.Fatalf("tool-call answer not found by its call: %+v", got)
 	}
@@ -281,7 +282,7 @@ func TestAnswers_SameTextPerTrajectory(t *testing.T) {
 	if kw := a.kwargsOf(key, []int{1, 2}); kw != nil {
 		t.Errorf("kwargs of ids [1 2] = %v, want none", kw)
 	}
-	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.AssistantMsg("Ada")), "traj-b")
+	got := a.turns(arttest.RawMessages(t, art.UserMsg("q"), art.AssistantMsg("Ada")), "traj-b")
 	if got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{3}) {
 		t.Fatalf("traj-b's turn: %+v", got[1].Sampled)
 	}
@@ -309,7 +310,7 @@ func TestAnswers_InvalidUTF8(t *testing.T) {
 	if back == raw || !utf8.ValidString(back) {
 		t.Fatalf("the test needs text JSON changes: %q", back)
 	}
-	got := a.turns(rawMsgs(t, art.UserMsg("q"), art.AssistantMsg(back)), "")
+	got := a.turns(arttest.RawMessages(t, art.UserMsg("q"), art.AssistantMsg(back)), "")
 	if got[1].Sampled == nil || !slices.Equal(got[1].Sampled.TokenIDs, []int{5, 6}) {
 		t.Fatalf("answer %q not found by its JSON text %q: %+v", raw, back, got[1].Sampled)
 	}

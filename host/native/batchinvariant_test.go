@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/host"
 )
 
@@ -24,7 +25,7 @@ func TestChat_BatchInvariant(t *testing.T) {
 		return strings.Repeat(fmt.Sprintf("request %d, alone or amid others. ", i), 16+3*i)
 	}
 	seed := int64(11)
-	req := host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg(prompt(0))), MaxTokens: 24, Seed: &seed, TopLogprobs: 3}
+	req := host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg(prompt(0))), MaxTokens: 24, Seed: &seed, TopLogprobs: 3}
 	alone, err := s.Chat(ctx, req, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestChat_BatchInvariant(t *testing.T) {
 			r := req
 			if i != 3 { // the others: their own prompts, seeds and n
 				sd := int64(100 + i)
-				r = host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg(prompt(i+1))), N: 1 + i%3, MaxTokens: 16 + i, Seed: &sd}
+				r = host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg(prompt(i+1))), N: 1 + i%3, MaxTokens: 16 + i, Seed: &sd}
 			}
 			resp, err := s.Chat(ctx, r, nil)
 			errs[i] = err

@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/host"
@@ -28,25 +28,12 @@ func openTiny(t *testing.T) *Host {
 	return s
 }
 
-func rawMsgs(t *testing.T, ms ...art.Message) []json.RawMessage {
-	t.Helper()
-	var out []json.RawMessage
-	for _, m := range ms {
-		b, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
 // Ensure a chat request returns n choices with exact token ids and
 // logprobs, and that the content is the decoded tokens minus the stop token.
 func TestChat_ChoicesCarryTokens(t *testing.T) {
 	s := openTiny(t)
 	seed := int64(3)
-	resp, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	resp, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +59,7 @@ func TestChat_ChoicesCarryTokens(t *testing.T) {
 		}
 	}
 	// The same seed gives the same answers.
-	again, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
+	again, err := s.Chat(context.Background(), host.ChatRequest{Model: "agent", Messages: arttest.RawMessages(t, art.UserMsg("hi")), N: 3, MaxTokens: 6, Seed: &seed, TopLogprobs: 2}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +77,11 @@ func TestChat_BadRequests(t *testing.T) {
 		req  host.ChatRequest
 		want string
 	}{
-		{host.ChatRequest{Model: "other@0", Messages: rawMsgs(t, art.UserMsg("x"))}, "unknown model"},
-		{host.ChatRequest{Model: "agent@7", Messages: rawMsgs(t, art.UserMsg("x"))}, "served: agent@0"},
+		{host.ChatRequest{Model: "other@0", Messages: arttest.RawMessages(t, art.UserMsg("x"))}, "unknown model"},
+		{host.ChatRequest{Model: "agent@7", Messages: arttest.RawMessages(t, art.UserMsg("x"))}, "served: agent@0"},
 		{host.ChatRequest{Model: "agent@0"}, "messages"},
-		{host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), N: -1}, "n must be"},
-		{host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("x")), MaxTokens: 1 << 20}, "context length"},
+		{host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg("x")), N: -1}, "n must be"},
+		{host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg("x")), MaxTokens: 1 << 20}, "context length"},
 	}
 	for _, c := range cases {
 		_, err := s.Chat(ctx, c.req, nil)
@@ -115,7 +102,7 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	var groups []art.TrajectoryGroup
 	for g := 0; g < 2; g++ {
 		seed := int64(g)
-		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 5, Seed: &seed}, nil)
+		resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg("hi")), N: 4, MaxTokens: 5, Seed: &seed}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +127,7 @@ func TestTrain_AdvancesAndServes(t *testing.T) {
 	if strings.Join(models, ",") != "agent@0,agent@1" {
 		t.Fatalf("served %v", models)
 	}
-	if _, err := s.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
+	if _, err := s.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: arttest.RawMessages(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range groups {
@@ -214,7 +201,7 @@ func TestChat_SlotsNeverDeadlock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req := func(n int) host.ChatRequest {
-		return host.ChatRequest{Model: "agent", Messages: rawMsgs(t, art.UserMsg("hi")), N: n, MaxTokens: 8}
+		return host.ChatRequest{Model: "agent", Messages: arttest.RawMessages(t, art.UserMsg("hi")), N: n, MaxTokens: 8}
 	}
 	if resp, err := h.Chat(ctx, req(5), nil); err != nil || len(resp.Choices) != 5 {
 		t.Fatalf("n=5 with 2 slots: %v", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/host"
 )
 
@@ -32,7 +33,7 @@ func TestChat_ReusedPrefixTrainsOnPolicy(t *testing.T) {
 			tr.Reward = float64(i)
 			tr.AddMessage(system, first)
 			seed := int64(10 * i)
-			resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, system, first), MaxTokens: 6, Seed: &seed}, nil)
+			resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, system, first), MaxTokens: 6, Seed: &seed}, nil)
 			if err != nil {
 				errs[i] = err
 				return
@@ -41,7 +42,7 @@ func TestChat_ReusedPrefixTrainsOnPolicy(t *testing.T) {
 			tr.AddChoice(withModel(c, "agent@0"))
 			tr.AddMessage(second)
 			seed++
-			again, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, system, first, art.AssistantMsg(c.Content), second), MaxTokens: 6, Seed: &seed}, nil)
+			again, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, system, first, art.AssistantMsg(c.Content), second), MaxTokens: 6, Seed: &seed}, nil)
 			if err != nil {
 				errs[i] = err
 				return

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/train"
@@ -49,7 +50,7 @@ func testOpenQuantize(t *testing.T, quant string) {
 		t.Fatalf("q_proj is %v, want %s", dt, quant)
 	}
 	seed := int64(3)
-	resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: rawMsgs(t, art.UserMsg("hi")), N: 4, MaxTokens: 6, Seed: &seed}, nil)
+	resp, err := s.Chat(ctx, host.ChatRequest{Model: "agent@0", Messages: arttest.RawMessages(t, art.UserMsg("hi")), N: 4, MaxTokens: 6, Seed: &seed}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func testOpenQuantize(t *testing.T, quant string) {
 	if s2.Step() != 1 {
 		t.Fatalf("reopened at step %d; want 1", s2.Step())
 	}
-	if _, err := s2.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: rawMsgs(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
+	if _, err := s2.Chat(ctx, host.ChatRequest{Model: "agent@1", Messages: arttest.RawMessages(t, art.UserMsg("hi")), MaxTokens: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(logs.String(), "off-policy") {

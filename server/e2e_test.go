@@ -186,13 +186,16 @@ func TestOpenAIGo(t *testing.T) {
 			t.Fatalf("the second turn (%d prompt tokens) reused %d; the first turn's prompt alone has %d", second.Usage.PromptTokens, c, first.Usage.PromptTokens)
 		}
 		status, body := do(t, "GET", ts.URL+"/metrics", testKey, "")
-		var total int64
-		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\nart_prompt_tokens_cached_total ")+1:]), "art_prompt_tokens_cached_total %d", &total); status != 200 || err != nil || total < second.Usage.PromptTokensDetails.CachedTokens {
-			t.Fatalf("GET /metrics: %d, art_prompt_tokens_cached_total %d (%v); the second turn alone reused %d", status, total, err, second.Usage.PromptTokensDetails.CachedTokens)
+		if status != 200 {
+			t.Fatalf("GET /metrics: %d %s", status, body)
 		}
-		var kept int64
-		if _, err := fmt.Sscanf(string(body[strings.Index(string(body), "\nart_prefix_cache_bytes ")+1:]), "art_prefix_cache_bytes %d", &kept); err != nil || kept <= 0 {
-			t.Fatalf("art_prefix_cache_bytes %d (%v): the answers above should be kept", kept, err)
+		fams := parseMetrics(t, body)
+		cached, kept := fams["art_prompt_tokens_cached_total"], fams["art_prefix_cache_bytes"]
+		if cached == nil || cached.GetMetric()[0].GetCounter().GetValue() < float64(second.Usage.PromptTokensDetails.CachedTokens) {
+			t.Fatalf("art_prompt_tokens_cached_total %v; the second turn alone reused %d", cached, second.Usage.PromptTokensDetails.CachedTokens)
+		}
+		if kept == nil || kept.GetMetric()[0].GetGauge().GetValue() <= 0 {
+			t.Fatalf("art_prefix_cache_bytes %v: the answers above should be kept", kept)
 		}
 	})
 

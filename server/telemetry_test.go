@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -31,11 +32,7 @@ func TestMetrics_Parse(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("GET /metrics: %d %s", status, b)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatalf("Prometheus' parser refuses /metrics: %v\n%s", err, b)
-	}
+	fams := parseMetrics(t, b)
 	for _, name := range []string{"art_sequences_waiting", "art_sequences_running", "art_requests_in_flight", "art_generated_tokens_per_second"} {
 		if f := fams[name]; f == nil || f.GetType().String() != "GAUGE" {
 			t.Errorf("%s: want a gauge, got %v", name, f)
@@ -115,4 +112,15 @@ func TestTraces(t *testing.T) {
 	if len(recv.Named("GET /metrics")) != 0 || len(recv.Named("GET /healthz")) != 0 {
 		t.Error("operational routes are traced")
 	}
+}
+
+// parseMetrics reads a /metrics body with Prometheus' own text parser.
+func parseMetrics(t *testing.T, b []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatalf("Prometheus' parser refuses /metrics: %v\n%s", err, b)
+	}
+	return fams
 }

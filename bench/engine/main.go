@@ -1181,7 +1181,6 @@ type rssResult struct {
 	WeightsMB    float64 `json:"weightsMB"`
 	PackedMB     float64 `json:"packedMB"`
 	KVMB         float64 `json:"kvMB"`
-	KVRows       int     `json:"kvRows"`   // positions the group's caches hold
 	KVShared     int     `json:"kvShared"` // the prompt's positions the samples share
 	Note         string  `json:"note"`
 }
@@ -1242,8 +1241,9 @@ func runRSS(args []string) error {
 	// The first sample's cache holds every position; the others share the
 	// prompt's whole blocks with it (KVCache.Fork) and hold the rest.
 	shared := len(prompt) / model.ForkBlock * model.ForkBlock
-	r.KVRows, r.KVShared = *ctx+(*n-1)*(*ctx-shared), shared
-	r.KVMB = float64(r.KVRows*m.Config.NumLayers*2*m.Config.KVDim()*4) / (1 << 20)
+	rows := *ctx + (*n-1)*(*ctx-shared) // the positions the group's caches hold
+	r.KVShared = shared
+	r.KVMB = float64(rows*m.Config.NumLayers*2*m.Config.KVDim()*4) / (1 << 20)
 	r.PeakLifeMB = mb(procstat.Bytes("VmHWM"))
 	// Reset the high-water mark to the current RSS (Linux ≥ 4.0), so the
 	// peak below is the decoding's.

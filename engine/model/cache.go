@@ -277,16 +277,6 @@ func (c *KVCache) Compact() {
 	c.Cap = c.Len
 }
 
-// KVBytes is the memory of the keys and values the caches hold, counting
-// once what several of them share (Fork).
-func KVBytes(caches ...*KVCache) int64 {
-	var set KVSet
-	for _, c := range caches {
-		set.Add(c)
-	}
-	return set.Bytes()
-}
-
 // KVSet counts the memory of a changing set of caches, once for what they
 // share. A cache must not grow or compact while it is in a set.
 type KVSet struct {

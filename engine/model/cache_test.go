@@ -203,7 +203,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 				forks, copies = append(forks, f), append(copies, c)
 			}
 			forks, copies = append(forks, shared), append(copies, copied)
-			if all, one := KVBytes(forks...), KVBytes(forks[0]); all >= 4*one || all != KVBytes(append(forks, forks[1:]...)...) {
+			if all, one := kvBytes(forks...), kvBytes(forks[0]); all >= 4*one || all != kvBytes(append(forks, forks[1:]...)...) {
 				t.Fatalf("four forks of a prompt hold %d bytes, one holds %d: the shared prefix is not counted once", all, one)
 			}
 			var set KVSet
@@ -212,8 +212,8 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			}
 			set.Remove(forks[1])
 			set.Remove(forks[2])
-			if set.Bytes() != KVBytes(forks[0], forks[3]) {
-				t.Fatalf("a set of two forks after removing two holds %d bytes; the two hold %d", set.Bytes(), KVBytes(forks[0], forks[3]))
+			if set.Bytes() != kvBytes(forks[0], forks[3]) {
+				t.Fatalf("a set of two forks after removing two holds %d bytes; the two hold %d", set.Bytes(), kvBytes(forks[0], forks[3]))
 			}
 			set.Remove(forks[0])
 			set.Remove(forks[3])
@@ -276,10 +276,10 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			// decodes past the first cache's capacity to the bits of a
 			// copy.
 			for _, kept := range []*KVCache{sf, ff} {
-				before := KVBytes(kept)
+				before := kvBytes(kept)
 				kept.Compact()
-				if kept.Cap != kept.Len || KVBytes(kept) >= before {
-					t.Fatalf("compacted to capacity %d of %d positions, %d bytes from %d", kept.Cap, kept.Len, KVBytes(kept), before)
+				if kept.Cap != kept.Len || kvBytes(kept) >= before {
+					t.Fatalf("compacted to capacity %d of %d positions, %d bytes from %d", kept.Cap, kept.Len, kvBytes(kept), before)
 				}
 				long, err := kept.Fork(kept.Len, T+80)
 				if err != nil {
@@ -323,4 +323,14 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kvBytes is the memory of the caches' keys and values, counting once what
+// several of them share.
+func kvBytes(caches ...*KVCache) int64 {
+	var set KVSet
+	for _, c := range caches {
+		set.Add(c)
+	}
+	return set.Bytes()
 }

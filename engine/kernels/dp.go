@@ -303,8 +303,7 @@ func dpBits(d []float32, K, n, k int) uint16 {
 func (m *Mat) buildDP() []float32 {
 	N, K := m.Rows, m.Cols
 	K2 := pairs(K)
-	d := make([]float32, (N+panelW-1)/panelW*K2*panelW)
-	adviseHugePages(unsafe.Pointer(unsafe.SliceData(d)), 4*len(d))
+	d := packed[float32]((N+panelW-1)/panelW*K2*panelW, 0)
 	// Worker w fills columns w, w+t, ...
 	fill := func(w, t int) {
 		if m.DType == BF16 { // the bits themselves: dp panels are then a lossless copy

@@ -179,3 +179,74 @@ func BenchmarkDecodeStepChunks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeStepPages is a single sequence's decoding products over
+// Qwen2.5-0.5B's shapes (as benchStepRows) with the packed weights on
+// 4 KiB pages and on huge pages (packedmem.go): two sets of matrices,
+// timed in turn, ms a step for the layers and the LM head. Q8 on UnitInt8
+// and bf16 on UnitBF16, where the CPU has them.
+func BenchmarkDecodeStepPages(b *testing.B) {
+	defer func(u Unit, h bool) { unit, useHugePages = u, h }(currentUnit(), useHugePages)
+	for _, dt := range []DType{Q8, BF16} {
+		b.Run(dt.String(), func(b *testing.B) {
+			switch {
+			case dt == BF16 && hasDP():
+				unit = UnitBF16
+			case dt != BF16 && hasI8():
+				unit = UnitInt8
+			default:
+				b.Skip("no unit for ", dt)
+			}
+			r := rand.New(rand.NewPCG(8, 14))
+			mk := func(N, K int) *Mat {
+				w := randMat(r, N, K, BF16)
+				if dt != BF16 {
+					var err error
+					if w, err = Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt); err != nil {
+						b.Fatal(err)
+					}
+				}
+				w.Prepack()
+				return w
+			}
+			type layer struct{ qkv, o, gateUp, down *Mat }
+			type set struct {
+				name   string
+				layers []layer
+				head   *Mat
+				times  [2][]float64 // layers, head
+			}
+			sets := []*set{{name: "4KiB"}, {name: "huge"}}
+			for i, s := range sets {
+				useHugePages = i == 1
+				for range 24 {
+					s.layers = append(s.layers, layer{mk(1152, 896), mk(896, 896), mk(9728, 896), mk(896, 4864)})
+				}
+				s.head = mk(151936, 896)
+			}
+			x, x4 := randSlice(r, 896), randSlice(r, 4864)
+			out := make([]float32, 151936)
+			for b.Loop() {
+				for _, s := range sets {
+					t := time.Now()
+					for _, l := range s.layers {
+						Linear(out, x, l.qkv, nil, 1)
+						Linear(out, x, l.o, nil, 1)
+						Linear(out, x, l.gateUp, nil, 1)
+						Linear(out, x4, l.down, nil, 1)
+					}
+					t1 := time.Now()
+					Linear(out, x, s.head, nil, 1)
+					s.times[0] = append(s.times[0], t1.Sub(t).Seconds())
+					s.times[1] = append(s.times[1], time.Since(t1).Seconds())
+				}
+			}
+			for _, s := range sets {
+				for i, part := range []string{"layers", "head"} {
+					slices.Sort(s.times[i])
+					b.ReportMetric(s.times[i][len(s.times[i])/2]*1e3, s.name+"_"+part+"_ms")
+				}
+			}
+		})
+	}
+}

@@ -5,3 +5,5 @@ package kernels
 import "unsafe"
 
 func adviseHugePages(p unsafe.Pointer, n int) {}
+
+func adviseFresh(b []byte) {}

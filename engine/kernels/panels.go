@@ -3,11 +3,10 @@ package kernels
 import (
 	"runtime"
 	"sync"
-	"unsafe"
 )
 
-// useHugePages enables adviseHugePages (a variable so benchmarks can
-// compare).
+// useHugePages enables huge pages for packed weights and pooled
+// conversion buffers (packedmem.go; a variable so benchmarks can compare).
 var useHugePages = true
 
 // panelW is the width of a B panel: the 64 output columns (4 zmm) that the
@@ -216,22 +215,17 @@ func buildPanels(m *Mat) *panels {
 	size := p.np * K * panelW
 	switch m.DType {
 	case F32:
-		p.f32 = make([]float32, size)
-		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f32)), 4*size)
+		p.f32 = packed[float32](size, 0)
 	case BF16:
-		p.bf16 = make([]uint16, size, size+panelPad)
-		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.bf16)), 2*size)
+		p.bf16 = packed[uint16](size, panelPad)
 	case F16:
-		p.f16 = make([]uint16, size, size+panelPad)
-		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.f16)), 2*size)
+		p.f16 = packed[uint16](size, panelPad)
 	case Q8:
-		p.q8 = make([]int8, size)
-		p.qs = make([]uint16, size/qBlock)
-		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.q8)), size)
+		p.q8 = packed[int8](size, 0)
+		p.qs = packed[uint16](size/qBlock, 0)
 	case Q4:
-		p.q4 = make([]byte, size/2)
-		p.qs = make([]uint16, size/qBlock)
-		adviseHugePages(unsafe.Pointer(unsafe.SliceData(p.q4)), size/2)
+		p.q4 = packed[byte](size/2, 0)
+		p.qs = packed[uint16](size/qBlock, 0)
 	default:
 		panic("kernels: unknown dtype " + m.DType.String())
 	}

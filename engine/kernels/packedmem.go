@@ -9,8 +9,9 @@ import (
 // transparent huge pages where the kernel allows it. Decoding streams every
 // weight once per token, and on 4 KiB pages it pays a TLB miss every
 // 4 KiB while the hardware prefetchers stop at each page boundary: on huge
-// pages a decoding step's products of a model's layers ran 1.2–1.3× as
-// fast at Q8 and 1.05–1.1× at bf16 (BenchmarkDecodeStepPages; BENCHMARKS.md,
+// pages a decoding step's products of a model's layers ran up to 1.25× as
+// fast at Q8 and 1.1× at bf16 (BenchmarkDecodeStepPages; not in every run
+// on a VM host), and whole q8/q4 decode steps 1.04–1.56× (BENCHMARKS.md,
 // "Packed weights on huge pages").
 //
 // Asking per matrix is not enough. A layer's q, k, v and o weights are

@@ -158,24 +158,8 @@ func BenchmarkDecodeStepChunks(b *testing.B) {
 	r := rand.New(rand.NewPCG(8, 13))
 	for _, dt := range []DType{Q4, Q8, BF16} {
 		b.Run(dt.String(), func(b *testing.B) {
-			switch {
-			case dt == BF16 && hasDP():
-				unit = UnitBF16
-			case dt != BF16 && hasI8():
-				unit = UnitInt8
-			default:
-				b.Skip("no unit for ", dt)
-			}
-			benchStepRows(b, 1, func(N, K int) *Mat {
-				if dt == BF16 {
-					return randMat(r, N, K, BF16)
-				}
-				w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
-				if err != nil {
-					b.Fatal(err)
-				}
-				return w
-			}, variants)
+			useDecodeUnit(b, dt)
+			benchStepRows(b, 1, func(N, K int) *Mat { return randStepMat(b, r, dt, N, K) }, variants)
 		})
 	}
 }
@@ -189,23 +173,10 @@ func BenchmarkDecodeStepPages(b *testing.B) {
 	defer func(u Unit, h bool) { unit, useHugePages = u, h }(currentUnit(), useHugePages)
 	for _, dt := range []DType{Q8, BF16} {
 		b.Run(dt.String(), func(b *testing.B) {
-			switch {
-			case dt == BF16 && hasDP():
-				unit = UnitBF16
-			case dt != BF16 && hasI8():
-				unit = UnitInt8
-			default:
-				b.Skip("no unit for ", dt)
-			}
+			useDecodeUnit(b, dt)
 			r := rand.New(rand.NewPCG(8, 14))
 			mk := func(N, K int) *Mat {
-				w := randMat(r, N, K, BF16)
-				if dt != BF16 {
-					var err error
-					if w, err = Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt); err != nil {
-						b.Fatal(err)
-					}
-				}
+				w := randStepMat(b, r, dt, N, K)
 				w.Prepack()
 				return w
 			}
@@ -249,4 +220,30 @@ func BenchmarkDecodeStepPages(b *testing.B) {
 			}
 		})
 	}
+}
+
+// useDecodeUnit sets the unit that decodes dt weights (UnitBF16 for bf16,
+// UnitInt8 for Q8 and Q4), or skips b on a CPU without it.
+func useDecodeUnit(b *testing.B, dt DType) {
+	switch {
+	case dt == BF16 && hasDP():
+		unit = UnitBF16
+	case dt != BF16 && hasI8():
+		unit = UnitInt8
+	default:
+		b.Skip("no unit for ", dt)
+	}
+}
+
+// randStepMat returns an N×K matrix of random weights stored as dt (BF16,
+// Q8 or Q4).
+func randStepMat(b *testing.B, r *rand.Rand, dt DType, N, K int) *Mat {
+	if dt == BF16 {
+		return randMat(r, N, K, BF16)
+	}
+	w, err := Quantize(NewMatF32(N, K, randSlice(r, N*K)), dt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/artgo/art/internal/parallel"
 )
@@ -303,7 +302,12 @@ func dpBits(d []float32, K, n, k int) uint16 {
 func (m *Mat) buildDP() []float32 {
 	N, K := m.Rows, m.Cols
 	K2 := pairs(K)
-	d := packed[float32]((N+panelW-1)/panelW*K2*panelW, 0)
+	var d []float32
+	if n := (N + panelW - 1) / panelW * K2 * panelW; m.DType == F32 {
+		d = heapFloats(n) // not from a slab: see heapFloats
+	} else {
+		d = packed[float32](n, 0)
+	}
 	// Worker w fills columns w, w+t, ...
 	fill := func(w, t int) {
 		if m.DType == BF16 { // the bits themselves: dp panels are then a lossless copy
@@ -401,7 +405,6 @@ func getPairBuf(n int) *[]float32 {
 		*b = (*b)[:n]
 		return b
 	}
-	s := make([]float32, n)
-	adviseHugePages(unsafe.Pointer(unsafe.SliceData(s)), 4*n)
+	s := heapFloats(n)
 	return &s
 }

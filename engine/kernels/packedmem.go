@@ -5,7 +5,8 @@ import (
 	"unsafe"
 )
 
-// Packed weights (panels, dp panels) live in memory backed by 2 MiB
+// Packed 16-bit and quantized weights (panels, dp panels: a model's frozen
+// base, packed once after loading) live in memory backed by 2 MiB
 // transparent huge pages where the kernel allows it. Decoding streams every
 // weight once per token, and on 4 KiB pages it pays a TLB miss every
 // 4 KiB while the hardware prefetchers stop at each page boundary: on huge
@@ -87,4 +88,14 @@ func packed[T float32 | uint16 | int8 | byte](n, pad int) []T {
 		return []T{} // not nil: the panels tell their type by which slice is set
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n+pad)[:n]
+}
+
+// heapFloats returns n zero floats from the heap, their whole huge pages
+// advised (adviseHugePages): for F32 weights, which full fine-tuning packs
+// again after every step (model.RefreshBase), so slabs would churn, and
+// for pooled buffers.
+func heapFloats(n int) []float32 {
+	s := make([]float32, n)
+	adviseHugePages(unsafe.Pointer(unsafe.SliceData(s)), 4*n)
+	return s
 }

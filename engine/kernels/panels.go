@@ -215,7 +215,7 @@ func buildPanels(m *Mat) *panels {
 	size := p.np * K * panelW
 	switch m.DType {
 	case F32:
-		p.f32 = packed[float32](size, 0)
+		p.f32 = heapFloats(size) // not from a slab: see heapFloats
 	case BF16:
 		p.bf16 = packed[uint16](size, panelPad)
 	case F16:

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -42,5 +43,37 @@ func TestPacked_ZeroAlignedDistinct(t *testing.T) {
 			t.Fatalf("huge=%v: packed(0) = %v, want an empty, non-nil slice", huge, f)
 		}
 		useHugePages = saved
+	}
+}
+
+// Ensure matrices packed at once on several goroutines (Linear packs a
+// weight on first use, from whichever goroutine calls it) never share
+// memory.
+func TestPacked_Concurrent(t *testing.T) {
+	const workers, each = 8, 40
+	got := make([][][]uint16, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				b := packed[uint16](1+(w*each+i)*997%(1<<19), 0)
+				for j := range b {
+					b[j] = uint16(w*each + i)
+				}
+				got[w] = append(got[w], b)
+			}
+		}()
+	}
+	wg.Wait()
+	for w := range got {
+		for i, b := range got[w] {
+			for j, v := range b {
+				if v != uint16(w*each+i) {
+					t.Fatalf("worker %d matrix %d value %d is %d, want %d: memory shared", w, i, j, v, w*each+i)
+				}
+			}
+		}
 	}
 }

@@ -21,12 +21,12 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/train"
+	"github.com/artgo/art/internal/procstat"
 )
 
 func main() {

@@ -72,13 +72,13 @@ import (
 
 	"github.com/artgo/art/bench/internal/fmapeak"
 	"github.com/artgo/art/bench/internal/membw"
-	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/generate"
 	"github.com/artgo/art/engine/gguf"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
+	"github.com/artgo/art/internal/procstat"
 )
 
 // benchShape is the benchmark model: a model.Preset shape, or its first

@@ -56,10 +56,10 @@ import (
 	"time"
 
 	"github.com/artgo/art/bench/internal/fmapeak"
-	"github.com/artgo/art/bench/internal/procstat"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/procstat"
 )
 
 func main() {

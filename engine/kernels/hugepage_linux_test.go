@@ -4,28 +4,19 @@ import (
 	"bytes"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/artgo/art/internal/procstat"
 )
 
-// anonHugeKB is the process's memory in transparent huge pages
-// (/proc/self/smaps_rollup), or -1 when it cannot be read.
+// anonHugeKB is the process's memory in transparent huge pages, or -1
+// when it cannot be read.
 func anonHugeKB() int {
-	b, err := os.ReadFile("/proc/self/smaps_rollup")
-	if err != nil {
+	n, ok := procstat.FileBytes("/proc/self/smaps_rollup", "AnonHugePages")
+	if !ok {
 		return -1
 	}
-	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "AnonHugePages:" {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				return -1
-			}
-			return n
-		}
-	}
-	return -1
+	return int(n >> 10)
 }
 
 // Ensure packed weights get huge pages where the kernel gives them to

@@ -18,4 +18,10 @@ func TestBytes(t *testing.T) {
 	if v := Bytes("NoSuchField"); v != 0 {
 		t.Errorf("NoSuchField = %d, want 0", v)
 	}
+	if v, ok := FileBytes("/proc/self/status", "NoSuchField"); ok || v != 0 {
+		t.Errorf("FileBytes of NoSuchField = %d, %v; want 0, false", v, ok)
+	}
+	if v, ok := FileBytes("/proc/self/status", "VmHWM"); !ok || v < rss {
+		t.Errorf("FileBytes of VmHWM = %d, %v; want at least VmRSS %d, true", v, ok, rss)
+	}
 }

@@ -102,47 +102,69 @@ func benchStep(b *testing.B, mk func(N, K int) *Mat, variants []stepVariant) {
 
 // benchStepRows is benchStep for M rows.
 func benchStepRows(b *testing.B, M int, mk func(N, K int) *Mat, variants []stepVariant) {
-	var bytes int64
-	mat := func(N, K int) *Mat {
-		w := mk(N, K)
-		w.Prepack()
-		bytes += int64(w.LinearBytes())
-		return w
-	}
-	type layer struct{ qkv, o, gateUp, down *Mat }
-	layers := make([]layer, 24)
-	for l := range layers {
-		layers[l] = layer{mat(1152, 896), mat(896, 896), mat(9728, 896), mat(896, 4864)}
-	}
-	head := mat(151936, 896)
+	w := newStepWeights(mk)
 	r := rand.New(rand.NewPCG(8, 12))
 	x, x4 := randSlice(r, M*896), randSlice(r, M*4864)
 	out := make([]float32, M*151936)
-	step := func() {
-		for _, l := range layers {
-			Linear(out, x, l.qkv, nil, M)
-			Linear(out, x, l.o, nil, M)
-			Linear(out, x, l.gateUp, nil, M)
-			Linear(out, x4, l.down, nil, M)
-		}
-		Linear(out, x, head, nil, M)
-	}
 	times := make([][]float64, len(variants))
 	for b.Loop() {
 		for i, v := range variants {
 			v.set()
 			t := time.Now()
-			step()
+			w.layersStep(out, x, x4, M)
+			Linear(out, x, w.head, nil, M)
 			times[i] = append(times[i], time.Since(t).Seconds())
 		}
 	}
-	// Medians: a step the host stalls is an outlier, not a share of a mean.
 	for i, v := range variants {
-		slices.Sort(times[i])
-		med := times[i][len(times[i])/2]
+		med := median(times[i])
 		b.ReportMetric(med*1e3, v.name+"_ms")
-		b.ReportMetric(float64(bytes)/med/1e9, v.name+"_GB/s")
+		b.ReportMetric(float64(w.bytes)/med/1e9, v.name+"_GB/s")
 	}
+}
+
+// stepWeights are Qwen2.5-0.5B-shaped decoding weights: 24 layers of
+// distinct matrices (q, k, v as one; gate and up as one) and the LM head,
+// packed, with the bytes one pass over them reads.
+type stepWeights struct {
+	layers []struct{ qkv, o, gateUp, down *Mat }
+	head   *Mat
+	bytes  int64
+}
+
+// newStepWeights makes the matrices with mk and packs them.
+func newStepWeights(mk func(N, K int) *Mat) *stepWeights {
+	w := &stepWeights{}
+	mat := func(N, K int) *Mat {
+		m := mk(N, K)
+		m.Prepack()
+		w.bytes += int64(m.LinearBytes())
+		return m
+	}
+	w.layers = make([]struct{ qkv, o, gateUp, down *Mat }, 24)
+	for l := range w.layers {
+		w.layers[l].qkv, w.layers[l].o, w.layers[l].gateUp, w.layers[l].down = mat(1152, 896), mat(896, 896), mat(9728, 896), mat(896, 4864)
+	}
+	w.head = mat(151936, 896)
+	return w
+}
+
+// layersStep runs the layers' products for M rows (x: M×896, x4:
+// M×4864), all into out.
+func (w *stepWeights) layersStep(out, x, x4 []float32, M int) {
+	for _, l := range w.layers {
+		Linear(out, x, l.qkv, nil, M)
+		Linear(out, x, l.o, nil, M)
+		Linear(out, x, l.gateUp, nil, M)
+		Linear(out, x4, l.down, nil, M)
+	}
+}
+
+// median sorts v and returns its middle value: a step the host stalls is
+// an outlier, not a share of a mean.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // BenchmarkDecodeStepChunks is a single sequence's decoding step (one row)
@@ -175,47 +197,31 @@ func BenchmarkDecodeStepPages(b *testing.B) {
 		b.Run(dt.String(), func(b *testing.B) {
 			useDecodeUnit(b, dt)
 			r := rand.New(rand.NewPCG(8, 14))
-			mk := func(N, K int) *Mat {
-				w := randStepMat(b, r, dt, N, K)
-				w.Prepack()
-				return w
-			}
-			type layer struct{ qkv, o, gateUp, down *Mat }
-			type set struct {
-				name   string
-				layers []layer
-				head   *Mat
-				times  [2][]float64 // layers, head
-			}
-			sets := []*set{{name: "4KiB"}, {name: "huge"}}
-			for i, s := range sets {
+			sets := []struct {
+				name  string
+				w     *stepWeights
+				times [2][]float64 // layers, head
+			}{{name: "4KiB"}, {name: "huge"}}
+			for i := range sets {
 				useHugePages = i == 1
-				for range 24 {
-					s.layers = append(s.layers, layer{mk(1152, 896), mk(896, 896), mk(9728, 896), mk(896, 4864)})
-				}
-				s.head = mk(151936, 896)
+				sets[i].w = newStepWeights(func(N, K int) *Mat { return randStepMat(b, r, dt, N, K) })
 			}
 			x, x4 := randSlice(r, 896), randSlice(r, 4864)
 			out := make([]float32, 151936)
 			for b.Loop() {
-				for _, s := range sets {
+				for i := range sets {
+					s := &sets[i]
 					t := time.Now()
-					for _, l := range s.layers {
-						Linear(out, x, l.qkv, nil, 1)
-						Linear(out, x, l.o, nil, 1)
-						Linear(out, x, l.gateUp, nil, 1)
-						Linear(out, x4, l.down, nil, 1)
-					}
+					s.w.layersStep(out, x, x4, 1)
 					t1 := time.Now()
-					Linear(out, x, s.head, nil, 1)
+					Linear(out, x, s.w.head, nil, 1)
 					s.times[0] = append(s.times[0], t1.Sub(t).Seconds())
 					s.times[1] = append(s.times[1], time.Since(t1).Seconds())
 				}
 			}
 			for _, s := range sets {
 				for i, part := range []string{"layers", "head"} {
-					slices.Sort(s.times[i])
-					b.ReportMetric(s.times[i][len(s.times[i])/2]*1e3, s.name+"_"+part+"_ms")
+					b.ReportMetric(median(s.times[i])*1e3, s.name+"_"+part+"_ms")
 				}
 			}
 		})

@@ -15,63 +15,53 @@ import (
 // softmax helpers at the end of this file, and both sum every product in
 // the same order, so sampler and trainer agree bit for bit.
 
-// kvRows is one layer's (or, after head, one kv head's) cached keys and
-// values from its first kept position, as attention reads them: the first
-// pre positions (a whole number of attention blocks) from a prefix shared
+// kvRows is one kv head's cached keys and values (a cache's lane) from
+// its first kept position, as attention reads them: the first pre
+// positions (a whole number of attention blocks) from a prefix shared
 // with other caches (KVCache.Fork), the rest from the cache's own key
-// blocks and value rows. Without a shared prefix, pre is 0.
+// blocks (panels of HD×keyBlock) and value rows (HD values). Without a
+// shared prefix, pre is 0.
 type kvRows struct {
 	preK, preV []float32
 	pre        int
 	k, v       []float32
 }
 
-// head narrows r to kv head kvh: its panel in each key block, its values
-// in each row.
-func (r kvRows) head(kvh, HD int) kvRows {
-	o := kvRows{k: r.k[kvh*HD*keyBlock:], v: r.v[kvh*HD:], pre: r.pre}
-	if r.pre > 0 {
-		o.preK, o.preV = r.preK[kvh*HD*keyBlock:], r.preV[kvh*HD:]
-	}
-	return o
-}
-
 // at returns the key blocks and value rows from key j on (a multiple of
 // attnBlock): the prefix's before pre, the cache's own after.
-func (r kvRows) at(j, KV int) (k, v []float32) {
+func (r kvRows) at(j, HD int) (k, v []float32) {
 	if j < r.pre {
-		return r.preK[j*KV:], r.preV[j*KV:]
+		return r.preK[j*HD:], r.preV[j*HD:]
 	}
-	return r.k[(j-r.pre)*KV:], r.v[(j-r.pre)*KV:]
+	return r.k[(j-r.pre)*HD:], r.v[(j-r.pre)*HD:]
 }
 
 // attentionHead computes, for query head h, causal attention for n new
 // tokens of one sequence whose keys and values (post-RoPE) are already in
-// the cache at rows [0, start+n) of kv (rows count from the cache's first
-// kept position, see KVCache). q is (n, NH*HD) for the new tokens, out is
-// (n, NH*HD). Token i (absolute position start+i) attends to cache
-// positions 0..start+i. p (≥ n·(start+n) values) is scratch for the
-// scores.
-func attentionHead(out, q []float32, kv kvRows, start, n, h, NH, KVH, HD int, p []float32, window int) {
-	Q, KV := NH*HD, KVH*HD
-	kvh := h / (NH / KVH)
-	attendRows(out[h*HD:], Q, q[h*HD:], Q, kv.head(kvh, HD), KV, n, start+n, start+1, 1, HD, p, window)
+// the cache at rows [0, start+n) of kv, the lane of h's kv head (rows
+// count from the cache's first kept position, see KVCache). q is
+// (n, NH*HD) for the new tokens, out is (n, NH*HD). Token i (absolute
+// position start+i) attends to cache positions 0..start+i. p
+// (≥ n·(start+n) values) is scratch for the scores.
+func attentionHead(out, q []float32, kv kvRows, start, n, h, NH, HD int, p []float32, window int) {
+	Q := NH * HD
+	attendRows(out[h*HD:], Q, q[h*HD:], Q, kv, n, start+n, start+1, 1, HD, p, window)
 }
 
 // attentionGroup is attentionHead for one new token (decoding) and all
-// query heads of kv head kvh at once: the heads are the rows of the
-// products (q and out rows HD apart), so the keys are packed once for the
-// group instead of once per head.
+// query heads of kv head kvh (whose lane kv is) at once: the heads are
+// the rows of the products (q and out rows HD apart), so the keys are
+// read once for the group instead of once per head.
 func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p []float32, window int) {
-	G, KV := NH/KVH, KVH*HD
+	G := NH / KVH
 	o := kvh * G * HD
 	tk := start + 1
-	attendRows(out[o:], HD, q[o:], HD, kv.head(kvh, HD), KV, G, tk, tk, 0, HD, p, window)
+	attendRows(out[o:], HD, q[o:], HD, kv, G, tk, tk, 0, HD, p, window)
 }
 
 // attendRows computes M rows of attention over the first tk cached keys
-// and values of one kv head (kv: key blocks of stride KV·keyBlock, value
-// rows of stride KV). q row i (stride ldq) sees the first
+// and values of one kv head (kv: key blocks of stride HD·keyBlock, value
+// rows of stride HD). q row i (stride ldq) sees the first
 // first+i·step keys (of which only the last window when window > 0), and
 // its output goes to out row i (stride ldo). p (≥ M·tk) is scratch for the
 // scores.
@@ -86,10 +76,10 @@ func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p 
 // take only the rows that see a key of it, as the trainer's do: of a
 // 512-token prompt's products about 9/16 remain. With step 0 (decoding:
 // every row sees every key) each product is one call per source of keys.
-func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, KV, M, tk, first, step, HD int, p []float32, window int) {
+func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, first, step, HD int, p []float32, window int) {
 	p = p[:M*tk]
 	scale := attnScale(HD)
-	ps := KV * keyBlock // panel stride of the key blocks
+	ps := HD * keyBlock // panel stride of the key blocks
 	// rowsFrom is the first row that sees key j (step 1).
 	rowsFrom := func(j int) int { return max(0, (j-first+step)/step) }
 	if step == 0 {
@@ -100,7 +90,7 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, KV, M, 
 	} else {
 		for j0 := 0; j0 < tk; j0 += attnBlock {
 			if i0 := rowsFrom(j0); i0 < M {
-				k, _ := kv.at(j0, KV)
+				k, _ := kv.at(j0, HD)
 				kernels.GemmPanels(M-i0, min(tk, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k, ps, p[i0*tk+j0:], tk)
 			}
 		}
@@ -112,11 +102,11 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, KV, M, 
 	if step == 0 {
 		// In the same key blocks as below.
 		if kv.pre > 0 {
-			kernels.GemmKBlocks(M, HD, kv.pre, attnBlock, p, tk, kv.preV, KV, out, ldo)
-			kernels.GemmKBlocksAdd(M, HD, tk-kv.pre, attnBlock, p[kv.pre:], tk, kv.v, KV, out, ldo)
+			kernels.GemmKBlocks(M, HD, kv.pre, attnBlock, p, tk, kv.preV, HD, out, ldo)
+			kernels.GemmKBlocksAdd(M, HD, tk-kv.pre, attnBlock, p[kv.pre:], tk, kv.v, HD, out, ldo)
 			return
 		}
-		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, kv.v, KV, out, ldo)
+		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, kv.v, HD, out, ldo)
 		return
 	}
 	for j0 := 0; j0 < tk; j0 += attnBlock {
@@ -129,8 +119,8 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, KV, M, 
 		if j0 == 0 {
 			beta = 0
 		}
-		_, v := kv.at(j0, KV)
-		kernels.Gemm(false, false, M-i0, HD, j1-j0, p[i0*tk+j0:], tk, v, KV, beta, out[i0*ldo:], ldo)
+		_, v := kv.at(j0, HD)
+		kernels.Gemm(false, false, M-i0, HD, j1-j0, p[i0*tk+j0:], tk, v, HD, beta, out[i0*ldo:], ldo)
 	}
 }
 
@@ -162,7 +152,7 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			// positions here count from it, and it is a whole number of
 			// attnBlock, so attendRows sums in the same blocks as over
 			// every position.
-			start := s.Cache.Len - s.Cache.first(l)
+			start := s.Cache.Len - s.Cache.layerFirst(l)
 			tk := start + s.N
 			need := s.N * tk
 			if s.N == 1 {
@@ -176,9 +166,9 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			}
 			o, qs := out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q]
 			if s.N == 1 {
-				attentionGroup(o, qs, s.Cache.heads(l), start, u.head, NH, KVH, HD, (*sp)[:need], window)
+				attentionGroup(o, qs, s.Cache.head(l, u.head), start, u.head, NH, KVH, HD, (*sp)[:need], window)
 			} else {
-				attentionHead(o, qs, s.Cache.heads(l), start, s.N, u.head, NH, KVH, HD, (*sp)[:need], window)
+				attentionHead(o, qs, s.Cache.head(l, u.head/G), start, s.N, u.head, NH, HD, (*sp)[:need], window)
 			}
 		}
 		if sp != nil {

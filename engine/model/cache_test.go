@@ -97,13 +97,13 @@ func TestKVCache_SlidingLayersBounded(t *testing.T) {
 			maxRows := 0
 			for i := 5; i < 150; i++ {
 				step("decode", one, [][]int{tokens}, i, 1)
-				for l := range bounded.K {
-					w := m.Config.Window(l)
+				for ln := range bounded.K {
+					w := bounded.window[ln]
 					if w > 0 {
-						maxRows = max(maxRows, bounded.rows(l))
+						maxRows = max(maxRows, bounded.rows(ln))
 					}
-					if w > 0 && bounded.rows(l) > w+attnBlock {
-						t.Fatalf("after %d tokens layer %d holds %d rows; window %d + block %d", i+1, l, bounded.rows(l), w, attnBlock)
+					if w > 0 && bounded.rows(ln) > w+attnBlock {
+						t.Fatalf("after %d tokens lane %d holds %d rows; window %d + block %d", i+1, ln, bounded.rows(ln), w, attnBlock)
 					}
 				}
 			}
@@ -245,8 +245,8 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 				t.Fatalf("a fork of a fork shares %d positions, not 128", ff.pre)
 			}
 			for l := range ff.K {
-				if m.Config.Window(l) == 0 && &ff.preK[l][0] != &shared.K[l][0] {
-					t.Fatalf("a fork of a fork reads layer %d's prefix from elsewhere than the first cache", l)
+				if ff.window[l] == 0 && &ff.preK[l][0] != &shared.K[l][0] {
+					t.Fatalf("a fork of a fork reads lane %d's prefix from elsewhere than the first cache", l)
 				}
 			}
 			for pos := P + 67; pos < P+75; pos++ {

@@ -155,10 +155,8 @@ func (p *batchPass) addExpertDelta(out, inp []float32, rows []int32, l, e int, m
 func (p *batchPass) attend(att, q, k, v []float32, l int) {
 	KV := p.cfg.KVDim()
 	for i, s := range p.segs {
-		c, t0 := s.Cache, p.offs[i]
-		r := c.prepare(l, c.Len, c.Len+s.N)
-		putKeys(c.K[l], r, k[t0*KV:(t0+s.N)*KV], KV)
-		copy(c.V[l][r*KV:(r+s.N)*KV], v[t0*KV:(t0+s.N)*KV])
+		t0 := p.offs[i]
+		s.Cache.put(l, k[t0*KV:(t0+s.N)*KV], v[t0*KV:(t0+s.N)*KV], s.N)
 	}
 	attentionSegments(att, q, p.segs, p.offs, l, p.cfg.NumHeads, p.cfg.NumKVHeads, p.cfg.HeadDim, p.cfg.Window(l))
 	for _, s := range p.segs {
@@ -181,7 +179,7 @@ func (m *Model) checkBatch(tokens []int, segs []Segment) error {
 		if s.Cache.Len+s.N > s.Cache.Cap {
 			return fmt.Errorf("model: segment %d needs %d positions but its cache holds %d (context length exceeded)", i, s.Cache.Len+s.N, s.Cache.Cap)
 		}
-		if len(s.Cache.K) != m.Config.NumLayers {
+		if len(s.Cache.K) != m.Config.NumLayers*m.Config.NumKVHeads || s.Cache.kv != m.Config.HeadDim {
 			return fmt.Errorf("model: segment %d cache was made for another model", i)
 		}
 		n += s.N

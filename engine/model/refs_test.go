@@ -48,13 +48,19 @@ func attentionForwardRef(out, q, k, v []float32, T, NH, KVH, HD int) {
 
 // attentionWindowRef is attentionForwardRef with a sliding window of window keys (0: none).
 func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
-	keys := make([]float32, keyRows(T)*KVH*HD)
-	putKeys(keys, 0, k[:T*KVH*HD], KVH*HD)
-	k = keys
+	KV := KVH * HD
+	lanes := make([]kvRows, KVH) // as a cache's lanes
+	for h := range lanes {
+		lanes[h].k, lanes[h].v = make([]float32, keyRows(T)*HD), make([]float32, T*HD)
+		putKeysStrided(lanes[h].k, 0, k[h*HD:], T, KV, HD)
+		for i := range T {
+			copy(lanes[h].v[i*HD:(i+1)*HD], v[i*KV+h*HD:])
+		}
+	}
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {
-			attentionHead(out, q, kvRows{k: k, v: v}, 0, T, h, NH, KVH, HD, p, window)
+			attentionHead(out, q, lanes[h/(NH/KVH)], 0, T, h, NH, HD, p, window)
 		}
 	})
 }

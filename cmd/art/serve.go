@@ -118,12 +118,16 @@ func addQuantizeFlag(f *pflag.FlagSet, p *string) {
 
 // runServe serves until ctx is cancelled, then shuts down gracefully.
 func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
-	if _, err := model.ParseQuantization(o.quantize); err != nil {
-		return err // before the slow load
+	// Every flag is checked, and the address bound, before the model loads:
+	// a typo must not cost minutes of loading or leave a step-0 checkpoint.
+	if err := o.validate(); err != nil {
+		return err
 	}
-	if o.prefixCacheMB < 0 {
-		return fmt.Errorf("serve: --prefix-cache-mb must be >= 0 (0 keeps none), got %d", o.prefixCacheMB)
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("serve: --addr: %w", err)
 	}
+	defer ln.Close()
 	prefixCache := int64(o.prefixCacheMB) << 20
 	if prefixCache == 0 {
 		prefixCache = -1 // native's "none"
@@ -152,10 +156,6 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	srv := server.New(cfg, hosted)
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
 	if !isLoopback(ln.Addr()) && o.apiKey == "" {
 		log.Warn("serve: listening beyond loopback without an API key; anyone who can reach it can train and query the model (set --api-key)", "addr", ln.Addr().String())
 	}
@@ -195,6 +195,33 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	}
 	log.Info("serve: stopped", "step", svc.Step())
 	return nil
+}
+
+// validate checks the flags that need no model: what is out of range is an
+// error, not a default.
+func (o serveOptions) validate() error {
+	if _, err := model.ParseQuantization(o.quantize); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		flag string
+		bad  bool
+		want string
+		got  any
+	}{
+		{"--prefix-cache-mb", o.prefixCacheMB < 0, ">= 0 (0 keeps none)", o.prefixCacheMB},
+		{"--max-concurrent", o.maxConcurrent < 0, ">= 0 (0: 64)", o.maxConcurrent},
+		{"--max-body-bytes", o.maxBodyBytes <= 0, "> 0", o.maxBodyBytes},
+		{"--request-timeout", o.requestTimeout < 0, ">= 0 (0: none)", o.requestTimeout},
+		{"--shutdown-timeout", o.shutdownTimeout < 0, ">= 0 (0 cancels requests in flight at once)", o.shutdownTimeout},
+		{"--lora-rank", o.loraRank < 0, ">= 0 (0: 8)", o.loraRank},
+		{"--lora-alpha", o.loraAlpha < 0, ">= 0 (0: 16)", o.loraAlpha},
+	} {
+		if c.bad {
+			return fmt.Errorf("serve: %s must be %s, got %v", c.flag, c.want, c.got)
+		}
+	}
+	return o.inference.validate()
 }
 
 func isLoopback(a net.Addr) bool {

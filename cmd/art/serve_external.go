@@ -28,22 +28,40 @@ func addInferenceFlags(cmd *cobra.Command, o *inferenceOptions) {
 	f.IntVar(&o.llamaCppStep, "llamacpp-step", 0, "the step whose GGUF LoRA llama-server was started with (--lora); 0 needs none")
 }
 
-// withInference returns trainer itself for native inference, or a host
-// that forwards inference to the external engine the flags name.
-func withInference(ctx context.Context, trainer host.Model, o inferenceOptions, log *slog.Logger) (host.Model, error) {
-	if o.engine == "" || o.engine == "native" {
-		if o.url != "" {
-			return nil, fmt.Errorf("serve: --inference-url needs --inference vllm, sglang or llamacpp")
-		}
-		return trainer, nil
+// native reports whether inference stays in this process.
+func (o inferenceOptions) native() bool { return o.engine == "" || o.engine == "native" }
+
+// validate checks the flags before anything loads.
+func (o inferenceOptions) validate() error {
+	if o.llamaCppStep < 0 {
+		return fmt.Errorf("serve: --llamacpp-step must be >= 0, got %d", o.llamaCppStep)
 	}
-	d, err := external.ParseDialect(o.engine)
-	if err != nil {
-		return nil, fmt.Errorf("serve: --inference: %w", err)
+	if o.native() {
+		if o.url != "" {
+			return fmt.Errorf("serve: --inference-url needs --inference vllm, sglang or llamacpp")
+		}
+		return nil
+	}
+	if _, err := external.ParseDialect(o.engine); err != nil {
+		return fmt.Errorf("serve: --inference: %w", err)
 	}
 	if o.url == "" {
-		return nil, fmt.Errorf("serve: --inference %s needs --inference-url (the engine's base URL)", o.engine)
+		return fmt.Errorf("serve: --inference %s needs --inference-url (the engine's base URL)", o.engine)
 	}
+	return nil
+}
+
+// withInference returns trainer itself for native inference, or a host
+// that forwards inference to the external engine the flags name (checked
+// by validate).
+func withInference(ctx context.Context, trainer host.Model, o inferenceOptions, log *slog.Logger) (host.Model, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.native() {
+		return trainer, nil
+	}
+	d, _ := external.ParseDialect(o.engine)
 	if o.apiKey == "" {
 		o.apiKey = os.Getenv("ART_INFERENCE_API_KEY")
 	}

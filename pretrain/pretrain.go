@@ -35,7 +35,7 @@ import (
 // Options say what to train on and for how long.
 type Options struct {
 	Model string // Hugging Face model folder to start from (F32 weights)
-	Data  string // JSONL file, one art.Trajectory per line
+	Data  string // JSONL file, one art.Trajectory per line, or a trajectories parquet file
 	Out   string // the folder to write; must not exist
 
 	Epochs    int     // passes over the training transcripts (0: 1)
@@ -159,8 +159,10 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 }
 
 // ReadTrajectories reads a JSONL file of trajectories (art.Trajectory's
-// JSON, one per line; blank lines are skipped). An empty file, or a line
-// that is not a trajectory, is an error naming the line.
+// JSON, one per line; blank lines are skipped), or a trajectories parquet
+// file as training logs them (art.ReadTrajectoryGroups: its groups' rows in
+// order). An empty file, or a line that is not a trajectory, is an error
+// naming the line.
 func ReadTrajectories(path string) ([]art.Trajectory, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -168,6 +170,20 @@ func ReadTrajectories(path string) ([]art.Trajectory, error) {
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
+	if magic, _ := r.Peek(4); string(magic) == "PAR1" {
+		groups, err := art.ReadTrajectoryGroups(path)
+		if err != nil {
+			return nil, fmt.Errorf("pretrain: %w", err)
+		}
+		var out []art.Trajectory
+		for _, g := range groups {
+			out = append(out, g.Trajectories...)
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("pretrain: %s has no trajectories", path)
+		}
+		return out, nil
+	}
 	var out []art.Trajectory
 	for line := 1; ; line++ {
 		b, err := r.ReadBytes('\n')

@@ -210,3 +210,55 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// Ensure a trajectories parquet file, as training logs it, reads as the
+// same transcripts as the JSONL they came from: the same learning
+// sequences, and a run on it trains.
+func TestReadTrajectories_Parquet(t *testing.T) {
+	src := arttest.TinyModel(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data.jsonl")
+	writeTranscripts(t, data, 12)
+	want, err := ReadTrajectories(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		want[i].Reward = float64(i) / 12 // logged trajectories carry rewards
+	}
+	m := art.Model{Name: "m", Project: "p", BasePath: filepath.Join(dir, ".art")}
+	step := 3
+	groups := []art.TrajectoryGroup{{Trajectories: want[:5]}, {Trajectories: want[5:]}}
+	if err := m.Log(context.Background(), groups, art.LogOptions{Split: "train", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	parquet := filepath.Join(dir, ".art", "p", "models", "m", "trajectories", "train", "0003.parquet")
+	got, err := ReadTrajectories(parquet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := loadTokenizer(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs, err := tokenize(z, want, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSeqs, err := tokenize(z, got, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotSeqs) != len(wantSeqs) {
+		t.Fatalf("%d transcripts from the parquet file; want %d", len(gotSeqs), len(wantSeqs))
+	}
+	for i := range wantSeqs {
+		if fmt.Sprint(gotSeqs[i]) != fmt.Sprint(wantSeqs[i]) {
+			t.Fatalf("transcript %d: sequences %v from the parquet file; want %v", i+1, gotSeqs[i], wantSeqs[i])
+		}
+	}
+	res, err := Run(context.Background(), Options{Model: src, Data: parquet, Out: filepath.Join(dir, "out"), MaxSteps: 1, BatchSize: 4})
+	if err != nil || res.Steps != 1 || res.Train != 12 {
+		t.Fatalf("a run on the parquet file: %+v, %v; want 1 step over 12 transcripts", res, err)
+	}
+}

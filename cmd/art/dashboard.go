@@ -40,7 +40,7 @@ It binds loopback unless --addr says otherwise; with --api-key (or
 ART_API_KEY) open http://ADDR/dashboard/?key=KEY once.`,
 		Example: `  art dashboard --data /tmp/demo
   art dashboard --data .art --addr 0.0.0.0:7998 --api-key secret`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.apiKey == "" {
 				o.apiKey = os.Getenv("ART_API_KEY")

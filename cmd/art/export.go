@@ -23,6 +23,8 @@ func newExportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Export a model folder for other inference engines",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRun,
 	}
 	cmd.AddCommand(newExportGGUFCmd(), newExportGGUFLoRACmd())
 	return cmd
@@ -35,9 +37,9 @@ func newExportGGUFCmd() *cobra.Command {
 		Short: "Write a Hugging Face model folder as a GGUF file llama.cpp can run",
 		Long: `Write a Hugging Face model folder (config.json, *.safetensors, tokenizer.json,
 tokenizer_config.json) as a GGUF v3 file for llama.cpp: Llama, Mistral, Qwen2,
-Qwen3 and Gemma 3 models (what llama.cpp cannot represent is refused: e.g. a
-Gemma 3 whose global layers are not every sixth), matrices in f32, f16, q8_0
-or q4_0, norms and biases in f32, with the tokenizer, special tokens and chat
+Qwen3, Qwen3-MoE and Gemma 3 models (what llama.cpp cannot represent is
+refused: e.g. a Gemma 3 whose global layers are not every sixth), matrices in
+f32, f16, bf16, q8_0 or q4_0, norms and biases in f32, with the tokenizer, special tokens and chat
 template embedded. q8_0 and q4_0 hold the very blocks that --quantize q8 and
 q4 (art serve, art logprobs) run, so both engines compute with the same
 weights. The file is written atomically.`,
@@ -45,7 +47,7 @@ weights. The file is written atomically.`,
   art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen.gguf --dtype f16
   art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen-q8_0.gguf --dtype q8_0
   art export gguf --model ./Qwen2.5-0.5B-Instruct --out qwen-q4_0.gguf --dtype q4_0`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var dt gguf.Type
 			var load model.LoadOptions
@@ -129,7 +131,7 @@ The file is written atomically.`,
 		Example: `  art export gguf --model ./base --out base.gguf
   art export gguf-lora --adapter .art/default/models/agent/checkpoints/0012 --out agent-12.gguf
   llama-cli -m base.gguf --lora agent-12.gguf`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if baseModel == "" {
 				var err error

@@ -34,7 +34,7 @@ gives it after the tokens before it.`,
 		Example: `  art logprobs --model ./tiny --text "Hello, world"
   art logprobs --model ./tiny --messages chat.json --json
   art logprobs --model ./tiny --text "Hello, world" --quantize q4`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelDir == "" {
 				return fmt.Errorf("--model is required")

@@ -26,7 +26,7 @@ benchmarking helpers draw. The format follows the file's extension.`,
 		Example: `  art plot --metric val/reward --out val.png
   art plot --data /tmp/runs --metric loss/grad_norm --models demo/tictactoe,demo/other --out grad.svg
   art plot --metric val/reward --bar --out compare.png`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if metric == "" || out == "" {
 				return fmt.Errorf("plot: --metric and --out are required")

@@ -36,7 +36,7 @@ appears complete or not at all.`,
 		Example: `  art init-model --shape tiny --tokenizer bytes --out ./random
   go run ./examples/calculator --write-teacher teacher.jsonl --teacher 4000 --problems products
   art pretrain --model ./random --data teacher.jsonl --epochs 2 --hold-out 200 --out ./base`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.Progress = progressPrinter(cmd.ErrOrStderr(), every)
 			res, err := pretrain.Run(cmd.Context(), opt)
@@ -54,7 +54,7 @@ appears complete or not at all.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.Model, "model", "", "Hugging Face model folder to start from, f32 weights (required)")
-	f.StringVar(&opt.Data, "data", "", "JSONL file of transcripts, one art.Trajectory per line (required)")
+	f.StringVar(&opt.Data, "data", "", "transcripts: a JSONL file, one art.Trajectory per line, or a trajectories parquet file as training logs them (required)")
 	f.StringVar(&opt.Out, "out", "", "output folder, must not exist (required)")
 	f.IntVar(&opt.Epochs, "epochs", 1, "passes over the training transcripts")
 	f.IntVar(&opt.MaxSteps, "max-steps", 0, "stop after this many optimizer steps (0: after --epochs)")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,7 @@ OpenAI-compatible endpoint as name@step.`,
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+strings.Join([]string{"debug", "info", "warn", "error"}, ", "))
 	root.PersistentFlags().StringVar(&unit, "matmul-unit", "", "arithmetic of the weight products: fp32 (exact), bf16 (bf16 inputs, fp32 sums; CPUs with AVX512_BF16), int8 (q8 and q4 weights times activations rounded to 8 bits a block of 32, int32 sums; CPUs with AVX512_VNNI; other weights as bf16) or auto (the faster of fp32 and bf16, measured at start-up); default $"+kernels.UnitEnv+", else auto")
 
+	root.SetHelpCommand(newHelpCmd())
 	root.AddCommand(
 		newVersionCmd(),
 		newDemoCmd(),
@@ -59,15 +61,43 @@ OpenAI-compatible endpoint as name@step.`,
 	return root
 }
 
-// setMatmulUnit applies --matmul-unit (empty: the kernels choose on first
-// use, from the environment or by measuring). Sampler and trainer share
-// the process, so one unit serves both.
+// setMatmulUnit applies --matmul-unit, else $ART_MATMUL_UNIT, with the same
+// errors for either (both empty: the kernels choose on first use, by
+// measuring). Sampler and trainer share the process, so one unit serves
+// both.
 func setMatmulUnit(s string) error {
+	what := "--matmul-unit " + s
+	if s == "" {
+		s = os.Getenv(kernels.UnitEnv)
+		what = fmt.Sprintf("$%s=%s", kernels.UnitEnv, s)
+	}
 	if s == "" {
 		return nil
 	}
 	if _, err := kernels.UseUnit(s); err != nil {
-		return fmt.Errorf("--matmul-unit %s: %w", s, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
+
+// commandError returns err for main to print after its "art: ". Errors of
+// the art package already start with "art: " (art.TrainableModel.Register:
+// `art: register model "x": …`), which would print doubled; commandError
+// puts the command's name in its place. Other errors are returned as they
+// are. errors.Is and errors.As still see err.
+func commandError(command string, err error) error {
+	rest, ok := strings.CutPrefix(err.Error(), "art: ")
+	if !ok {
+		return err
+	}
+	return &prefixedError{msg: command + ": " + rest, err: err}
+}
+
+// prefixedError is err with another message.
+type prefixedError struct {
+	msg string
+	err error
+}
+
+func (e *prefixedError) Error() string { return e.msg }
+func (e *prefixedError) Unwrap() error { return e.err }

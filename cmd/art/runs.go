@@ -47,7 +47,7 @@ last changed.`,
 		Example: `  art runs
   art runs --data /tmp/demo
   art runs --data .art --json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runs, err := store.Find(data)
 			if err != nil {

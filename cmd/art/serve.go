@@ -72,7 +72,7 @@ this process. See docs/SCALING.md.`,
   art serve --base-model ./Qwen2.5-7B-Instruct --name agent --quantize q4
   ART_API_KEY=secret art serve --base-model ./model --name agent --addr 0.0.0.0:7999
   art serve --base-model ./Qwen2.5-7B-Instruct --name agent --inference vllm --inference-url http://gpu:8000`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.apiKey == "" {
 				o.apiKey = os.Getenv("ART_API_KEY")

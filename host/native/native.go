@@ -127,7 +127,13 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		log.Info("native: base weights quantized", "quantize", string(quant), "base_model", opt.BaseModel)
 	}
 	unit, why := kernels.ActiveUnit()
-	log.Info("native: weight products", "matmul_unit", unit.String(), "chosen", why)
+	level := slog.LevelInfo
+	if env := os.Getenv(kernels.UnitEnv); env != "" {
+		if asked, auto, err := kernels.ParseUnit(env); err != nil || !auto && asked != unit {
+			level = slog.LevelWarn // $ART_MATMUL_UNIT asked for what cannot run here
+		}
+	}
+	log.Log(ctx, level, "native: weight products", "matmul_unit", unit.String(), "chosen", why)
 	h.prompts = h.folder.TrainTokenizer()
 	memory := opt.AnswerMemory
 	if memory <= 0 {

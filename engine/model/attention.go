@@ -63,11 +63,12 @@ func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p 
 // and values of one kv head (kv: key blocks of stride HD·keyBlock, value
 // rows of stride HD). q row i (stride ldq) sees the first
 // first+i·step keys (of which only the last window when window > 0), and
-// its output goes to out row i (stride ldo). p (≥ M·tk) is scratch for the
-// scores.
+// its output goes to out row i (stride ldo). p is scratch for the scores:
+// M·tk values when decoding (step 0), min(M, attendTile)·tk for a prompt.
 //
-// It forms the (M, tk) score matrix, applies the causal mask and softmax
-// row by row, and multiplies by V per key block of attnBlock, as the
+// It forms the (M, tk) score matrix (a prompt's a tile of rows at a time),
+// applies the causal mask and softmax row by row, and multiplies by V per
+// key block of attnBlock, as the
 // trainer does (trainAttentionForward): every product sums in the same
 // order as there, so a token's logprobs equal the trainer's bit for bit
 // (the keys a token does not see have probability 0 and leave the sums
@@ -77,29 +78,17 @@ func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p 
 // 512-token prompt's products about 9/16 remain. With step 0 (decoding:
 // every row sees every key) each product is one call per source of keys.
 func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, first, step, HD int, p []float32, window int) {
-	p = p[:M*tk]
 	scale := attnScale(HD)
 	ps := HD * keyBlock // panel stride of the key blocks
-	// rowsFrom is the first row that sees key j (step 1).
-	rowsFrom := func(j int) int { return max(0, (j-first+step)/step) }
 	if step == 0 {
+		p = p[:M*tk]
 		if kv.pre > 0 {
 			kernels.GemmPanels(M, kv.pre, HD, q, ldq, kv.preK, ps, p, tk)
 		}
 		kernels.GemmPanels(M, tk-kv.pre, HD, q, ldq, kv.k, ps, p[kv.pre:], tk)
-	} else {
-		for j0 := 0; j0 < tk; j0 += attnBlock {
-			if i0 := rowsFrom(j0); i0 < M {
-				k, _ := kv.at(j0, HD)
-				kernels.GemmPanels(M-i0, min(tk, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k, ps, p[i0*tk+j0:], tk)
-			}
+		for i := range M {
+			softmaxWindow(p[i*tk:(i+1)*tk], firstKey(first-1, window), first, scale)
 		}
-	}
-	for i := 0; i < M; i++ {
-		visible := first + i*step
-		softmaxWindow(p[i*tk:i*tk+blockEnd(visible-1, tk)], firstKey(visible-1, window), visible, scale)
-	}
-	if step == 0 {
 		// In the same key blocks as below.
 		if kv.pre > 0 {
 			kernels.GemmKBlocks(M, HD, kv.pre, attnBlock, p, tk, kv.preV, HD, out, ldo)
@@ -109,20 +98,43 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, 
 		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, kv.v, HD, out, ldo)
 		return
 	}
-	for j0 := 0; j0 < tk; j0 += attnBlock {
-		i0 := rowsFrom(j0)
-		if i0 >= M {
-			break
+	// A prompt's rows go in tiles of attendTile: a tile's scores (its rows
+	// by the keys its last row sees) stay in the core's L2 from the
+	// products through the softmax to the product with V, where the whole
+	// M×tk matrix of a 2048-token prompt (16 MB a head) went to memory and
+	// back between the passes. Each score and each block's sum is the same
+	// product as over all rows at once (the kernels' sums do not depend on
+	// the rows beside them), so the bits are too.
+	// rowsFrom is the first row that sees key j.
+	rowsFrom := func(j int) int { return max(0, (j-first+step)/step) }
+	for r0 := 0; r0 < M; r0 += attendTile {
+		r1 := min(M, r0+attendTile)
+		ldp := blockEnd(first+(r1-1)*step-1, tk) // the keys of row r1-1's blocks
+		pt := p[:(r1-r0)*ldp]
+		for j0 := 0; j0 < ldp; j0 += attnBlock {
+			i0 := max(r0, rowsFrom(j0))
+			k, _ := kv.at(j0, HD)
+			kernels.GemmPanels(r1-i0, min(ldp, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k, ps, pt[(i0-r0)*ldp+j0:], ldp)
 		}
-		j1 := min(tk, j0+attnBlock)
-		beta := float32(1)
-		if j0 == 0 {
-			beta = 0
+		for i := r0; i < r1; i++ {
+			visible := first + i*step
+			softmaxWindow(pt[(i-r0)*ldp:(i-r0)*ldp+blockEnd(visible-1, tk)], firstKey(visible-1, window), visible, scale)
 		}
-		_, v := kv.at(j0, HD)
-		kernels.Gemm(false, false, M-i0, HD, j1-j0, p[i0*tk+j0:], tk, v, HD, beta, out[i0*ldo:], ldo)
+		for j0 := 0; j0 < ldp; j0 += attnBlock {
+			i0 := max(r0, rowsFrom(j0))
+			beta := float32(1)
+			if j0 == 0 {
+				beta = 0
+			}
+			_, v := kv.at(j0, HD)
+			kernels.Gemm(false, false, r1-i0, HD, min(ldp, j0+attnBlock)-j0, pt[(i0-r0)*ldp+j0:], ldp, v, HD, beta, out[i0*ldo:], ldo)
+		}
 	}
 }
+
+// attendTile is the rows of a prompt's attention computed together
+// (attendRows): 64 rows by 2048 keys of scores are 512 KiB.
+const attendTile = 64
 
 // attentionSegments runs attention at layer l for every segment of a
 // batch (whose q rows and outputs start at row offs[i] of q and out), with
@@ -154,7 +166,7 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			// every position.
 			start := s.Cache.Len - s.Cache.layerFirst(l)
 			tk := start + s.N
-			need := s.N * tk
+			need := min(s.N, attendTile) * tk // attendRows's scores
 			if s.N == 1 {
 				need = G * tk
 			}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -118,7 +119,8 @@ Answer with a JSON object {"system_prompt": ..., "inputs": [...]} holding exactl
 }
 
 // Config configures Run. Task, Generator and Judge are required; the other
-// zero values are the notebook's defaults.
+// zero values are the notebook's defaults. Run rejects negative counts and
+// learning rates, and a GroupSize of 1, with an error.
 type Config struct {
 	// Task describes in plain language what the model should learn.
 	Task string
@@ -150,9 +152,37 @@ type Config struct {
 	Quiet    bool
 }
 
+// validate rejects what Run cannot use: an empty task, negative counts,
+// a group of one answer (the judge scores an input's answers against each
+// other) and a negative or non-finite learning rate. Zero values are left
+// for withDefaults.
+func (c Config) validate() error {
+	if strings.TrimSpace(c.Task) == "" {
+		return errors.New("autorl: the task description is empty")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+		def  int
+	}{
+		{"TrainInputs", c.TrainInputs, 25}, {"TestInputs", c.TestInputs, 10}, {"GroupsPerStep", c.GroupsPerStep, 2}, {"Epochs", c.Epochs, 3},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("autorl: %s = %d: must be >= 0 (0 means %d)", f.name, f.v, f.def)
+		}
+	}
+	if c.GroupSize < 0 || c.GroupSize == 1 {
+		return fmt.Errorf("autorl: GroupSize = %d: must be >= 2, the answers the judge compares (0 means 3)", c.GroupSize)
+	}
+	if !(c.LearningRate >= 0) || math.IsInf(c.LearningRate, 0) {
+		return fmt.Errorf("autorl: LearningRate = %v: must be > 0 (0 means 1e-5)", c.LearningRate)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
-		if *v <= 0 {
+		if *v == 0 {
 			*v = d
 		}
 	}
@@ -161,7 +191,7 @@ func (c Config) withDefaults() Config {
 	def(&c.GroupsPerStep, 2)
 	def(&c.GroupSize, 3)
 	def(&c.Epochs, 3)
-	if c.LearningRate <= 0 {
+	if c.LearningRate == 0 {
 		c.LearningRate = 1e-5
 	}
 	if c.Progress == nil {
@@ -233,6 +263,9 @@ func (r Result) WriteTable(w io.Writer) error {
 // with the last one on freshly generated inputs. An error names the phase
 // that failed; training steps already taken stay saved.
 func Run(ctx context.Context, model *art.TrainableModel, cfg Config) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
 	cfg = cfg.withDefaults()
 	out := cfg.Progress
 	start, err := model.Step(ctx)

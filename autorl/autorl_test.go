@@ -75,3 +75,36 @@ func TestGeneratePlan_BadInput(t *testing.T) {
 		t.Error("0 inputs were accepted")
 	}
 }
+
+// Ensure Run rejects a Config it cannot use with an error naming the
+// field, before it asks the model or the generator anything; negative
+// values used to run silently as the defaults. Zero values keep meaning
+// the defaults.
+func TestRun_BadConfig(t *testing.T) {
+	model := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "autorl"}} // not registered: Run must not get that far
+	for _, tt := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"task", func(c *Config) { c.Task = " " }, "autorl: the task description is empty"},
+		{"group size", func(c *Config) { c.GroupSize = -1 }, "autorl: GroupSize = -1: must be >= 2"},
+		{"group of one", func(c *Config) { c.GroupSize = 1 }, "autorl: GroupSize = 1: must be >= 2"},
+		{"epochs", func(c *Config) { c.Epochs = -1 }, "autorl: Epochs = -1: must be >= 0 (0 means 3)"},
+		{"learning rate", func(c *Config) { c.LearningRate = -1 }, "autorl: LearningRate = -1: must be > 0 (0 means 1e-5)"},
+		{"train inputs", func(c *Config) { c.TrainInputs = -1 }, "autorl: TrainInputs = -1"},
+		{"test inputs", func(c *Config) { c.TestInputs = -1 }, "autorl: TestInputs = -1"},
+		{"groups per step", func(c *Config) { c.GroupsPerStep = -2 }, "autorl: GroupsPerStep = -2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Task: "Greet the user", Quiet: true}
+			tt.set(&cfg)
+			if _, err := Run(context.Background(), model, cfg); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Run: %v; want %q", err, tt.want)
+			}
+		})
+	}
+	if err := (Config{Task: "x"}).validate(); err != nil {
+		t.Fatalf("the zero values (the defaults) were rejected: %v", err)
+	}
+}

@@ -53,6 +53,26 @@ type BaseOptions struct {
 	Eval func(step int, reward, invalid float64)
 }
 
+// validate rejects negative counts and a learning rate that is negative or
+// not finite; zero values are left for defaults.
+func (o *BaseOptions) validate() error {
+	for _, f := range []struct {
+		name   string
+		v, def int
+	}{{"SFTSteps", o.SFTSteps, 1200}, {"BatchSize", o.BatchSize, 64}, {"EvalEvery", o.EvalEvery, 25}} {
+		if f.v < 0 {
+			return fmt.Errorf("demo: base model: %s = %d: must be >= 0 (0 means %d)", f.name, f.v, f.def)
+		}
+	}
+	if !(o.LR >= 0) || math.IsInf(o.LR, 0) {
+		return fmt.Errorf("demo: base model: LR = %v: must be > 0 (0 means 3e-3)", o.LR)
+	}
+	if math.IsNaN(o.StopInvalid) {
+		return fmt.Errorf("demo: base model: StopInvalid = NaN: want a probability (0 means 0.02, < 0 no check)")
+	}
+	return nil
+}
+
 func (o *BaseOptions) defaults() {
 	if o.Shape == "" {
 		o.Shape = "tiny"
@@ -134,6 +154,9 @@ func readBaseInfo(dir string, opt BaseOptions) (baseInfo, bool) {
 // same number of steps). The folder is an ordinary Hugging Face model
 // folder.
 func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
+	if err := opt.validate(); err != nil {
+		return err
+	}
 	opt.defaults()
 	tmp := dir + ".building"
 	os.RemoveAll(tmp)

@@ -3,9 +3,11 @@ package demo
 import (
 	"bytes"
 	"context"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/artgo/art/engine/initmodel"
@@ -129,5 +131,54 @@ func TestOptions_EntropyBonus(t *testing.T) {
 	}
 	if DefaultOptions().EntropyBonus <= 0 {
 		t.Errorf("the default has no entropy bonus")
+	}
+}
+
+// Ensure options Run cannot use are an error naming the field, returned
+// before anything is built or written: EvalGames -5 used to build the base
+// model and then panic in make, RLSteps -1 to build it and train nothing.
+// The context is cancelled, so a check that came after work started would
+// return a different error.
+func TestRun_BadOptions(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		name string
+		set  func(*Options)
+		want string
+	}{
+		{"eval games", func(o *Options) { o.EvalGames = -5 }, "demo: EvalGames = -5: must be >= 0 (0 means 400)"},
+		{"steps", func(o *Options) { o.RLSteps = -1 }, "demo: RLSteps = -1: must be >= 0 (0 means 500)"},
+		{"groups", func(o *Options) { o.GroupsPerStep = -1 }, "demo: GroupsPerStep = -1"},
+		{"group size", func(o *Options) { o.GroupSize = -3 }, "demo: GroupSize = -3"},
+		{"group of one", func(o *Options) { o.GroupSize = 1 }, "demo: GroupSize = 1"},
+		{"eval every", func(o *Options) { o.EvalEvery = -1 }, "demo: EvalEvery = -1"},
+		{"learning rate", func(o *Options) { o.LearningRate = -1e-3 }, "demo: LearningRate = -0.001: must be > 0"},
+		{"learning rate NaN", func(o *Options) { o.LearningRate = math.NaN() }, "demo: LearningRate = NaN"},
+		{"penalty NaN", func(o *Options) { o.InvalidPenalty = math.NaN() }, "demo: InvalidPenalty = NaN"},
+		{"sft steps", func(o *Options) { o.Base.SFTSteps = -1 }, "demo: base model: SFTSteps = -1"},
+		{"batch size", func(o *Options) { o.Base.BatchSize = -16 }, "demo: base model: BatchSize = -16"},
+		{"sft lr", func(o *Options) { o.Base.LR = -1 }, "demo: base model: LR = -1"},
+		{"base model", func(o *Options) { o.BaseModel = "nope" }, "demo: base model nope: want a Hugging Face model folder"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "art")
+			opt := Options{Path: dir, Out: io.Discard, Quiet: true}
+			tt.set(&opt)
+			_, err := Run(ctx, opt)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Run: %v; want %q", err, tt.want)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("%s was written (%v)", dir, err)
+			}
+		})
+	}
+	dir := filepath.Join(t.TempDir(), "base")
+	if err := BuildBase(ctx, dir, BaseOptions{BatchSize: -1}); err == nil || !strings.Contains(err.Error(), "BatchSize = -1") {
+		t.Fatalf("BuildBase: %v", err)
+	}
+	if _, err := os.Stat(dir + ".building"); !os.IsNotExist(err) {
+		t.Fatalf("BuildBase wrote %s (%v)", dir+".building", err)
 	}
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/artgo/art/games/tictactoe"
 )
 
-// Options configure Run. Zero fields take the defaults of DefaultOptions.
+// Options configure Run. Zero fields take the defaults of DefaultOptions;
+// Run rejects negative counts and learning rates with an error.
 type Options struct {
 	Path          string // store root (".art")
 	BaseModel     string // a Hugging Face folder to use instead of building one
@@ -98,6 +99,47 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{Path: ".art", RLSteps: 500, GroupsPerStep: 8, GroupSize: 8, LearningRate: 1e-3, InvalidPenalty: 1,
 		EntropyBonus: 0.03, EvalGames: 400, EvalEvery: 25, Seed: 1}
+}
+
+// validate rejects options Run cannot use, before anything is built or
+// removed: negative counts, a group of one game (GRPO compares a group's
+// games), a learning rate that is negative or not finite, a coefficient
+// that is not a number, and a BaseModel folder without a config.json.
+// Zero values are left for defaults.
+func (o *Options) validate() error {
+	d := DefaultOptions()
+	for _, f := range []struct {
+		name   string
+		v, def int
+	}{
+		{"RLSteps", o.RLSteps, d.RLSteps}, {"GroupsPerStep", o.GroupsPerStep, d.GroupsPerStep},
+		{"EvalGames", o.EvalGames, d.EvalGames}, {"EvalEvery", o.EvalEvery, d.EvalEvery},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("demo: %s = %d: must be >= 0 (0 means %d)", f.name, f.v, f.def)
+		}
+	}
+	if o.GroupSize < 0 || o.GroupSize == 1 {
+		return fmt.Errorf("demo: GroupSize = %d: must be >= 2, the games GRPO compares (0 means %d)", o.GroupSize, d.GroupSize)
+	}
+	if !(o.LearningRate >= 0) || math.IsInf(o.LearningRate, 0) {
+		return fmt.Errorf("demo: LearningRate = %v: must be > 0 (0 means %v)", o.LearningRate, d.LearningRate)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"InvalidPenalty", o.InvalidPenalty}, {"EntropyBonus", o.EntropyBonus}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("demo: %s = %v: must be a finite number (0 means the default, < 0 none)", f.name, f.v)
+		}
+	}
+	if o.BaseModel != "" {
+		if _, err := os.Stat(filepath.Join(o.BaseModel, "config.json")); err != nil {
+			return fmt.Errorf("demo: base model %s: want a Hugging Face model folder: %w", o.BaseModel, err)
+		}
+		return nil // the base options are not used
+	}
+	return o.Base.validate()
 }
 
 func (o *Options) defaults() {
@@ -195,6 +237,9 @@ const evalSeedBase = 10_000_000
 // Run builds (or reuses) the base model and trains the agent with GRPO
 // through the public SDK, evaluating before and after.
 func Run(ctx context.Context, opt Options) (Report, error) {
+	if err := opt.validate(); err != nil {
+		return Report{}, err
+	}
 	opt.defaults()
 	start := time.Now()
 	rep := Report{BaseModel: opt.BaseModel}

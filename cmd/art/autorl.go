@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -43,14 +45,40 @@ The judge and the generator are LiteLLM-style provider/model strings
 (openai/o4-mini, openrouter/..., ollama/..., vllm/...) with the key from the
 provider's usual variable, or any OpenAI-compatible endpoint with a base
 URL (an "art serve" model: --judge judge@0 --judge-base-url
-http://127.0.0.1:8000/v1). The generator defaults to the judge. Checkpoints
+http://127.0.0.1:7999/v1). The generator defaults to the judge. Checkpoints
 and logs go under --path/--project/models/--name.`,
 		Example: `  art autorl "Answer questions about a bike shop's opening hours" --base-model ./Qwen2.5-0.5B-Instruct --judge openai/o4-mini
-  art autorl "Summarise a support ticket in one line" --base-model ./model --judge judge@0 --judge-base-url http://127.0.0.1:8000/v1`,
+  art autorl "Summarise a support ticket in one line" --base-model ./model --judge judge@0 --judge-base-url http://127.0.0.1:7999/v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if baseModel == "" || judgeSpec == "" {
 				return fmt.Errorf("autorl: --base-model and --judge are required")
+			}
+			if strings.TrimSpace(args[0]) == "" {
+				return fmt.Errorf("autorl: the task description is empty: describe in a sentence what the model should learn")
+			}
+			// Checked before the model loads. The library reads 0 as its
+			// default, which a flag given 0 must not silently get.
+			for _, c := range []struct {
+				flag     string
+				v, least int
+			}{
+				{"--train-inputs", trainInputs, 1}, {"--test-inputs", testInputs, 1}, {"--groups-per-step", groupsPerStep, 1},
+				{"--epochs", epochs, 1}, {"--max-tokens", maxTokens, 1},
+				{"--judge-max-tokens", judgeMaxTokens, 0}, {"--max-input-length", maxLength, 0}, {"--max-explanation", maxExplanation, 0},
+			} {
+				if c.v < c.least {
+					return fmt.Errorf("autorl: %s must be >= %d, got %d", c.flag, c.least, c.v)
+				}
+			}
+			if group < 2 {
+				return fmt.Errorf("autorl: --group-size must be >= 2 (the judge scores an input's answers against each other), got %d", group)
+			}
+			if !(learningRate > 0) || math.IsInf(learningRate, 0) {
+				return fmt.Errorf("autorl: --learning-rate must be > 0, got %v", learningRate)
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("autorl: --timeout must be > 0, got %v", timeout)
 			}
 			judge, err := judgeFromFlags(judgeSpec, judgeURL, judgeKeyEnv, "--judge-api-key-env")
 			if err != nil {
@@ -70,7 +98,7 @@ and logs go under --path/--project/models/--name.`,
 			defer b.Close()
 			model := &art.TrainableModel{Model: art.Model{Name: name, Project: project, BasePath: path}, BaseModel: baseModel}
 			if err := model.Register(ctx, b); err != nil {
-				return err
+				return commandError("autorl", err)
 			}
 			res, err := autorl.Run(ctx, model, autorl.Config{
 				Task: args[0], Generator: gen, Judge: judge,
@@ -82,7 +110,7 @@ and logs go under --path/--project/models/--name.`,
 				Progress: cmd.ErrOrStderr(), Quiet: quiet,
 			})
 			if err != nil {
-				return err
+				return commandError("autorl", err)
 			}
 			return res.WriteTable(cmd.OutOrStdout())
 		},

@@ -23,10 +23,18 @@ history.jsonl, trajectory logs and a reward curve (reward.png) under
 <path>/demo/models/tictactoe. About 2–3 minutes on 2 cores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Checked before anything is built: the library reads 0 as
+			// its default, which a flag given 0 must not silently get.
+			if opt.RLSteps < 1 {
+				return fmt.Errorf("demo: --steps must be >= 1, got %d", opt.RLSteps)
+			}
+			if opt.EvalGames < 1 {
+				return fmt.Errorf("demo: --eval-games must be >= 1, got %d", opt.EvalGames)
+			}
 			opt.Out = cmd.ErrOrStderr()
 			rep, err := demo.Run(cmd.Context(), opt)
 			if err != nil {
-				return err
+				return commandError("demo", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "held-out reward: %.3f → %.3f after %d GRPO steps (base %s; run %s)\n",
 				rep.Before, rep.After, rep.Steps, rep.BaseModel, rep.ModelDir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -47,6 +48,13 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 			if opt.Tokenizer == "" {
 				return fmt.Errorf("--tokenizer is required: a folder with tokenizer.json, or %q", initmodel.ByteTokenizer)
 			}
+			// Checked before any weights are drawn (a large shape takes a while).
+			if !(opt.Std >= 0) || math.IsInf(opt.Std, 0) {
+				return fmt.Errorf("init-model: --std must be > 0, or 0 for 0.02; got %v", opt.Std)
+			}
+			if !(opt.RopeTheta >= 0) || math.IsInf(opt.RopeTheta, 0) {
+				return fmt.Errorf("init-model: --rope-theta must be > 0, or 0 for the shape's; got %v", opt.RopeTheta)
+			}
 			switch strings.ToLower(dtype) {
 			case "f32":
 				opt.DType = kernels.F32
@@ -64,6 +72,9 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 				}
 				opt.ChatTemplate = string(b)
 			}
+			if opt.Arch == "llama" && opt.Tokenizer == initmodel.ByteTokenizer && opt.ChatTemplate == "" {
+				return fmt.Errorf("init-model: --arch llama with --tokenizer %s needs an explicit chat template: pass a Jinja template file with --chat-template FILE", initmodel.ByteTokenizer)
+			}
 			m, err := initmodel.Write(out, opt)
 			if err != nil {
 				return err
@@ -79,9 +90,9 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 	f.StringVar(&opt.Tokenizer, "tokenizer", "", `tokenizer folder, or "bytes"`)
 	f.StringVar(&dtype, "dtype", "f32", "weight storage: f32, bf16 or f16")
 	f.Uint64Var(&opt.Seed, "seed", 1, "random seed")
-	f.Float64Var(&opt.Std, "std", 0, "weight init standard deviation (0: 0.02)")
+	f.Float64Var(&opt.Std, "std", 0, "weight init standard deviation, > 0 (0: 0.02)")
 	f.StringVar(&templateFile, "chat-template", "", "file holding a Jinja chat template to use instead of the official Qwen2.5/Llama 3.1 one")
-	f.Float64Var(&opt.RopeTheta, "rope-theta", 0, "RoPE base (0: the shape's)")
+	f.Float64Var(&opt.RopeTheta, "rope-theta", 0, "RoPE base, > 0 (0: the shape's)")
 	f.StringVar(&out, "out", "", "output folder (must not exist or be empty)")
 	return cmd
 }

@@ -19,8 +19,8 @@ func TestInitModelThenLogprobs(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("llama with the byte tokenizer and no template should fail; got %q", out)
 	}
-	if !strings.Contains(errOut, "chat template") {
-		t.Fatalf("stderr %q does not explain the failure", errOut)
+	if !strings.Contains(errOut, "chat template") || !strings.Contains(errOut, "--chat-template") {
+		t.Fatalf("stderr %q does not explain the failure and name the flag", errOut)
 	}
 	code, out, errOut = runArgs(t, "init-model", "--shape", "tiny", "--tokenizer", "bytes", "--dtype", "bf16", "--seed", "3", "--out", dir)
 	if code != 0 {
@@ -112,5 +112,31 @@ func TestInitModel_ChatTemplate(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Fatal("a folder was written")
+	}
+}
+
+// Ensure invalid numbers are an error naming the flag, and that nothing is
+// written: --rope-theta -5 used to be ignored and --std -1 accepted.
+func TestInitModel_BadNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--std", "-1"}, "init-model: --std must be > 0, or 0 for 0.02; got -1"},
+		{[]string{"--std", "NaN"}, "init-model: --std must be > 0, or 0 for 0.02; got NaN"},
+		{[]string{"--std", "+Inf"}, "init-model: --std must be > 0, or 0 for 0.02; got +Inf"},
+		{[]string{"--rope-theta", "-5"}, "init-model: --rope-theta must be > 0, or 0 for the shape's; got -5"},
+		{[]string{"--rope-theta", "NaN"}, "init-model: --rope-theta must be > 0, or 0 for the shape's; got NaN"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "m")
+			code, _, errOut := runArgs(t, append([]string{"init-model", "--shape", "tiny", "--tokenizer", "bytes", "--out", out}, tt.args...)...)
+			if code != 1 || errOut != "art: "+tt.want+"\n" {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut, "art: "+tt.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("%s was written (%v)", out, err)
+			}
+		})
 	}
 }

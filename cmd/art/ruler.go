@@ -34,10 +34,10 @@ The judge is a LiteLLM-style provider/model string (openai/o3,
 openrouter/..., anthropic/..., ollama/..., vllm/...) with the key from the
 provider's usual variable (OPENAI_API_KEY, ...), or any OpenAI-compatible
 endpoint with --base-url (an "art serve" model: --judge judge@0 --base-url
-http://127.0.0.1:8000/v1). Answers are cached on disk (--no-cache to ask
+http://127.0.0.1:7999/v1). Answers are cached on disk (--no-cache to ask
 again); each judge call is bounded by --timeout.`,
 		Example: `  art ruler .art/p/models/agent/trajectories/val/0010.parquet --judge openai/o4-mini
-  art ruler run.parquet --judge judge@0 --base-url http://127.0.0.1:8000/v1 --api-key-env ART_API_KEY --json`,
+  art ruler run.parquet --judge judge@0 --base-url http://127.0.0.1:7999/v1 --api-key-env ART_API_KEY --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if judgeSpec == "" {

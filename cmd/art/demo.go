@@ -21,7 +21,7 @@ the OpenAI-compatible endpoint it serves. It prints the mean reward on
 held-out games every 25 steps, before and after, and leaves checkpoints,
 history.jsonl, trajectory logs and a reward curve (reward.png) under
 <path>/demo/models/tictactoe. About 2–3 minutes on 2 cores.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Checked before anything is built: the library reads 0 as
 			// its default, which a flag given 0 must not silently get.

@@ -40,7 +40,7 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
   art init-model --arch gemma3 --shape tiny --tokenizer bytes --out ./gemma-tiny
   art init-model --arch qwen3_moe --shape small --tokenizer .assets/qwen3 --out ./moe-small
   art init-model --arch qwen2 --shape tiny --tokenizer bytes --out ./tiny`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return fmt.Errorf("--out is required")

@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 		{"help", []string{"help"}, 0, []string{"Usage:", "version", "Print the version of art", "--log-level"}, nil},
 		{"no args shows help", nil, 0, []string{"Available Commands:"}, nil},
 		{"unknown command", []string{"bogus"}, 1, nil, []string{`art: unknown command "bogus"`}},
-		{"version takes no args", []string{"version", "x"}, 1, nil, []string{"art: unknown command \"x\" for \"art version\""}},
+		{"version takes no args", []string{"version", "x"}, 1, nil, []string{`art: "art version" takes no arguments, got "x"`}},
 		{"bad log level", []string{"--log-level=loud", "version"}, 1, nil, []string{`art: --log-level "loud": want debug, info, warn or error`}},
 		{"good log level", []string{"--log-level=debug", "version"}, 0, []string{"art "}, nil},
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/artgo/art/internal/apierr"
 )
 
 // Chat sends the history to the chat completions API with the stock
@@ -70,7 +72,7 @@ func chat(ctx context.Context, client openai.Client, items []MessageOrChoice, to
 	}
 	resp, err := client.Chat.Completions.New(ctx, params, append(pre, opts...)...)
 	if err != nil {
-		return Choice{}, fmt.Errorf("art: chat with %s: %w", params.Model, err)
+		return Choice{}, fmt.Errorf("art: chat with %s: %w", params.Model, apierr.WithMessage(err))
 	}
 	if len(resp.Choices) == 0 {
 		return Choice{}, fmt.Errorf("art: chat with %s: the answer has no choices", params.Model)

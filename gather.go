@@ -146,6 +146,9 @@ func (o *GatherOptions) exceptionBudget(total int) float64 {
 // they return later is discarded. A rollout that ignores its context keeps
 // its goroutine until it returns.
 func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts GatherOptions) (_ []TrajectoryGroup, err error) {
+	if ctx == nil {
+		return nil, errors.New("art: gather: nil context (use context.Background())")
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -326,9 +329,14 @@ func (ga *gatherer) record(r taskResult) (g TrajectoryGroup, full bool, err erro
 // the same scenario. The i-th group belongs to scenarios[i] (unless
 // AfterEach drops or splits groups). Failures, exceptions, metrics and
 // cancellation behave as in GatherTrajectoryGroups, the general form.
+// MaxGroupSize bounds GatherGroups' group size: GRPO compares a scenario's
+// rollouts, usually 4 to 64 of them; a size past this is a mistake, not a
+// group, and would only exhaust memory.
+const MaxGroupSize = 1 << 14
+
 func GatherGroups[S any](ctx context.Context, scenarios []S, groupSize int, rollout func(context.Context, S) (Trajectory, error), opts GatherOptions) ([]TrajectoryGroup, error) {
-	if groupSize < 1 {
-		return nil, fmt.Errorf("art: gather: group size %d: must be >= 1", groupSize)
+	if groupSize < 1 || groupSize > MaxGroupSize {
+		return nil, fmt.Errorf("art: gather: group size %d: must be between 1 and %d", groupSize, MaxGroupSize)
 	}
 	if rollout == nil {
 		return nil, errors.New("art: gather: nil rollout")

@@ -466,8 +466,14 @@ func TestGatherGroups(t *testing.T) {
 			t.Fatalf("group %d = %+v after %d calls; want 4 trajectories of scenario %q", i, g, calls[s], s)
 		}
 	}
-	if _, err := GatherGroups(context.Background(), []string{"a"}, 0, rollout, quiet); err == nil {
-		t.Fatal("group size 0: got nil error")
+	for _, n := range []int{0, -1, MaxGroupSize + 1, math.MaxInt} {
+		if _, err := GatherGroups(context.Background(), []string{"a"}, n, rollout, quiet); err == nil || !strings.Contains(err.Error(), "group size") {
+			t.Fatalf("group size %d: error %v; want one naming the group size", n, err)
+		}
+	}
+	//lint:ignore SA1012 a nil context is the mistake under test
+	if _, err := GatherGroups(nil, []string{"a"}, 2, rollout, quiet); err == nil || !strings.Contains(err.Error(), "nil context") { //nolint:staticcheck
+		t.Fatalf("a nil context: error %v; want one saying so", err)
 	}
 }
 

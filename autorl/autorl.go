@@ -177,6 +177,12 @@ func (c Config) validate() error {
 	if !(c.LearningRate >= 0) || math.IsInf(c.LearningRate, 0) {
 		return fmt.Errorf("autorl: LearningRate = %v: must be > 0 (0 means 1e-5)", c.LearningRate)
 	}
+	if err := c.Generator.Validate(); err != nil {
+		return fmt.Errorf("autorl: Generator: %w", err)
+	}
+	if err := c.Judge.Validate(); err != nil {
+		return fmt.Errorf("autorl: Judge: %w", err)
+	}
 	return nil
 }
 
@@ -263,6 +269,9 @@ func (r Result) WriteTable(w io.Writer) error {
 // with the last one on freshly generated inputs. An error names the phase
 // that failed; training steps already taken stay saved.
 func Run(ctx context.Context, model *art.TrainableModel, cfg Config) (Result, error) {
+	if model == nil {
+		return Result{}, errors.New("autorl: nil model (register an art.TrainableModel first)")
+	}
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
@@ -341,12 +350,16 @@ func Run(ctx context.Context, model *art.TrainableModel, cfg Config) (Result, er
 	if err != nil {
 		return Result{}, fmt.Errorf("autorl: judge the test answers: %w", err)
 	}
+	// A group the judge dropped (Ruler.SwallowErrors) is missing from
+	// scored, so each comparison takes its input from its answers, not
+	// from its position.
 	for i, g := range scored {
 		if len(g.Trajectories) != 2 {
-			return Result{}, fmt.Errorf("autorl: test input %d has %d answers; want 2", i+1, len(g.Trajectories))
+			return Result{}, fmt.Errorf("autorl: test answers %d: %d of them; want 2", i+1, len(g.Trajectories))
 		}
 		b, a := g.Trajectories[0], g.Trajectories[1]
-		result.Tests = append(result.Tests, Comparison{Input: test.Inputs[i], BeforeAnswer: lastAnswer(b), AfterAnswer: lastAnswer(a), Before: b.Reward, After: a.Reward})
+		in, _ := b.Metadata["scenario_id"].(string)
+		result.Tests = append(result.Tests, Comparison{Input: in, BeforeAnswer: lastAnswer(b), AfterAnswer: lastAnswer(a), Before: b.Reward, After: a.Reward})
 	}
 	return result, nil
 }

@@ -58,6 +58,9 @@ func TestRun_OwnServer(t *testing.T) {
 		if c.Before < 0 || c.Before > 1 || c.After < 0 || c.After > 1 {
 			t.Errorf("scores %+v", c)
 		}
+		if strings.TrimSpace(c.Input) == "" { // taken from its answers, not its position
+			t.Errorf("a comparison without its input: %+v", c)
+		}
 	}
 	var table bytes.Buffer
 	res.WriteTable(&table)
@@ -81,6 +84,7 @@ func TestGeneratePlan_BadInput(t *testing.T) {
 // values used to run silently as the defaults. Zero values keep meaning
 // the defaults.
 func TestRun_BadConfig(t *testing.T) {
+	judge := ruler.Judge{Model: "j", BaseURL: "http://127.0.0.1:1/v1"}
 	model := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "autorl"}} // not registered: Run must not get that far
 	for _, tt := range []struct {
 		name string
@@ -95,16 +99,21 @@ func TestRun_BadConfig(t *testing.T) {
 		{"train inputs", func(c *Config) { c.TrainInputs = -1 }, "autorl: TrainInputs = -1"},
 		{"test inputs", func(c *Config) { c.TestInputs = -1 }, "autorl: TestInputs = -1"},
 		{"groups per step", func(c *Config) { c.GroupsPerStep = -2 }, "autorl: GroupsPerStep = -2"},
+		{"no generator", func(c *Config) { c.Generator = ruler.Judge{} }, "autorl: Generator: ruler: judge \"\" has no model"},
+		{"judge without a URL", func(c *Config) { c.Judge.BaseURL = "" }, "autorl: Judge: ruler: judge \"j\": base URL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{Task: "Greet the user", Quiet: true}
+			cfg := Config{Task: "Greet the user", Quiet: true, Generator: judge, Judge: judge}
 			tt.set(&cfg)
 			if _, err := Run(context.Background(), model, cfg); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("Run: %v; want %q", err, tt.want)
 			}
 		})
 	}
-	if err := (Config{Task: "x"}).validate(); err != nil {
+	if err := (Config{Task: "x", Generator: judge, Judge: judge}).validate(); err != nil {
 		t.Fatalf("the zero values (the defaults) were rejected: %v", err)
+	}
+	if _, err := Run(context.Background(), nil, Config{Task: "x", Generator: judge, Judge: judge}); err == nil || !strings.Contains(err.Error(), "nil model") {
+		t.Fatalf("Run with a nil model: %v; want an error saying so", err)
 	}
 }

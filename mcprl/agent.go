@@ -60,6 +60,14 @@ type Agent struct {
 // the server broke, ctx ended); the trajectory so far is returned with it.
 func (a Agent) Run(ctx context.Context, srv *Server, tools []Tool, task string) (art.Trajectory, error) {
 	var t art.Trajectory
+	switch {
+	case srv == nil:
+		return t, errors.New("mcprl: agent: nil server (Start one first)")
+	case a.Model == "":
+		return t, errors.New("mcprl: agent: no Model (for a trainable model: model.InferenceName(-1))")
+	case a.MaxTurns < 0:
+		return t, fmt.Errorf("mcprl: agent: MaxTurns = %d: must be >= 0 (0 means 10)", a.MaxTurns)
+	}
 	t.Tools = AgentTools(tools)
 	system := a.SystemPrompt
 	if system == "" {

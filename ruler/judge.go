@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/artgo/art"
+	"github.com/artgo/art/internal/apierr"
 	"github.com/artgo/art/internal/tracing"
 )
 
@@ -41,6 +43,20 @@ type Judge struct {
 	ExtraBody map[string]any
 	// Spec is the string NewJudge parsed, for messages; "" means Model.
 	Spec string
+}
+
+// Validate reports what makes j unusable: no model, or no base URL of an
+// http(s) endpoint. NewJudge's judges are valid; a Judge written by hand
+// is checked before every call.
+func (j Judge) Validate() error {
+	if strings.TrimSpace(j.Model) == "" {
+		return fmt.Errorf("ruler: judge %q has no model (write provider/model, e.g. openai/o4-mini)", j.Spec)
+	}
+	u, err := url.Parse(j.BaseURL)
+	if j.BaseURL == "" || err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("ruler: judge %q: base URL %q: want an http(s) URL ending in /v1", j.name(), j.BaseURL)
+	}
+	return nil
 }
 
 // name says which judge, for errors and logs.
@@ -87,7 +103,7 @@ func NewJudge(spec, baseURL, apiKey string) (Judge, error) {
 		if baseURL == "" {
 			return Judge{}, fmt.Errorf("ruler: judge %q: unknown provider; write provider/model (%s) or give a base URL", spec, knownProviders())
 		}
-		return j, nil
+		return j, j.Validate()
 	}
 	j.Model = model
 	if j.BaseURL == "" {
@@ -104,6 +120,9 @@ func NewJudge(spec, baseURL, apiKey string) (Judge, error) {
 	}
 	if j.APIKey == "" && !p.keyless {
 		return Judge{}, fmt.Errorf("ruler: judge %q needs an API key: set %s or pass one", spec, p.keyEnv)
+	}
+	if err := j.Validate(); err != nil {
+		return Judge{}, err
 	}
 	return j, nil
 }
@@ -155,6 +174,9 @@ func (j Judge) call(ctx context.Context, st *Stats, msgs []art.Message, schema j
 // of a judge-style endpoint (scenario and input generation); checking the
 // content is theirs.
 func (j Judge) CompleteJSON(ctx context.Context, msgs []art.Message, name string, schema json.RawMessage, timeout time.Duration) (Answer, error) {
+	if err := j.Validate(); err != nil {
+		return Answer{}, err
+	}
 	opts := []option.RequestOption{option.WithBaseURL(j.BaseURL), option.WithMaxRetries(2)}
 	if j.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(j.APIKey))
@@ -199,6 +221,7 @@ func (j Judge) CompleteJSON(ctx context.Context, msgs []art.Message, name string
 	defer cancel()
 	resp, err := client.Chat.Completions.New(ctx, params)
 	if err != nil {
+		err = apierr.WithMessage(err)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return Answer{}, fmt.Errorf("%w: no answer within %s: %w", ErrUnreachable, timeout, err)
 		}

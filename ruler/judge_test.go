@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,42 @@ func TestScoreGroup_OwnServerJudge(t *testing.T) {
 	m := st.Take("train")
 	if m["ruler/judge_calls"] != 4 || m["ruler/judge_retries"] != 0 || m["ruler/judge_completion_tokens"] == 0 {
 		t.Errorf("stats %v", m)
+	}
+}
+
+// Ensure a judge or options no call can use fail at once with what is
+// wrong, even under SwallowErrors, instead of a transport error per group
+// or a default in place of a negative value.
+func TestScore_BadJudgeOrOptions(t *testing.T) {
+	if _, err := ruler.NewJudge("openai/", "", "k"); err == nil || !strings.Contains(err.Error(), "no model") {
+		t.Errorf(`NewJudge("openai/"): error %v; want one saying it has no model`, err)
+	}
+	if _, err := ruler.NewJudge("judge@0", "localhost:7999/v1", ""); err == nil || !strings.Contains(err.Error(), "http(s) URL") {
+		t.Errorf("NewJudge with a base URL without a scheme: error %v; want one asking for an http(s) URL", err)
+	}
+	good := ruler.Judge{Model: "judge@0", BaseURL: "http://127.0.0.1:1/v1"}
+	g := art.TrajectoryGroup{Trajectories: []art.Trajectory{{}, {}}}
+	g.Trajectories[0].AddMessage(art.UserMsg("hi"), art.AssistantMsg("a"))
+	g.Trajectories[1].AddMessage(art.UserMsg("hi"), art.AssistantMsg("b"))
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		judge ruler.Judge
+		opts  ruler.Options
+		want  string
+	}{
+		{"zero judge", context.Background(), ruler.Judge{}, ruler.Options{}, "no model"},
+		{"no base URL", context.Background(), ruler.Judge{Model: "m"}, ruler.Options{}, "base URL"},
+		{"negative timeout", context.Background(), good, ruler.Options{Timeout: -time.Second}, "Options.Timeout"},
+		{"negative concurrency", context.Background(), good, ruler.Options{Concurrency: -1}, "Options.Concurrency"},
+		{"nil context", nil, good, ruler.Options{}, "nil context"},
+	} {
+		c.opts.SwallowErrors, c.opts.NoCache = true, true
+		if _, err := ruler.ScoreGroup(c.ctx, g, c.judge, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ScoreGroup, %s: error %v; want one saying %q", c.name, err, c.want)
+		}
+		if _, err := ruler.ScoreGroups(c.ctx, []art.TrajectoryGroup{g}, c.judge, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ScoreGroups, %s: error %v; want one saying %q", c.name, err, c.want)
+		}
 	}
 }

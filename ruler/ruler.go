@@ -64,6 +64,32 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// check rejects what no judge call can use, before any (and whatever
+// SwallowErrors says: a mistake in the program is not a failed call).
+func check(ctx context.Context, judge Judge, opts Options) error {
+	if ctx == nil {
+		return errors.New("ruler: nil context (use context.Background())")
+	}
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	return judge.Validate()
+}
+
+// validate rejects negative durations and counts, which would otherwise
+// read as the defaults.
+func (o *Options) validate() error {
+	switch {
+	case o.Timeout < 0:
+		return fmt.Errorf("ruler: Options.Timeout = %v: must be >= 0 (0 means 3 minutes)", o.Timeout)
+	case o.Concurrency < 0:
+		return fmt.Errorf("ruler: Options.Concurrency = %d: must be >= 0 (0 means 4)", o.Concurrency)
+	case o.MaxExplanation < 0:
+		return fmt.Errorf("ruler: Options.MaxExplanation = %d: must be >= 0 (0 means no bound)", o.MaxExplanation)
+	}
+	return nil
+}
+
 func (o *Options) logger() *slog.Logger {
 	if o.Logger != nil {
 		return o.Logger
@@ -82,6 +108,9 @@ func (o *Options) stats() *Stats {
 // one call, and returns one score per history in order. All-identical
 // histories are scored once and the score copied.
 func Score(ctx context.Context, histories []art.History, judge Judge, opts Options) ([]TrajectoryScore, error) {
+	if err := check(ctx, judge, opts); err != nil {
+		return nil, err
+	}
 	subjects := make([][]art.History, len(histories))
 	for i, h := range histories {
 		subjects[i] = []art.History{h}
@@ -204,6 +233,9 @@ func excerpt(s string) string {
 // On failure it returns an error, or, with opts.SwallowErrors, nil and no
 // error after logging and counting the drop.
 func ScoreGroup(ctx context.Context, group art.TrajectoryGroup, judge Judge, opts Options) (*art.TrajectoryGroup, error) {
+	if err := check(ctx, judge, opts); err != nil {
+		return nil, err
+	}
 	what := groupName(group, -1)
 	return scoreGroup(ctx, group, judge, opts, what)
 }
@@ -271,6 +303,9 @@ func groupName(g art.TrajectoryGroup, index int) string {
 // SwallowErrors. It fails with the first error otherwise, cancelling the
 // calls still running.
 func ScoreGroups(ctx context.Context, groups []art.TrajectoryGroup, judge Judge, opts Options) ([]art.TrajectoryGroup, error) {
+	if err := check(ctx, judge, opts); err != nil {
+		return nil, err
+	}
 	n := opts.Concurrency
 	if n <= 0 {
 		n = 4

@@ -29,18 +29,65 @@ func (o *AdamW) Step(params, grads []float32, lr float64) { o.step(params, grads
 
 func (o *AdamW) step(params, grads []float32, lr, weightDecay float64) {
 	o.T++
-	b1, b2 := o.Beta1, o.Beta2
-	bc1 := 1 - math.Pow(b1, float64(o.T))
-	bc2 := 1 - math.Pow(b2, float64(o.T))
-	decay := float32(1 - lr*weightDecay)
-	stepSize := lr / bc1
+	u := o.update(o.T, lr, weightDecay)
 	for i, g := range grads {
-		m := float32(b1)*o.M[i] + float32(1-b1)*g
-		v := float32(b2)*o.V[i] + float32(1-b2)*g*g
-		o.M[i], o.V[i] = m, v
-		denom := math.Sqrt(float64(v))/math.Sqrt(bc2) + o.Eps
-		params[i] = params[i]*decay - float32(stepSize*float64(m)/denom)
+		params[i], o.M[i], o.V[i] = u.apply(params[i], g, o.M[i], o.V[i])
 	}
+}
+
+// finite reports whether the next update (as step would make it) leaves
+// every parameter and moment finite. It changes nothing.
+func (o *AdamW) finite(params, grads []float32, lr, weightDecay float64) bool {
+	u := o.update(o.T+1, lr, weightDecay)
+	for i, g := range grads {
+		p, m, v := u.apply(params[i], g, o.M[i], o.V[i])
+		if !finite32(p) || !finite32(m) || !finite32(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// adamUpdate holds the constants of the update at one step count.
+type adamUpdate struct {
+	b1, c1, b2, c2, decay  float32
+	stepSize, sqrtBC2, eps float64
+}
+
+// update returns the constants of update number t.
+func (o *AdamW) update(t int, lr, weightDecay float64) adamUpdate {
+	b1, b2 := o.Beta1, o.Beta2
+	bc1 := 1 - math.Pow(b1, float64(t))
+	bc2 := 1 - math.Pow(b2, float64(t))
+	return adamUpdate{
+		b1: float32(b1), c1: float32(1 - b1), b2: float32(b2), c2: float32(1 - b2),
+		decay: float32(1 - lr*weightDecay), stepSize: lr / bc1, sqrtBC2: math.Sqrt(bc2), eps: o.Eps,
+	}
+}
+
+// apply returns parameter p and its moments m, v after the update with
+// gradient g.
+func (u adamUpdate) apply(p, g, m, v float32) (float32, float32, float32) {
+	m = u.b1*m + u.c1*g
+	v = u.b2*v + u.c2*g*g
+	denom := math.Sqrt(float64(v))/u.sqrtBC2 + u.eps
+	return p*u.decay - float32(u.stepSize*float64(m)/denom), m, v
+}
+
+// finite32 reports whether x is neither NaN nor ±Inf.
+func finite32(x float32) bool { return math.Float32bits(x)&0x7f800000 != 0x7f800000 }
+
+// finite64 reports whether x is neither NaN nor ±Inf.
+func finite64(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// allFinite32 reports whether every value of xs is finite.
+func allFinite32(xs []float32) bool {
+	for _, x := range xs {
+		if !finite32(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // clipGradNorm scales the gradients so their joint L2 norm is at most

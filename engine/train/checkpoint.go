@@ -59,8 +59,16 @@ func ReadCheckpointInfo(dir string) (q model.Quantization, recorded bool, err er
 // SaveCheckpoint writes a checkpoint folder: the adapter in PEFT format, the
 // optimizer state and InfoFile. The folder appears complete or not at all:
 // it is written under a temporary name and renamed into place. dir must
-// not exist.
+// not exist. An adapter or optimizer state holding a non-finite value
+// (NaN or ±Inf) is refused: such a checkpoint could neither serve nor
+// train.
 func SaveCheckpoint(dir string, a *lora.Adapter, o *AdamW, info CheckpointInfo) error {
+	if !allFinite32(a.Params()) {
+		return fmt.Errorf("train: refusing to save checkpoint %s: the adapter has non-finite weights: %w", dir, ErrNonFinite)
+	}
+	if o != nil && (!allFinite32(o.M) || !allFinite32(o.V)) {
+		return fmt.Errorf("train: refusing to save checkpoint %s: the optimizer state has non-finite values: %w", dir, ErrNonFinite)
+	}
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("train: checkpoint %s already exists", dir)
 	}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -70,20 +71,42 @@ func (b *baseOptimizer) zeroGrad() [][]float32 {
 
 // step applies one AdamW update with learning rate lr to m's base weights
 // from the gradients as they stand (already clipped), then rebuilds the
-// kernels' matrices.
-func (b *baseOptimizer) step(m *model.Model, lr float64) error {
+// kernels' matrices. If the update would make a weight or a moment
+// non-finite, it fails with a *NonFiniteError (Value is gradNorm) and
+// changes nothing.
+func (b *baseOptimizer) step(m *model.Model, lr, gradNorm float64) error {
 	// RefreshBase replaced the matrices after the last step: fetch the
 	// current slices each time.
 	params, err := m.BaseParams()
 	if err != nil {
 		return err
 	}
+	if !b.finite(params, lr) {
+		return &NonFiniteError{What: "base weights", Value: gradNorm, LearningRate: lr}
+	}
+	b.apply(m, params, lr)
+	return nil
+}
+
+// finite reports whether the update with learning rate lr of params (m's
+// BaseParams) leaves every weight and moment finite. It changes nothing.
+func (b *baseOptimizer) finite(params [][]float32, lr float64) bool {
+	for i, g := range b.grads.Slices() {
+		if !b.opts[i].finite(params[i], g, lr, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply makes the update with learning rate lr of params (m's BaseParams,
+// fetched since m's last RefreshBase) and rebuilds the kernels' matrices.
+func (b *baseOptimizer) apply(m *model.Model, params [][]float32, lr float64) {
 	for i, g := range b.grads.Slices() {
 		b.opts[i].step(params[i], g, lr, 0)
 	}
 	// The kernels keep packed copies of the matrices: rebuild them.
 	m.RefreshBase()
-	return nil
 }
 
 // ensureActs returns activations for sequences of up to maxT tokens,
@@ -99,7 +122,9 @@ func (f *FullSFT) ensureActs(maxT int) *model.Acts {
 // forward and backward passes of a batch on acts (which hold up to maxT
 // tokens); the weight gradients collect in acts.Base, zeroed beforehand.
 // Step returns the gradient norm before clipping. If accumulate fails, no
-// weight changes.
+// weight changes; nor does it when the gradient norm is not finite or the
+// update would make a weight or an optimizer moment non-finite (a
+// *NonFiniteError).
 func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) error) (gradNorm float64, err error) {
 	if !(lr > 0) || math.IsInf(lr, 0) {
 		return 0, fmt.Errorf("train: full sft learning rate = %v; want > 0", lr)
@@ -113,10 +138,13 @@ func (f *FullSFT) Step(lr float64, maxT int, accumulate func(acts *model.Acts) e
 		return 0, err
 	}
 	norm := clipGradNorm(f.MaxGradNorm, grads...)
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return 0, fmt.Errorf("train: full sft gradient norm is %v", norm)
+	if !finite64(norm) {
+		return 0, &NonFiniteError{What: "gradient norm", Value: norm, LearningRate: lr}
 	}
-	if err := f.base.step(f.Model, lr); err != nil {
+	if err := f.base.step(f.Model, lr, norm); err != nil {
+		if errors.Is(err, ErrNonFinite) {
+			return 0, err
+		}
 		return 0, fmt.Errorf("train: full sft: %w", err)
 	}
 	return norm, nil
@@ -147,8 +175,8 @@ func (f *FullSFT) StepSequences(ctx context.Context, seqs []Sequence, lr float64
 			})
 			f.Model.TrainBackward(acts, dh, nil)
 		}
-		if l := nll / float64(total); math.IsNaN(l) || math.IsInf(l, 0) {
-			return fmt.Errorf("train: full sft loss is %v", l)
+		if l := nll / float64(total); !finite64(l) {
+			return &NonFiniteError{What: "loss", Value: l, LearningRate: lr}
 		}
 		return nil
 	})

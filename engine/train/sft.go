@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/artgo/art/engine/model"
@@ -49,6 +48,11 @@ func (z *Tokenizer) SFTHistory(h History) (History, error) {
 // SFTStep takes one optimizer step on the mean negative log-likelihood of
 // every assistant token in batch. It returns loss/train (mean NLL per
 // token), loss/grad_norm and data counts.
+//
+// If the loss or the gradient norm is not finite, or the update would make
+// a weight (adapter or, with TrainBase, base) or an optimizer moment
+// non-finite, it fails with a *NonFiniteError and changes nothing. No
+// error leaves the weights partly updated.
 func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (map[string]float64, error) {
 	if !(c.LearningRate > 0) {
 		return nil, fmt.Errorf("train: sft learning_rate = %v; want > 0", c.LearningRate)
@@ -121,18 +125,34 @@ func (tr *Trainer) SFTStep(ctx context.Context, batch []History, c SFTConfig) (m
 		tokens += len(s.Tokens)
 	}
 	loss := nll / float64(total)
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return nil, fmt.Errorf("train: sft loss is %v; no weight changed", loss)
+	if !finite64(loss) {
+		return nil, &NonFiniteError{What: "loss", Value: loss, LearningRate: c.LearningRate}
 	}
 	norm := clipGradNorm(c.MaxGradNorm, grads...)
+	if !finite64(norm) {
+		return nil, &NonFiniteError{What: "gradient norm", Value: norm, LearningRate: c.LearningRate}
+	}
+	// Every check comes before the first write, so a refused update
+	// changes nothing.
+	if tr.Adapter != nil && !tr.Opt.finite(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0) {
+		return nil, &NonFiniteError{What: "LoRA weights", Value: norm, LearningRate: c.LearningRate}
+	}
+	var baseParams [][]float32
+	if tr.TrainBase {
+		var err error
+		if baseParams, err = tr.Model.BaseParams(); err != nil {
+			return nil, fmt.Errorf("train: sft: %w", err)
+		}
+		if !tr.base.finite(baseParams, c.LearningRate) {
+			return nil, &NonFiniteError{What: "base weights", Value: norm, LearningRate: c.LearningRate}
+		}
+	}
 	if tr.Adapter != nil {
 		tr.Opt.step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, 0)
 		tr.Adapter.ZeroGrad()
 	}
 	if tr.TrainBase {
-		if err := tr.base.step(tr.Model, c.LearningRate); err != nil {
-			return nil, fmt.Errorf("train: sft: %w", err)
-		}
+		tr.base.apply(tr.Model, baseParams, c.LearningRate)
 	}
 	return map[string]float64{
 		"loss/train":                   loss,

@@ -167,9 +167,16 @@ func distinct(v []float64) int {
 // for the base model (adapter off); it is only read. progress (may be nil)
 // is called after each sequence.
 //
-// An error can leave the adapter and optimizer partly updated; a caller
-// that must not keep such a step takes a Snapshot first.
-func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int, klRef model.Adapter, progress func(done, total int)) (StepResult, error) {
+// Before each optimizer update the step checks that the losses, entropies
+// and gradient norm since the last one are finite, and that the update
+// leaves every adapter weight and optimizer moment finite; otherwise it
+// fails with a *NonFiniteError (a learning rate so large that the update
+// overflows gives one).
+//
+// On any error (cancellation included) the adapter and optimizer are put
+// back as they were before the call, from a Snapshot taken once there is
+// something to train.
+func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int, klRef model.Adapter, progress func(done, total int)) (res StepResult, err error) {
 	if err := c.Validate(); err != nil {
 		return StepResult{}, err
 	}
@@ -178,7 +185,7 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 	if err != nil {
 		return StepResult{}, err
 	}
-	res := StepResult{Warnings: st.Warnings, Metrics: map[string]float64{
+	res = StepResult{Warnings: st.Warnings, Metrics: map[string]float64{
 		"data/step_num_groups_submitted": float64(st.Groups),
 		"data/step_num_groups_trainable": float64(st.TrainableGroups),
 		"data/step_num_trajectories":     float64(st.Trajectories),
@@ -193,6 +200,12 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		res.Metrics["data/step_trainer_tokens"] = 0
 		return res, nil
 	}
+	saved := tr.Snapshot()
+	defer func() {
+		if err != nil {
+			tr.Restore(saved)
+		}
+	}()
 	rng := rand.New(rand.NewPCG(c.Seed, uint64(step)))
 	rng.Shuffle(len(seqs), func(i, j int) { seqs[i], seqs[j] = seqs[j], seqs[i] })
 	maxT := 0
@@ -236,6 +249,13 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		if err != nil {
 			return res, err
 		}
+		if !finite64(loss) || !finite64(ent) {
+			e := &NonFiniteError{What: "loss", Value: loss, LearningRate: c.LearningRate, Updates: gradSteps, Where: s.Name}
+			if finite64(loss) {
+				e.What, e.Value = "entropy", ent
+			}
+			return res, e
+		}
 		n := len(lps)
 		if gradSteps == 0 && !c.PrecalculateLogprobs {
 			// Still the starting weights: the ones the policy sampled with.
@@ -248,7 +268,14 @@ func (tr *Trainer) Step(ctx context.Context, groups []Group, c Config, step int,
 		tokens += len(s.Tokens)
 		pending++
 		if pending == c.GradAccumulationSequences || i == len(seqs)-1 {
-			sumNorm += clipGradNorm(c.MaxGradNorm, tr.Adapter.Grads())
+			norm := clipGradNorm(c.MaxGradNorm, tr.Adapter.Grads())
+			if !finite64(norm) {
+				return res, &NonFiniteError{What: "gradient norm", Value: norm, LearningRate: c.LearningRate, Updates: gradSteps}
+			}
+			if !tr.Opt.finite(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate, tr.Opt.WeightDecay) {
+				return res, &NonFiniteError{What: "LoRA weights", Value: norm, LearningRate: c.LearningRate, Updates: gradSteps}
+			}
+			sumNorm += norm
 			tr.Opt.Step(tr.Adapter.Params(), tr.Adapter.Grads(), c.LearningRate)
 			tr.Adapter.ZeroGrad()
 			gradSteps++

@@ -122,7 +122,10 @@ func (h *Host) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg 
 // updates the trainer's adapter and optimizer and returns the step's
 // metrics; the result is saved as checkpoint next and served. If step or
 // the save fails, the adapter and optimizer are restored, so a failed or
-// cancelled step leaves no half-applied update.
+// cancelled step leaves no half-applied update. A step whose loss,
+// gradient or update goes non-finite fails (train.ErrNonFinite) before
+// any weight changes, so no NaN or Inf reaches a checkpoint; the step
+// counter does not advance.
 func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]float64, error)) (art.TrainResult, error) {
 	h.trainMu.Lock()
 	defer h.trainMu.Unlock()
@@ -134,7 +137,7 @@ func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]f
 	metrics, err := step(tr, next)
 	if err != nil {
 		restore()
-		return art.TrainResult{}, fmt.Errorf("native: train step %d: %w", next, err)
+		return art.TrainResult{}, fmt.Errorf("native: train step %d failed, nothing saved: %w", next, err)
 	}
 	if err := train.SaveCheckpoint(h.dir.CheckpointDir(next), tr.Adapter, tr.Opt, h.checkpointInfo()); err != nil {
 		restore()

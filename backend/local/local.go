@@ -134,6 +134,9 @@ func key(m *art.TrainableModel) string { return m.Project + "/" + m.Name }
 func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err error) {
 	ctx, span := tracing.Start(ctx, "local.register", tracing.Model.String(key(m)), attribute.String("art.base_model", m.BaseModel))
 	defer func() { tracing.End(span, err) }()
+	if b.opt.RequestTimeout < 0 {
+		return fmt.Errorf("local: Options.RequestTimeout = %v: must be >= 0 (0 means the server's 10 minutes)", b.opt.RequestTimeout)
+	}
 	if m.BasePath == "" {
 		m.BasePath = b.opt.Path
 	}

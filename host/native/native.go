@@ -110,6 +110,12 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if err := opt.LoRA.Validate(); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
+	if opt.MaxConcurrent < 0 {
+		return nil, fmt.Errorf("native: MaxConcurrent = %d: must be >= 0 (0 means %d)", opt.MaxConcurrent, DefaultMaxConcurrent)
+	}
+	if opt.AnswerMemory < 0 {
+		return nil, fmt.Errorf("native: AnswerMemory = %d: must be >= 0 (0 means %d)", opt.AnswerMemory, DefaultAnswerMemory)
+	}
 	log := opt.Logger
 	if log == nil {
 		log = slog.Default()

@@ -31,9 +31,13 @@ type LogOptions struct {
 // started logging.
 var processStart = time.Now()
 
-// Log records groups at a step: it writes them to
+// Log records groups at a step: it adds them to
 // trajectories/<split>/<step:04d>.parquet (when there are any) and appends
-// one row of aggregate metrics to history.jsonl:
+// one row of aggregate metrics to history.jsonl. A second Log at the same
+// split and step (after Train, say, or an evaluation logged in parts) keeps
+// the groups already in the file and adds its own after them, their
+// group_index continuing after the file's (see store.AppendTrajectories);
+// its history row holds the aggregates of its own groups:
 //
 //	<split>/reward            mean reward over trajectories
 //	<split>/exception_rate    exceptions / (trajectories + exceptions)
@@ -95,7 +99,7 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 		if err != nil {
 			return fmt.Errorf("art: log model %q: %w", m.Name, err)
 		}
-		if err := d.WriteTrajectories(split, step, rows); err != nil {
+		if err := d.AppendTrajectories(split, step, rows); err != nil {
 			return fmt.Errorf("art: log model %q: %w", m.Name, err)
 		}
 	}

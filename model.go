@@ -1,12 +1,14 @@
 package art
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,8 +328,12 @@ func LogGroups(groups []TrajectoryGroup) TrainOption {
 // new step.
 //
 // A step with nothing to train is still saved and logged, with
-// TrainResult.Skipped set. If training succeeds but logging fails, Train
-// returns the result and the logging error.
+// TrainResult.Skipped set. The groups to log (LogGroups, or else groups)
+// are checked as Log checks them before training starts, so ones that
+// cannot be logged (a non-finite reward or metric, say) are an error with
+// nothing trained or saved. If training succeeds but logging fails
+// otherwise (a disk error, say), Train returns the result and the logging
+// error.
 //
 // The model's Watch then judges the step (see Watch): a step that looks
 // like the start of a collapse is warned about, and with Watch.Recovery
@@ -374,16 +380,22 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 	if lrScale != 1 {
 		cfg.LearningRate = cfg.WithDefaults().LearningRate * lrScale
 	}
+	// The groups to log must pass Log's checks before anything is trained:
+	// a step trained and saved whose log then fails would leave a
+	// checkpoint without its history row.
+	logged, what := groups, "groups"
+	if o.logGroupsSet {
+		logged, what = o.logGroups, "LogGroups"
+	}
+	if _, err := trajectoryRows(logged); err != nil {
+		return TrainResult{}, fmt.Errorf("art: model %q: train: %s cannot be logged, so nothing was trained: %w", m.Name, what, err)
+	}
 	res, err := b.Train(ctx, m, groups, cfg)
 	if err != nil {
 		return TrainResult{}, fmt.Errorf("art: model %q: train: %w", m.Name, err)
 	}
 	m.setLatest(res.Step)
 	span.SetAttributes(tracing.Step.Int(res.Step), attribute.Bool("art.skipped", res.Skipped))
-	logged := groups
-	if o.logGroupsSet {
-		logged = o.logGroups
-	}
 	flagged := false
 	if !m.Watch.Off {
 		if res.Metrics == nil {
@@ -459,8 +471,12 @@ const defaultBestCheckpointMetric = "val/reward"
 // DeleteCheckpoints deletes every checkpoint but the latest and the best
 // one, as ART's model.delete_checkpoints does. The best step is the one with
 // the highest value of metric ("" means "val/reward") averaged over its
-// history.jsonl rows; if no row has the metric, only the latest is kept and
-// a warning is logged.
+// history.jsonl rows.
+//
+// If no history row has the metric (a typo, or no "val" split logged yet
+// for the default), it deletes nothing and returns an error naming the
+// metric and some that the history does have. ART only prints then and
+// keeps just the latest checkpoint.
 //
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not a CheckpointDeleter.
@@ -473,8 +489,9 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 	if !ok {
 		return unsupported(m, b, "deleting checkpoints", "CheckpointDeleter")
 	}
+	defaultNote := ""
 	if metric == "" {
-		metric = defaultBestCheckpointMetric
+		metric, defaultNote = defaultBestCheckpointMetric, " (the default; log a \"val\" split or name a metric)"
 	}
 	latest, err := m.Step(ctx)
 	if err != nil {
@@ -491,18 +508,75 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 	} else if err != nil {
 		return fmt.Errorf("art: model %q: delete checkpoints: %w", m.Name, err)
 	}
-	if best, ok := bestStep(rows, metric); ok {
-		if best != latest {
-			keep = append(keep, best)
-		}
-	} else {
-		m.logger().Warn("art: no history row has the metric; keeping only the latest checkpoint",
-			"model", m.Name, "metric", metric, "latest", latest)
+	best, ok := bestStep(rows, metric)
+	if !ok {
+		return fmt.Errorf("art: model %q: delete checkpoints: no history row has the metric %q%s, so nothing was deleted; %s",
+			m.Name, metric, defaultNote, historyMetrics(rows, metric))
+	}
+	if best != latest {
+		keep = append(keep, best)
 	}
 	if err := del.DeleteCheckpointsExcept(ctx, m, keep); err != nil {
 		return fmt.Errorf("art: model %q: delete checkpoints: %w", m.Name, err)
 	}
 	return nil
+}
+
+// historyMetrics describes the numeric metrics of the history rows that
+// bestStep reads, for the error of a metric they lack: at most 8, those
+// sharing metric's last path element (the "reward" of "val/reward") first,
+// then those ending in "/reward", then the others in order.
+func historyMetrics(rows []map[string]any, metric string) string {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if s, ok := r["step"].(float64); !ok || s != float64(int(s)) {
+			continue // bestStep ignores it
+		}
+		for k, v := range r {
+			if _, ok := v.(float64); ok && k != "step" && k != "training_step" {
+				seen[k] = true
+			}
+		}
+	}
+	if len(seen) == 0 {
+		if len(rows) == 0 {
+			return "the history has no rows"
+		}
+		return "the history has no metrics"
+	}
+	last := metric[strings.LastIndex(metric, "/")+1:]
+	rank := func(k string) int {
+		switch {
+		case k[strings.LastIndex(k, "/")+1:] == last:
+			return 0
+		case strings.HasSuffix(k, "/reward"):
+			return 1
+		}
+		return 2
+	}
+	names := make([]string, 0, len(seen))
+	for k := range seen {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	const shown = 8
+	if len(names) <= shown {
+		return "the history has " + quoteAll(names)
+	}
+	return fmt.Sprintf("the history has %s and %d more", quoteAll(names[:shown]), len(names)-shown)
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // bestStep returns the step whose rows have the highest mean of metric. Ties

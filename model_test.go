@@ -515,6 +515,65 @@ func TestTrainableModel_TrainAndLog(t *testing.T) {
 	}
 }
 
+// Ensure groups that Log would refuse, given as LogGroups or as the groups
+// themselves, fail Train before anything is trained: no step saved, no
+// parquet file, no history row, and the error says what is wrong.
+func TestTrainableModel_TrainUnloggableGroupsTrainNothing(t *testing.T) {
+	ctx := context.Background()
+	good := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}}}
+	infReward := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}, {Reward: math.Inf(1)}}}}
+	nanMetric := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}}, {Trajectories: []Trajectory{{Reward: 0}}, Metrics: map[string]float64{"judge": math.NaN()}}}
+	tests := []struct {
+		name   string
+		groups []TrajectoryGroup
+		opts   []TrainOption
+		want   []string
+	}{
+		{"LogGroups with an infinite reward", good, []TrainOption{LogGroups(infReward)}, []string{"LogGroups", "group 0", "trajectory 1", "+Inf"}},
+		{"LogGroups with a NaN group metric", good, []TrainOption{LogGroups(nanMetric)}, []string{"LogGroups", "group 1", "judge"}},
+		{"groups with an infinite reward", infReward, nil, []string{"groups", "group 0", "+Inf"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newTrainable(t)
+			b := newFakeBackend("http://x/v1")
+			if err := m.Register(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Train(ctx, good, TrainConfig{}); err != nil { // step 1, logged
+				t.Fatal(err)
+			}
+			d, _ := m.Dir()
+			histBefore, _ := d.ReadHistory()
+			res, err := m.Train(ctx, tt.groups, TrainConfig{}, tt.opts...)
+			if err == nil {
+				t.Fatalf("Train = %+v; want an error", res)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Train error %q; want it to contain %q", err, want)
+				}
+			}
+			if b.trained != 1 || res.Step != 0 {
+				t.Fatalf("Train failed but the backend trained %d steps (result %+v); want only the first", b.trained, res)
+			}
+			if step, err := m.Step(ctx); err != nil || step != 1 || m.InferenceName(-1) != "agent-1@1" {
+				t.Fatalf("Step = %d, %v serving %q; want step 1 still", step, err, m.InferenceName(-1))
+			}
+			if _, err := os.Stat(d.TrajectoriesPath("train", 2)); !os.IsNotExist(err) {
+				t.Fatalf("a train parquet file exists at step 2 (%v)", err)
+			}
+			if hist, _ := d.ReadHistory(); len(hist) != len(histBefore) {
+				t.Fatalf("history went from %d to %d rows", len(histBefore), len(hist))
+			}
+			// The same call with loggable groups then trains step 2.
+			if res, err := m.Train(ctx, good, TrainConfig{}, LogGroups(good)); err != nil || res.Step != 2 {
+				t.Fatalf("Train after the failure = %+v, %v; want step 2", res, err)
+			}
+		})
+	}
+}
+
 func TestTrainableModel_DeleteCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	rows := []map[string]any{
@@ -532,15 +591,20 @@ func TestTrainableModel_DeleteCheckpoints(t *testing.T) {
 		latest   int
 		rows     []map[string]any
 		corrupt  bool
-		wantKeep []int
+		wantKeep []int // nil: an error containing each of wantErr, and nothing deleted
 		wantWarn bool
+		wantErr  []string
 	}{
-		{"best by val/reward", "", 7, rows, false, []int{7, 5}, false},
-		{"best is latest", "", 5, rows, false, []int{5}, false},
-		{"other metric", "train/reward", 7, rows, false, []int{7, 4}, false},
-		{"metric absent", "val/acc", 7, rows, false, []int{7}, true},
-		{"no history", "", 3, nil, false, []int{3}, true},
-		{"corrupted line", "", 7, rows[:2], true, []int{7, 2}, true},
+		{"best by val/reward", "", 7, rows, false, []int{7, 5}, false, nil},
+		{"best is latest", "", 5, rows, false, []int{5}, false, nil},
+		{"other metric", "train/reward", 7, rows, false, []int{7, 4}, false, nil},
+		// A metric no row has (a typo) deletes nothing, where it used to
+		// keep only the latest checkpoint.
+		{"metric absent", "val/acc", 7, rows, false, nil, false, []string{`"val/acc"`, "nothing was deleted", `"val/reward"`, `"train/reward"`}},
+		{"typo", "no/such", 7, rows, false, nil, false, []string{`"no/such"`, "nothing was deleted", `"val/reward"`}},
+		{"no history", "", 3, nil, false, nil, false, []string{`"val/reward"`, "default", "nothing was deleted", "no rows"}},
+		{"only train logged", "", 7, rows[5:6], false, nil, false, []string{`"val/reward"`, "default", `"train/reward"`}},
+		{"corrupted line", "", 7, rows[:2], true, []int{7, 2}, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -561,7 +625,22 @@ func TestTrainableModel_DeleteCheckpoints(t *testing.T) {
 				f.WriteString("garbage\n")
 				f.Close()
 			}
-			if err := m.DeleteCheckpoints(ctx, tt.metric); err != nil {
+			err := m.DeleteCheckpoints(ctx, tt.metric)
+			if tt.wantKeep == nil {
+				if err == nil {
+					t.Fatalf("DeleteCheckpoints(%q) succeeded, keeping %v; want an error", tt.metric, b.deleted)
+				}
+				for _, want := range tt.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("DeleteCheckpoints(%q) = %v; want an error containing %s", tt.metric, err, want)
+					}
+				}
+				if len(b.deleted) != 0 {
+					t.Fatalf("DeleteCheckpoints(%q) failed but deleted all but %v", tt.metric, b.deleted)
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			if len(b.deleted) != 1 || !slices.Equal(b.deleted[0], tt.wantKeep) {

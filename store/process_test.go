@@ -45,6 +45,12 @@ func runChild(mode string) int {
 			return 1
 		}
 		return 0
+	case "append-trajectories":
+		if err := appendTrajectoryGroups(d, os.Getenv(childNameEnv), 3, 5); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	case "churn":
 		// Rewrite state.json and model.json and append history forever; the
 		// parent kills us at a random moment.
@@ -113,6 +119,30 @@ func TestAppendHistory_ConcurrentProcesses(t *testing.T) {
 	if got, want := checkWholeLines(t, d), 2*4*15; got != want {
 		t.Fatalf("got %d rows; want %d", got, want)
 	}
+}
+
+// Ensure two processes appending trajectories to one file at once (each
+// with several goroutines) lose no row.
+func TestAppendTrajectories_ConcurrentProcesses(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("cross-process locking needs flock")
+	}
+	base := t.TempDir()
+	var cmds []*exec.Cmd
+	for i := range 2 {
+		cmd := childCmd(t, base, "append-trajectories", "p"+strconv.Itoa(i))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	}
+	d, _ := New(base, "proj", "model-1")
+	checkAppendedGroups(t, d, 2*3*5)
 }
 
 // Ensure files written by a process that is SIGKILLed mid-write hold either

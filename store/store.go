@@ -16,7 +16,7 @@
 // content, never a mix. history.jsonl is appended one whole line per write
 // while holding an exclusive lock on the file (flock(2) where available), so
 // lines from concurrent writers, in one process or several, never interleave.
-// The read-modify-write of MergeState holds a lock too.
+// The read-modify-writes of MergeState and AppendTrajectories hold a lock too.
 //
 // A ModelDir is safe for concurrent use. Package store knows nothing about
 // trajectories as Go values; package art converts them to the row types here.
@@ -48,6 +48,9 @@ const (
 	// read-modify-write is atomic. state.json itself cannot carry the lock
 	// because each write replaces its inode.
 	stateLockFile = ".state.lock"
+	// trajectoriesLockFile is locked around every trajectories parquet write
+	// so that AppendTrajectories' read-modify-write is atomic.
+	trajectoriesLockFile = ".trajectories.lock"
 )
 
 // maxNameLen bounds project, model and split names; real file systems allow
@@ -238,12 +241,19 @@ func (d *ModelDir) writeState(state map[string]any) error {
 
 // lockState takes the exclusive state lock and returns its release function.
 func (d *ModelDir) lockState() (unlock func(), err error) {
+	return d.lock(stateLockFile)
+}
+
+// lock takes an exclusive lock on the lock file name in the model directory
+// and returns its release function. Never hold two of these locks at once:
+// where flock(2) is unavailable they share one mutex.
+func (d *ModelDir) lock(name string) (unlock func(), err error) {
 	if err := os.MkdirAll(d.path, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(d.path, stateLockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(d.path, name), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("store: open state lock: %w", err)
+		return nil, fmt.Errorf("store: open lock %s: %w", name, err)
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()

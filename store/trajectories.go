@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,25 +64,130 @@ func (d *ModelDir) TrajectoriesPath(split string, step int) string {
 }
 
 // WriteTrajectories atomically writes rows, ZSTD-compressed, to the parquet
-// file for split and step, replacing any file already there.
+// file for split and step, replacing any file already there. To add to the
+// file instead, use AppendTrajectories.
 func (d *ModelDir) WriteTrajectories(split string, step int, rows []TrajectoryRow) error {
-	if err := ValidateName(split); err != nil {
-		return fmt.Errorf("store: split: %w", err)
+	path, unlock, err := d.lockTrajectories("write", split, step)
+	if err != nil {
+		return err
 	}
-	if step < 0 {
-		return fmt.Errorf("store: write trajectories: negative step %d", step)
-	}
-	path := d.TrajectoriesPath(split, step)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+	defer unlock()
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
 	})
 	if err != nil {
 		return fmt.Errorf("store: write trajectories: %w", err)
 	}
 	return nil
+}
+
+// AppendTrajectories adds rows to the parquet file for split and step,
+// creating it if there is none. The rows already in the file are kept, and
+// the new rows follow them with their group indexes shifted to continue
+// after the file's highest one, so that groups from separate calls stay
+// separate groups. The whole file is rewritten atomically (a synced
+// temporary file renamed over it) while a lock is held, so concurrent
+// appends, in one process or several, lose nothing.
+//
+// An existing file that cannot be read, or rows that would make the file
+// too large for ReadTrajectoriesFile, are an error, and the file is left as
+// it was. Appending no rows to an existing file changes nothing.
+func (d *ModelDir) AppendTrajectories(split string, step int, rows []TrajectoryRow) error {
+	path, unlock, err := d.lockTrajectories("append", split, step)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	old, err := readTrajectoriesFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		old = nil
+	case err != nil:
+		return fmt.Errorf("store: append trajectories: the existing file %s cannot be read, so it is left as it is: %w", path, err)
+	case len(rows) == 0:
+		return nil
+	}
+	if len(old) == 0 { // no rows to keep: a plain write
+		err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+			return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
+		})
+		if err != nil {
+			return fmt.Errorf("store: append trajectories: %w", err)
+		}
+		return nil
+	}
+	all, err := appendTrajectoryRows(old, rows)
+	if err != nil {
+		return fmt.Errorf("store: append trajectories to %s: %w", path, err)
+	}
+	var buf bytes.Buffer
+	if err := parquet.Write(&buf, all, parquet.Compression(&parquet.Zstd)); err != nil {
+		return fmt.Errorf("store: append trajectories to %s: %w", path, err)
+	}
+	// The rows already logged must stay readable: refuse a file past the
+	// reader's limits rather than write it.
+	if buf.Len() > maxTrajectoriesFile {
+		return fmt.Errorf("store: append trajectories to %s: the file would be larger than %d bytes", path, maxTrajectoriesFile)
+	}
+	if _, err := decodeTrajectories(buf.Bytes()); err != nil {
+		return fmt.Errorf("store: append trajectories to %s: the file with %d more rows would not read back (%w); it is left as it is", path, len(rows), err)
+	}
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("store: append trajectories: %w", err)
+	}
+	return nil
+}
+
+// appendTrajectoryRows returns old followed by a copy of rows whose group
+// indexes are shifted by the highest of old plus one (and by the lowest of
+// rows when it is negative), so that they continue after old's and keep
+// their order and gaps.
+func appendTrajectoryRows(old, rows []TrajectoryRow) ([]TrajectoryRow, error) {
+	all := make([]TrajectoryRow, 0, len(old)+len(rows))
+	all = append(all, old...)
+	if len(old) == 0 || len(rows) == 0 {
+		return append(all, rows...), nil
+	}
+	maxOld := old[0].GroupIndex
+	for _, r := range old {
+		maxOld = max(maxOld, r.GroupIndex)
+	}
+	base, maxNew := int64(0), rows[0].GroupIndex
+	for _, r := range rows {
+		base, maxNew = min(base, r.GroupIndex), max(maxNew, r.GroupIndex)
+	}
+	// A row's index becomes maxOld+1 + (index-base); the differences are
+	// exact in uint64 arithmetic, and the largest must still fit an int64.
+	span := uint64(maxNew) - uint64(base)
+	room := uint64(math.MaxInt64) - uint64(maxOld)
+	if span >= room {
+		return nil, fmt.Errorf("group index %d leaves no room for %d more groups", maxOld, span+1)
+	}
+	for _, r := range rows {
+		r.GroupIndex = int64(uint64(maxOld) + 1 + (uint64(r.GroupIndex) - uint64(base)))
+		all = append(all, r)
+	}
+	return all, nil
+}
+
+// lockTrajectories checks split and step, creates the directory of their
+// parquet file, and takes the trajectories lock. It returns the file's path
+// and the lock's release function.
+func (d *ModelDir) lockTrajectories(op, split string, step int) (path string, unlock func(), err error) {
+	if err := ValidateName(split); err != nil {
+		return "", nil, fmt.Errorf("store: split: %w", err)
+	}
+	if step < 0 {
+		return "", nil, fmt.Errorf("store: %s trajectories: negative step %d", op, step)
+	}
+	path = d.TrajectoriesPath(split, step)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", nil, fmt.Errorf("store: %w", err)
+	}
+	if unlock, err = d.lock(trajectoriesLockFile); err != nil {
+		return "", nil, err
+	}
+	return path, unlock, nil
 }
 
 // ReadTrajectories reads back the parquet file for split and step.

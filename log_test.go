@@ -1,0 +1,155 @@
+package art
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// rewardsOf returns the rewards of groups, group by group.
+func rewardsOf(groups []TrajectoryGroup) [][]float64 {
+	out := make([][]float64, len(groups))
+	for i, g := range groups {
+		for _, t := range g.Trajectories {
+			out[i] = append(out[i], t.Reward)
+		}
+	}
+	return out
+}
+
+func equalRewards(a, b [][]float64) bool {
+	return slices.EqualFunc(a, b, slices.Equal)
+}
+
+// Ensure a second Log at the same split and step adds its groups to the
+// parquet file instead of replacing it: the groups of both calls read back,
+// in order, the second's group indexes continuing after the first's, and
+// each call has its own history row with its own aggregates.
+func TestLog_SameStepAppends(t *testing.T) {
+	ctx := context.Background()
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	step := 3
+	first := []TrajectoryGroup{
+		{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}, Metadata: map[string]any{"scenario_id": "a"}},
+		{Exceptions: []Exception{{Type: "x", Message: "no trajectories: no rows"}}},
+		{Trajectories: []Trajectory{{Reward: 0.25}}},
+	}
+	second := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 0.5}, {Reward: 0.75}, {Reward: 1}}, Metadata: map[string]any{"scenario_id": "b"}}}
+	if err := m.Log(ctx, first, LogOptions{Split: "val", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Log(ctx, second, LogOptions{Split: "val", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Dir()
+	rows, err := d.ReadTrajectories("val", step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []int64
+	for _, r := range rows {
+		idx = append(idx, r.GroupIndex)
+	}
+	// The first call's indexes are its groups' (group 1 had no
+	// trajectories); the second's continue after the file's highest.
+	if want := []int64{0, 0, 2, 3, 3, 3}; !slices.Equal(idx, want) {
+		t.Fatalf("group indexes %v; want %v", idx, want)
+	}
+	groups, err := ReadTrajectoryGroups(d.TrajectoriesPath("val", step))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rewardsOf(groups), [][]float64{{1, 0}, {0.25}, {0.5, 0.75, 1}}; !equalRewards(got, want) {
+		t.Fatalf("read back groups with rewards %v; want %v", got, want)
+	}
+	if groups[2].Metadata["scenario_id"] != "b" {
+		t.Fatalf("the appended group's metadata = %v; want scenario_id b", groups[2].Metadata)
+	}
+	hist, err := d.ReadHistory()
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history = %v, %v; want a row per Log call", hist, err)
+	}
+	if hist[0]["val/reward"] != 1.25/3 || hist[1]["val/reward"] != 0.75 || hist[0]["step"] != 3.0 || hist[1]["step"] != 3.0 {
+		t.Fatalf("history = %v; want val/reward %v then 0.75, both at step 3", hist, 1.25/3)
+	}
+
+	// Another split, or another step, is another file.
+	if err := m.Log(ctx, second, LogOptions{Split: "test", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := d.ReadTrajectories("test", step); err != nil || len(rows) != 3 || rows[0].GroupIndex != 0 {
+		t.Fatalf("test split: %d rows (%v); want its own file of 3 rows from group 0", len(rows), err)
+	}
+	// A Log without trajectories leaves the file as it is.
+	if err := m.Log(ctx, []TrajectoryGroup{{Exceptions: []Exception{{Type: "x"}}}}, LogOptions{Split: "val", Step: &step}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := d.ReadTrajectories("val", step); err != nil || len(again) != len(rows) {
+		t.Fatalf("after a Log of exceptions only: %d rows (%v); want %d", len(again), err, len(rows))
+	}
+}
+
+// Ensure Log at the step Train just logged keeps Train's groups: Train's
+// two groups and Log's one all read back from the train file.
+func TestLog_AfterTrainKeepsTrainGroups(t *testing.T) {
+	ctx := context.Background()
+	m := newTrainable(t)
+	b := newFakeBackend("http://127.0.0.1:1/v1")
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	trained := []TrajectoryGroup{
+		{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}},
+		{Trajectories: []Trajectory{{Reward: 0.5}, {Reward: 0}}},
+	}
+	res, err := m.Train(ctx, trained, TrainConfig{})
+	if err != nil || res.Step != 1 {
+		t.Fatalf("Train = %+v, %v; want step 1", res, err)
+	}
+	extra := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 0.125}}}}
+	if err := m.Log(ctx, extra, LogOptions{Split: "train"}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Dir()
+	groups, err := ReadTrajectoryGroups(d.TrajectoriesPath("train", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rewardsOf(groups), [][]float64{{1, 0}, {0.5, 0}, {0.125}}; !equalRewards(got, want) {
+		t.Fatalf("train file at step 1 holds groups with rewards %v; want Train's two and Log's one %v", got, want)
+	}
+	hist, _ := d.ReadHistory()
+	if len(hist) != 2 || hist[0]["loss/train"] != 0.25 || hist[1]["train/reward"] != 0.125 {
+		t.Fatalf("history = %v; want Train's row then Log's", hist)
+	}
+}
+
+// Ensure a Log at a step whose trajectories file cannot be read fails
+// naming the file and leaves it, and the history, as they were.
+func TestLog_UnreadableFileLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	d, _ := m.Dir()
+	path := d.TrajectoriesPath("val", 0)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	damaged := []byte("PAR1 not really a parquet file PAR1")
+	if err := os.WriteFile(path, damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Log(ctx, []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}}}}, LogOptions{})
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Log over a damaged file = %v; want an error naming %s", err, path)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, damaged) {
+		t.Fatalf("the damaged file was changed to %q", got)
+	}
+	if hist, err := d.ReadHistory(); err != nil || len(hist) != 0 {
+		t.Fatalf("history = %v, %v; want no row for the failed Log", hist, err)
+	}
+}

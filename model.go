@@ -473,10 +473,11 @@ const defaultBestCheckpointMetric = "val/reward"
 // the highest value of metric ("" means "val/reward") averaged over its
 // history.jsonl rows.
 //
-// If no history row has the metric (a typo, or no "val" split logged yet
-// for the default), it deletes nothing and returns an error naming the
-// metric and some that the history does have. ART only prints then and
-// keeps just the latest checkpoint.
+// If no history row has a metric the caller named (a typo), it deletes
+// nothing and returns an error naming the metric and some that the history
+// does have. For the default, before any "val" split is logged, it keeps
+// just the latest checkpoint and logs a warning, as ART does: a training
+// loop that calls it every step to bound disk use keeps working.
 //
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not a CheckpointDeleter.
@@ -489,9 +490,9 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 	if !ok {
 		return unsupported(m, b, "deleting checkpoints", "CheckpointDeleter")
 	}
-	defaultNote := ""
-	if metric == "" {
-		metric, defaultNote = defaultBestCheckpointMetric, " (the default; log a \"val\" split or name a metric)"
+	defaulted := metric == ""
+	if defaulted {
+		metric = defaultBestCheckpointMetric
 	}
 	latest, err := m.Step(ctx)
 	if err != nil {
@@ -509,9 +510,13 @@ func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) e
 		return fmt.Errorf("art: model %q: delete checkpoints: %w", m.Name, err)
 	}
 	best, ok := bestStep(rows, metric)
+	if !ok && defaulted {
+		m.logger().Warn("art: delete checkpoints: no history row has the default metric; keeping only the latest checkpoint", "model", m.Name, "metric", metric, "latest", latest)
+		best, ok = latest, true
+	}
 	if !ok {
-		return fmt.Errorf("art: model %q: delete checkpoints: no history row has the metric %q%s, so nothing was deleted; %s",
-			m.Name, metric, defaultNote, historyMetrics(rows, metric))
+		return fmt.Errorf("art: model %q: delete checkpoints: no history row has the metric %q, so nothing was deleted; %s",
+			m.Name, metric, historyMetrics(rows, metric))
 	}
 	if best != latest {
 		keep = append(keep, best)

@@ -95,16 +95,17 @@ func childCmd(t *testing.T, base, mode, writer string) *exec.Cmd {
 	return cmd
 }
 
-// Ensure two processes appending at once (each with several goroutines)
-// produce only whole lines, none lost.
-func TestAppendHistory_ConcurrentProcesses(t *testing.T) {
+// runChildren runs two child processes doing mode at once on one model
+// folder and returns it.
+func runChildren(t *testing.T, mode string) *ModelDir {
+	t.Helper()
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
 		t.Skip("cross-process locking needs flock")
 	}
 	base := t.TempDir()
 	var cmds []*exec.Cmd
 	for i := range 2 {
-		cmd := childCmd(t, base, "append", "p"+strconv.Itoa(i))
+		cmd := childCmd(t, base, mode, "p"+strconv.Itoa(i))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -116,6 +117,13 @@ func TestAppendHistory_ConcurrentProcesses(t *testing.T) {
 		}
 	}
 	d, _ := New(base, "proj", "model-1")
+	return d
+}
+
+// Ensure two processes appending at once (each with several goroutines)
+// produce only whole lines, none lost.
+func TestAppendHistory_ConcurrentProcesses(t *testing.T) {
+	d := runChildren(t, "append")
 	if got, want := checkWholeLines(t, d), 2*4*15; got != want {
 		t.Fatalf("got %d rows; want %d", got, want)
 	}
@@ -124,24 +132,7 @@ func TestAppendHistory_ConcurrentProcesses(t *testing.T) {
 // Ensure two processes appending trajectories to one file at once (each
 // with several goroutines) lose no row.
 func TestAppendTrajectories_ConcurrentProcesses(t *testing.T) {
-	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
-		t.Skip("cross-process locking needs flock")
-	}
-	base := t.TempDir()
-	var cmds []*exec.Cmd
-	for i := range 2 {
-		cmd := childCmd(t, base, "append-trajectories", "p"+strconv.Itoa(i))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
-	}
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child: %v", err)
-		}
-	}
-	d, _ := New(base, "proj", "model-1")
+	d := runChildren(t, "append-trajectories")
 	checkAppendedGroups(t, d, 2*3*5)
 }
 

@@ -163,6 +163,9 @@ func TestTrainAPI(t *testing.T) {
 	var events []api.TrainEvent
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue // a keep-alive
+		}
 		var ev api.TrainEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("line %q: %v", sc.Text(), err)

@@ -72,6 +72,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 5 * time.Minute
 	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultTrainKeepAlive    = 10 * time.Second
 )
 
 // Config configures a Server. The zero value serves without an API key
@@ -89,6 +90,13 @@ type Config struct {
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout configure the
 	// http.Server of Serve (0 means the defaults above).
 	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
+	// TrainKeepAlive is how often a training stream gets a keep-alive (an
+	// empty line) while its step runs, so that a client can tell a long
+	// step from a server that stopped answering (0 means
+	// DefaultTrainKeepAlive). It must stay well under the clients' idle
+	// timeout (remote.Options.IdleTimeout, 1 min by default) and any
+	// proxy's.
+	TrainKeepAlive time.Duration
 	// Logger receives request errors and lifecycle messages; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -117,6 +125,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.TrainKeepAlive <= 0 {
+		c.TrainKeepAlive = DefaultTrainKeepAlive
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

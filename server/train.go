@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/artgo/art"
 	"github.com/artgo/art/host"
@@ -209,8 +210,9 @@ func (s *Server) handleTrainSFT(w http.ResponseWriter, r *http.Request) {
 
 // streamTraining answers a validated training request with an NDJSON
 // stream (see api.TrainEvent): run's progress lines, then its result or
-// error. A client that disconnects cancels the run (no checkpoint is
-// written).
+// error, with an empty line every Config.TrainKeepAlive meanwhile so that
+// the client knows the server is still there during a long step. A client
+// that disconnects cancels the run (no checkpoint is written).
 func (s *Server) streamTraining(w http.ResponseWriter, r *http.Request, run func(progress func(done, total int)) (art.TrainResult, error)) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -220,19 +222,24 @@ func (s *Server) streamTraining(w http.ResponseWriter, r *http.Request, run func
 	rc.Flush()
 
 	var mu sync.Mutex // guards writes to w
+	write := func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Write(line)
+		rc.Flush()
+	}
 	emit := func(ev api.TrainEvent) {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			b, _ = json.Marshal(api.TrainEvent{Type: api.EventError, Message: fmt.Sprintf("encode %s event: %v", ev.Type, err)})
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		w.Write(append(b, '\n'))
-		rc.Flush()
+		write(append(b, '\n'))
 	}
+	stop := s.keepAlive(r.Context(), func() { write([]byte{'\n'}) })
 	res, err := run(func(done, total int) {
 		emit(api.TrainEvent{Type: api.EventProgress, Done: done, Total: total})
 	})
+	stop()
 	if err != nil {
 		if r.Context().Err() != nil {
 			s.log.Warn("server: training step cancelled (client gone or shutdown); no checkpoint written", "err", err)
@@ -243,6 +250,32 @@ func (s *Server) streamTraining(w http.ResponseWriter, r *http.Request, run func
 		return
 	}
 	emit(api.TrainEvent{Type: api.EventResult, Result: res})
+}
+
+// keepAlive calls beat every Config.TrainKeepAlive until ctx ends or the
+// returned stop is called; stop returns once beat is no longer running.
+func (s *Server) keepAlive(ctx context.Context, beat func()) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(s.cfg.TrainKeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				beat()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
 }
 
 // handleLog logs trajectory groups and metrics in the server's store, as

@@ -15,9 +15,12 @@
 // client; Backend.Log writes them on the server instead.
 //
 // Every request carries ctx; requests other than training also time out
-// after Options.Timeout. A training step has no time limit of its own:
-// cancelling ctx disconnects, which cancels the step on the server (no
-// checkpoint is written).
+// after Options.Timeout. A training step has no time limit of its own, as
+// it may rightly take minutes, but its stream does: the server writes at
+// least a keep-alive line every 10 s while the step runs, and a stream
+// silent for Options.IdleTimeout (1 min) fails with ErrStreamIdle.
+// Cancelling ctx, or an idle stream, disconnects, which cancels the step
+// on the server (no checkpoint is written).
 package remote
 
 import (
@@ -34,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/artgo/art"
@@ -53,6 +57,11 @@ const (
 	DefaultRetryFor = 10 * time.Second
 	// ConnectTimeout bounds dialing the server.
 	ConnectTimeout = 5 * time.Second
+	// DefaultIdleTimeout is how long a training request may go without a
+	// byte either way (the request sent, then its stream) before it fails
+	// with ErrStreamIdle: six of the server's keep-alives
+	// (server.DefaultTrainKeepAlive, 10 s).
+	DefaultIdleTimeout = time.Minute
 )
 
 // Options configure a Backend.
@@ -65,6 +74,15 @@ type Options struct {
 	// Timeout bounds each request but training steps (0 means
 	// DefaultTimeout).
 	Timeout time.Duration
+	// IdleTimeout bounds the silence on a training request: once no byte
+	// has been sent or received for this long, the step fails with
+	// ErrStreamIdle and the connection is closed, which cancels it on the
+	// server (0 means DefaultIdleTimeout, < 0 no bound). The server sends
+	// a keep-alive every server.Config.TrainKeepAlive (10 s) while a step
+	// runs; an `art serve` older than that sends only progress lines, one
+	// per trained sequence, so against it use an IdleTimeout longer than
+	// the slowest sequence and the checkpoint save, or < 0.
+	IdleTimeout time.Duration
 	// RetryFor bounds how long an idempotent request (reads, Register,
 	// checkpoint deletion) is retried while the server cannot be reached,
 	// e.g. while it restarts (0 means DefaultRetryFor, < 0 no retries).
@@ -111,6 +129,9 @@ func New(opt Options) (*Backend, error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
+	if opt.IdleTimeout == 0 {
+		opt.IdleTimeout = DefaultIdleTimeout
+	}
 	switch {
 	case opt.RetryFor == 0:
 		opt.RetryFor = DefaultRetryFor
@@ -148,22 +169,38 @@ var ErrUnreachable = errors.New("remote: cannot reach the art server")
 // sent and before an answer came: whether it took effect is unknown.
 var ErrConnectionLost = errors.New("remote: the connection to the art server broke before an answer; whether the request took effect is unknown")
 
+// ErrStreamIdle wraps a training request on which nothing was sent or
+// received for Options.IdleTimeout: the server stopped answering (or the
+// network dropped the connection without closing it). Whether the step
+// was saved is unknown; ask Step.
+var ErrStreamIdle = errors.New("remote: training stream idle")
+
 // do sends a request with a JSON body (nil for none) and returns the
 // response if its status is 200; other answers become an *Error.
 func (b *Backend) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var rd io.Reader
+	return b.doWatched(ctx, method, path, body, nil)
+}
+
+// doWatched is do calling touch (if not nil) whenever a part of the
+// request body is sent.
+func (b *Backend) doWatched(ctx context.Context, method, path string, body any, touch func()) (*http.Response, error) {
+	var payload []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("remote: %s %s: encode request: %w", method, path, err)
 		}
-		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, b.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, b.base+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("remote: %s %s: %w", method, path, err)
 	}
 	if body != nil {
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(activityReader{bytes.NewReader(payload), touch}), nil
+		}
+		req.Body, _ = req.GetBody()
+		req.ContentLength = int64(len(payload))
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if b.opt.APIKey != "" {
@@ -312,15 +349,30 @@ func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajector
 }
 
 // stream posts a training request and follows its NDJSON answer (see
-// api.TrainEvent) to the result.
+// api.TrainEvent) to the result. Empty lines (the server's keep-alives)
+// are skipped; a request silent either way for Options.IdleTimeout fails
+// with ErrStreamIdle.
 func (b *Backend) stream(ctx context.Context, path string, body any, label string) (art.TrainResult, error) {
-	resp, err := b.do(ctx, http.MethodPost, path, body)
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wd := watch(b.opt.IdleTimeout, cancel)
+	defer wd.stop()
+	idleErr := func() error {
+		return fmt.Errorf("%w for %v: the server stopped responding (POST %s); whether the step was saved is unknown (ask Step)",
+			ErrStreamIdle, b.opt.IdleTimeout, path)
+	}
+	resp, err := b.doWatched(ctx, http.MethodPost, path, body, wd.touch)
 	if err != nil {
+		if wd.fired() && parent.Err() == nil {
+			return art.TrainResult{}, idleErr()
+		}
 		return art.TrainResult{}, err
 	}
 	defer resp.Body.Close()
+	wd.touch()
 	bar := trainbar.New(b.opt.ProgressWriter, b.opt.Quiet, label)
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(activityReader{resp.Body, wd.touch})
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -347,14 +399,86 @@ func (b *Backend) stream(ctx context.Context, path string, body any, label strin
 		}
 	}
 	bar.Abort()
+	if wd.fired() && parent.Err() == nil {
+		return art.TrainResult{}, idleErr()
+	}
 	err = sc.Err()
-	if ctx.Err() != nil {
-		err = ctx.Err()
+	if parent.Err() != nil {
+		err = parent.Err()
 	}
 	if err == nil {
 		err = io.ErrUnexpectedEOF
 	}
 	return art.TrainResult{}, fmt.Errorf("remote: POST %s: the stream ended without a result, so whether the step was saved is unknown (ask Step): %w", path, err)
+}
+
+// activityReader calls touch (if not nil) after every read that got
+// bytes.
+type activityReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (a activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 && a.touch != nil {
+		a.touch()
+	}
+	return n, err
+}
+
+// watchdog calls onIdle once when touch has not been called for idle. Its
+// timer runs no goroutine while it waits.
+type watchdog struct {
+	idle   time.Duration
+	onIdle func()
+	start  time.Time
+	last   atomic.Int64 // time of the last touch, since start
+	bit    atomic.Bool  // onIdle was called
+
+	mu      sync.Mutex // guards t and stopped
+	t       *time.Timer
+	stopped bool
+}
+
+// watch starts a watchdog; idle <= 0 means one that never fires.
+func watch(idle time.Duration, onIdle func()) *watchdog {
+	w := &watchdog{idle: idle, onIdle: onIdle, start: time.Now()}
+	if idle > 0 {
+		w.mu.Lock()
+		w.t = time.AfterFunc(idle, w.check)
+		w.mu.Unlock()
+	}
+	return w
+}
+
+func (w *watchdog) touch() { w.last.Store(int64(time.Since(w.start))) }
+
+func (w *watchdog) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if quiet := time.Since(w.start) - time.Duration(w.last.Load()); quiet < w.idle {
+		w.t.Reset(w.idle - quiet)
+		return
+	}
+	w.stopped = true
+	w.bit.Store(true)
+	w.onIdle()
+}
+
+// fired reports whether onIdle was called.
+func (w *watchdog) fired() bool { return w.bit.Load() }
+
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
+	}
 }
 
 // DeleteCheckpointsExcept deletes every checkpoint on the server whose step is

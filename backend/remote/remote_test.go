@@ -12,6 +12,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/backend/remote"
+	"github.com/artgo/art/host"
 	"github.com/artgo/art/host/native"
 	"github.com/artgo/art/server"
 )
@@ -29,11 +30,22 @@ func serve(t *testing.T, env arttest.Env) (url string, stop func()) {
 // the default).
 func serveAt(t *testing.T, env arttest.Env, maxConcurrent int) (url string, stop func()) {
 	t.Helper()
+	return serveWith(t, env, maxConcurrent, server.Config{APIKey: apiKey}, nil)
+}
+
+// serveWith is serveAt with the server configured by cfg, serving the
+// model wrap returns (nil: the model itself).
+func serveWith(t *testing.T, env arttest.Env, maxConcurrent int, cfg server.Config, wrap func(host.Model) host.Model) (url string, stop func()) {
+	t.Helper()
 	svc, err := native.Open(context.Background(), native.Options{BaseModel: env.BaseModel, Name: env.Name, Project: env.Project, Path: env.Path, Seed: 1, MaxConcurrent: maxConcurrent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{APIKey: apiKey}, svc)
+	var hm host.Model = svc
+	if wrap != nil {
+		hm = wrap(svc)
+	}
+	srv := server.New(cfg, hm)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

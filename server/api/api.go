@@ -121,8 +121,11 @@ const (
 //	{"type":"result","step":4,"metrics":{...},"skipped":false,"skip_reason":""}
 //	{"type":"error","message":"..."}
 //
-// A stream that ends without a result or error line was cut off; whether
-// the step was saved is then unknown (ask for the step).
+// While the step runs the server also writes an empty line every few
+// seconds (server.Config.TrainKeepAlive, 10 s by default), a keep-alive
+// that tells a long step from a server that stopped answering; clients
+// skip empty lines. A stream that ends without a result or error line was
+// cut off; whether the step was saved is then unknown (ask for the step).
 type TrainEvent struct {
 	Type string
 	// Progress: sequences trained so far, of Total.

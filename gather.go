@@ -147,7 +147,7 @@ func (o *GatherOptions) exceptionBudget(total int) float64 {
 // its goroutine until it returns.
 func GatherTrajectoryGroups(ctx context.Context, groups []GroupSpec, opts GatherOptions) (_ []TrajectoryGroup, err error) {
 	if ctx == nil {
-		return nil, errors.New("art: gather: nil context (use context.Background())")
+		return nil, errNilContext("gather")
 	}
 	if err := opts.validate(); err != nil {
 		return nil, err

@@ -55,6 +55,9 @@ var processStart = time.Now()
 // A prompted Model logs at step 0 unless opts.Step says otherwise. Log works
 // without groups to record only opts.Metrics.
 func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
+	if ctx == nil {
+		return errNilContext("log")
+	}
 	step := 0
 	if opts.Step != nil {
 		step = *opts.Step
@@ -64,6 +67,9 @@ func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 
 // Log is Model.Log with the step defaulting to the latest checkpoint step.
 func (m *TrainableModel) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
+	if ctx == nil {
+		return errNilContext("log")
+	}
 	var step int
 	if opts.Step != nil {
 		step = *opts.Step
@@ -74,6 +80,12 @@ func (m *TrainableModel) Log(ctx context.Context, groups []TrajectoryGroup, opts
 		}
 	}
 	return m.Model.log(ctx, groups, opts, step)
+}
+
+// errNilContext is the error of a call given a nil context, which would
+// otherwise panic deep inside (tracing, HTTP).
+func errNilContext(what string) error {
+	return fmt.Errorf("art: %s: nil context (use context.Background())", what)
 }
 
 func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions, step int) error {

@@ -3,6 +3,7 @@ package art
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,5 +152,26 @@ func TestLog_UnreadableFileLeftAlone(t *testing.T) {
 	}
 	if hist, err := d.ReadHistory(); err != nil || len(hist) != 0 {
 		t.Fatalf("history = %v, %v; want no row for the failed Log", hist, err)
+	}
+}
+
+// Ensure a nil context is an error, not a panic inside tracing, and a
+// cancelled one registers nothing.
+func TestNilOrCancelledContext(t *testing.T) {
+	m := Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	//lint:ignore SA1012 a nil context is the mistake under test
+	if err := m.Log(nil, nil, LogOptions{}); err == nil || !strings.Contains(err.Error(), "nil context") { //nolint:staticcheck
+		t.Errorf("Model.Log(nil, …) = %v; want an error saying so", err)
+	}
+	tm := &TrainableModel{Model: Model{Name: "m", Project: "p", BasePath: t.TempDir()}, BaseModel: "x"}
+	//lint:ignore SA1012 a nil context is the mistake under test
+	if err := tm.Log(nil, nil, LogOptions{}); err == nil || !strings.Contains(err.Error(), "nil context") { //nolint:staticcheck
+		t.Errorf("TrainableModel.Log(nil, …) = %v; want an error saying so", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b := newFakeBackend("http://127.0.0.1:1/v1")
+	if err := tm.Register(ctx, b); !errors.Is(err, context.Canceled) || len(b.steps) != 0 {
+		t.Errorf("Register with a cancelled context = %v; want context.Canceled", err)
 	}
 }

@@ -217,6 +217,12 @@ type modelRecord struct {
 // its latest checkpoint and serves it), points the Inference fields at the
 // backend's endpoint for the latest step, and writes model.json.
 func (m *TrainableModel) Register(ctx context.Context, b Backend) error {
+	if ctx == nil {
+		return errNilContext("register")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("art: register: %w", err) // before a checkpoint is written
+	}
 	if b == nil {
 		return errors.New("art: register: nil backend")
 	}

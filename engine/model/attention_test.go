@@ -40,15 +40,7 @@ func TestPromptAttention_TrainerBits(t *testing.T) {
 // sequence (q, k, v its (T, ·) rows) in one pass, after a cache that holds
 // positions [0, from): as a KV cache's lanes hold them.
 func promptAttention(out, q, k, v []float32, T, from, NH, KVH, HD, window int) {
-	KV := KVH * HD
-	lanes := make([]kvRows, KVH)
-	for h := range lanes {
-		lanes[h].k, lanes[h].v = make([]float32, keyRows(T)*HD), make([]float32, T*HD)
-		putKeysStrided(lanes[h].k, 0, k[h*HD:], T, KV, HD)
-		for i := range T {
-			copy(lanes[h].v[i*HD:(i+1)*HD], v[i*KV+h*HD:])
-		}
-	}
+	lanes := lanesOf(k, v, T, KVH, HD)
 	Q, n := NH*HD, T-from
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, min(n, attendTile)*T)

@@ -123,11 +123,16 @@ func (c *KVCache) put(l int, k, v []float32, n int) {
 	ld := c.heads * c.kv
 	for ln := lo; ln < hi; ln++ {
 		r, off := c.prepare(ln, start, start+n), (ln-lo)*c.kv
-		putKeysStrided(c.K[ln], r, k[off:], n, ld, c.kv)
-		dst := c.V[ln][r*c.kv:]
-		for i := range n {
-			copy(dst[i*c.kv:(i+1)*c.kv], v[off+i*ld:])
-		}
+		putLane(c.K[ln], c.V[ln], r, k[off:], v[off:], n, ld, c.kv)
+	}
+}
+
+// putLane writes n rows of one kv head's keys and values (hd values each,
+// ld apart in k and v) into a lane's key blocks and value rows from row on.
+func putLane(keys, vals []float32, row int, k, v []float32, n, ld, hd int) {
+	putKeysStrided(keys, row, k, n, ld, hd)
+	for i := range n {
+		copy(vals[(row+i)*hd:(row+i+1)*hd], v[i*ld:])
 	}
 }
 

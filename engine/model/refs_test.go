@@ -48,21 +48,25 @@ func attentionForwardRef(out, q, k, v []float32, T, NH, KVH, HD int) {
 
 // attentionWindowRef is attentionForwardRef with a sliding window of window keys (0: none).
 func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
-	KV := KVH * HD
-	lanes := make([]kvRows, KVH) // as a cache's lanes
-	for h := range lanes {
-		lanes[h].k, lanes[h].v = make([]float32, keyRows(T)*HD), make([]float32, T*HD)
-		putKeysStrided(lanes[h].k, 0, k[h*HD:], T, KV, HD)
-		for i := range T {
-			copy(lanes[h].v[i*HD:(i+1)*HD], v[i*KV+h*HD:])
-		}
-	}
+	lanes := lanesOf(k, v, T, KVH, HD)
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {
 			attentionHead(out, q, lanes[h/(NH/KVH)], 0, T, h, NH, HD, p, window)
 		}
 	})
+}
+
+// lanesOf lays a sequence's keys and values (T rows of KVH·HD) out as a
+// KV cache's lanes hold them, one kv head each.
+func lanesOf(k, v []float32, T, KVH, HD int) []kvRows {
+	KV := KVH * HD
+	lanes := make([]kvRows, KVH)
+	for h := range lanes {
+		lanes[h].k, lanes[h].v = make([]float32, keyRows(T)*HD), make([]float32, T*HD)
+		putLane(lanes[h].k, lanes[h].v, 0, k[h*HD:], v[h*HD:], T, KV, HD)
+	}
+	return lanes
 }
 
 // softmaxCausalRef is softmaxCausal with a float32 scalar loop.

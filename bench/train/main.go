@@ -385,8 +385,22 @@ func run(o options) error {
 	if profile != nil {
 		pprof.StopCPUProfile() // before the peaks are measured
 	}
+	goRSS := procstat.Bytes("VmHWM") // the steps', not the replay's buffers
+	// The step's weight products alone, each engine's in turn, round after
+	// round (the host's bandwidth and clocks drift by the minute).
+	alone := make([][]float64, nEng)
+	for range max(3, rounds) {
+		for s, e := range engines {
+			if e.products() == kernels.UnitInt8 {
+				continue // no one peak to set it against (below)
+			}
+			if err := kernels.SetUnit(e.unit); err != nil {
+				return err
+			}
+			alone[s] = append(alone[s], productsAlone(e.m, T, 1))
+		}
+	}
 	pk.measure()
-	goRSS := procstat.Bytes("VmHWM")
 	peerRSS := make([]int64, len(peers))
 	for j, p := range peers {
 		if peerRSS[j], err = p.quit(); err != nil {
@@ -487,8 +501,9 @@ func run(o options) error {
 			continue
 		}
 		peak := pk.of(e.products())
-		fmt.Printf("Weight products (%s, %v): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). Over the engine's whole median step that is %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop): a lower bound on the products' own efficiency, since the step's other work is counted against them.\n",
-			storageName(e.q), e.products(), flops/1e12, rate, 100*rate/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads)
+		own := replayFlops(cfg, T) / median(alone[s]) / 1e9
+		fmt.Printf("Weight products (%s, %v): %.3g TFLOP a step (forward and input gradient of every projection and the LM head, 4·T·weights; attention and the LoRA deltas not counted). The same calls alone (replayed after the steps on the engine's packed weights, median of %d): %.3f s, %.1f GFLOP/s, **%.0f %% of the peak** of its unit, %.1f GFLOP/s measured in this run (%s, %d threads, a register-only loop). Over the engine's whole median step, where everything else it does counts against them, %.1f GFLOP/s, %.0f %% of the peak.\n",
+			storageName(e.q), e.products(), flops/1e12, len(alone[s]), median(alone[s]), own, 100*own/peak.GFLOPS, peak.GFLOPS, peak.Unit, peak.Threads, rate, 100*rate/peak.GFLOPS)
 	}
 	if b, ok := pk.bf16, pk.hasBF16; ok {
 		_, why := kernels.BestUnit()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -261,5 +262,147 @@ func TestInferenceDuringTraining(t *testing.T) {
 	resp, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "agent", Messages: userMsgs("hi"), MaxTokens: oai.Int(3)})
 	if err != nil || resp.Model != "agent@1" {
 		t.Fatalf("after training: %v, %q; want agent@1", err, resp.Model)
+	}
+}
+
+// smallBuffers is a listener whose connections have small send buffers,
+// so that a client that reads nothing blocks the server's writes after a
+// few kilobytes instead of megabytes.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// Ensure a streaming client that stops reading loses its connection after
+// Config.WriteStall and its generation is cancelled (counted as 499): the
+// stream's writer blocked on the full socket for good before, and its
+// handler with it.
+func TestWriteStall_ClientThatStopsReading(t *testing.T) {
+	srv := New(Config{WriteStall: 300 * time.Millisecond}, openHost(t, writeTinyModel(t)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(smallBuffers{ln})
+	t.Cleanup(func() { srv.Close() })
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	// 32 choices of ~130 tokens with 20 alternatives each: megabytes of
+	// events, far more than both sockets hold.
+	body := `{"model":"agent","messages":[{"role":"user","content":"hi"}],"stream":true,"temperature":1,"max_tokens":3900,"n":32,"logprobs":true,"top_logprobs":20}`
+	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		srv.metrics.mu.Lock()
+		n := srv.metrics.requests[statusClientClosed]
+		srv.metrics.mu.Unlock()
+		if n == 1 && srv.metrics.inFlight.Load() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream to a client that reads nothing is still open after 30 s (%d requests counted 499, %d in flight)", n, srv.metrics.inFlight.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// What the client gets now is cut short: no [DONE].
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var got strings.Builder
+	_, err = bufio.NewReader(conn).WriteTo(&got)
+	if strings.Contains(got.String(), "[DONE]") {
+		t.Fatal("the stream completed after the server gave up on it")
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the server kept the connection open after cancelling (read %d bytes)", got.Len())
+	}
+	// The server still serves others.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz after the stalled stream: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// Ensure a training stream whose client stops reading is cancelled after
+// Config.WriteStall: no checkpoint from it, and the next step runs. Its
+// progress lines are short, so the step has many batches to fill the
+// small socket buffers.
+func TestWriteStall_TrainingClientThatStopsReading(t *testing.T) {
+	srv := New(Config{WriteStall: 300 * time.Millisecond}, openHost(t, writeTinyModel(t)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(smallBuffers{ln})
+	t.Cleanup(func() { srv.Close() })
+	url := "http://" + ln.Addr().String()
+
+	sft := func(n int) string {
+		traj := `{"messages_and_choices":[{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}]}`
+		return `{"trajectories":[` + strings.TrimSuffix(strings.Repeat(traj+",", n), ",") + `],"config":{"batch_size":1,"learning_rate":1e-5}}`
+	}
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := sft(3000) // 3000 progress lines, ~130 KB
+	req := "POST /v1/art/train_sft HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	// Read until the step is under way, then nothing more.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReaderSize(conn, 16)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("waiting for the first progress line: %v", err)
+		}
+		if strings.Contains(line, `"type":"progress"`) {
+			break
+		}
+	}
+
+	// The next step runs once the stalled one is cancelled.
+	client := &http.Client{Timeout: 30 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Post(url+"/v1/art/train_sft", "application/json", strings.NewReader(sft(1)))
+		if err != nil {
+			t.Fatalf("a training step after the stalled one: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 && strings.Contains(string(b), `"type":"result"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no training step ran within 60 s of a stalled one: %d %s", resp.StatusCode, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get(url + "/v1/art/step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.StepResponse
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.Step != 1 {
+		t.Fatalf("step %d after one stalled and one finished step; want 1 (the stalled one wrote no checkpoint)", st.Step)
 	}
 }

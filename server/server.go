@@ -73,6 +73,7 @@ const (
 	DefaultReadTimeout       = 5 * time.Minute
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultTrainKeepAlive    = 10 * time.Second
+	DefaultWriteStall        = time.Minute
 )
 
 // Config configures a Server. The zero value serves without an API key
@@ -97,6 +98,12 @@ type Config struct {
 	// timeout (remote.Options.IdleTimeout, 1 min by default) and any
 	// proxy's.
 	TrainKeepAlive time.Duration
+	// WriteStall bounds each write of a response: a client that reads
+	// nothing for this long (its socket buffers full) loses its
+	// connection, which cancels the generation or training step behind
+	// the response (0 means DefaultWriteStall, < 0 none). Without it, a
+	// stream to such a client blocked its handler for good.
+	WriteStall time.Duration
 	// Logger receives request errors and lifecycle messages; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -128,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrainKeepAlive <= 0 {
 		c.TrainKeepAlive = DefaultTrainKeepAlive
+	}
+	if c.WriteStall == 0 {
+		c.WriteStall = DefaultWriteStall
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -203,8 +213,51 @@ func (s *Server) routesHandler() http.Handler {
 		mux.Handle(DashboardPath, s.cfg.Dashboard)
 	}
 	mux.HandleFunc("/", s.handleNotFound)
-	return s.track(s.recover(s.auth(mux)))
+	return s.track(s.recover(s.boundWrites(s.auth(mux))))
 }
+
+// boundWrites gives every write of a response, and the final flush
+// net/http makes after the handler returns, Config.WriteStall to go out.
+// A write that times out fails the connection, and net/http then cancels
+// the request's context: what the handler was doing for the client stops.
+func (s *Server) boundWrites(h http.Handler) http.Handler {
+	stall := s.cfg.WriteStall
+	if stall < 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// A kept-alive connection still has the last request's deadline;
+		// nothing bounds writes until this one's first.
+		rc.SetWriteDeadline(time.Time{}) // errors: a writer without deadlines (a test recorder) stays unbounded
+		h.ServeHTTP(&stallWriter{ResponseWriter: w, rc: rc, stall: stall}, r)
+		rc.SetWriteDeadline(time.Now().Add(stall))
+	})
+}
+
+// stallWriter sets a write deadline stall ahead before each write and
+// flush of its ResponseWriter.
+type stallWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+}
+
+func (w *stallWriter) Write(b []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *stallWriter) FlushError() error {
+	w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+	return w.rc.Flush()
+}
+
+// Flush serves handlers that assert http.Flusher.
+func (w *stallWriter) Flush() { w.FlushError() }
+
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Handler returns the server's routes with authentication, panic recovery
 // and request tracking applied. It can be mounted in any http.Server (as

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,7 +116,10 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 			return fmt.Errorf("art: log model %q: %w", m.Name, err)
 		}
 	}
-	metrics := logMetrics(groups, split, opts.Metrics)
+	metrics, dropped := logMetrics(groups, split, opts.Metrics)
+	if len(dropped) > 0 {
+		m.logger().Warn("art: log: metrics left out: a history row holds no NaN or ±Inf", "model", m.Name, "split", split, "step", step, "metrics", dropped)
+	}
 	if split == "train" && len(groups) > 0 {
 		addDataMetrics(groups, metrics)
 	}
@@ -180,9 +184,10 @@ type mean struct{ sum, n float64 }
 func (a *mean) add(v float64) { a.sum += v; a.n++ }
 
 // logMetrics computes the history row's metrics for groups (see Log), with
-// extra merged in last. Non-finite values are left out.
-func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64) map[string]float64 {
-	out := map[string]float64{}
+// extra merged in last. Non-finite values are left out; dropped names
+// them, sorted.
+func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64) (out map[string]float64, dropped []string) {
+	out = map[string]float64{}
 	if len(groups) > 0 {
 		var reward, exceptionRate, stdDev mean
 		traj := map[string]*mean{}
@@ -239,9 +244,11 @@ func logMetrics(groups []TrajectoryGroup, split string, extra map[string]float64
 	for k, v := range out {
 		if !isFinite(v) {
 			delete(out, k)
+			dropped = append(dropped, k)
 		}
 	}
-	return out
+	slices.Sort(dropped)
+	return out, dropped
 }
 
 // addDataMetrics adds ART's data metrics of a training step to metrics:

@@ -407,7 +407,7 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 		if res.Metrics == nil {
 			res.Metrics = map[string]float64{}
 		}
-		row := logMetrics(logged, "train", res.Metrics)
+		row, _ := logMetrics(logged, "train", res.Metrics) // Log below warns of what it leaves out
 		flagged = m.watchStep(rows, &res, row)
 		for k, v := range row {
 			if strings.HasPrefix(k, "watch/") {

@@ -329,7 +329,7 @@ func sampleGroups() []TrajectoryGroup {
 }
 
 func TestLogMetrics(t *testing.T) {
-	got := logMetrics(sampleGroups(), "val", map[string]float64{
+	got, dropped := logMetrics(sampleGroups(), "val", map[string]float64{
 		"loss/train":    0.3,
 		"custom":        2,
 		"train/x":       1,
@@ -358,9 +358,12 @@ func TestLogMetrics(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("logMetrics =\n%v\nwant\n%v", got, want)
 	}
+	if !reflect.DeepEqual(dropped, []string{"val/nan"}) {
+		t.Fatalf("dropped %v, want [val/nan]", dropped)
+	}
 	// A custom split keeps its own prefix, and an explicit key wins over
 	// one that gets the same name by prefixing.
-	if got := logMetrics(nil, "discarded", map[string]float64{"discarded/n": 1, "n": 2}); !reflect.DeepEqual(got, map[string]float64{"discarded/n": 1}) {
+	if got, _ := logMetrics(nil, "discarded", map[string]float64{"discarded/n": 1, "n": 2}); !reflect.DeepEqual(got, map[string]float64{"discarded/n": 1}) {
 		t.Fatalf("custom split: %v", got)
 	}
 }
@@ -861,5 +864,36 @@ func TestReadTrajectoryGroups_Logprobs(t *testing.T) {
 	}
 	if mc[2].Choice == nil || mc[2].Choice.Logprobs != nil {
 		t.Fatalf("choice without logprobs read back as %+v", mc[2])
+	}
+}
+
+// Ensure a Log whose metrics are not finite says which it left out (a
+// history row holds no NaN), and still writes the rest; one with nothing
+// else writes no row but still warns.
+func TestModel_LogWarnsNonFinite(t *testing.T) {
+	var buf bytes.Buffer
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	ctx := context.Background()
+	step := 3
+	if err := m.Log(ctx, nil, LogOptions{Step: &step, Metrics: map[string]float64{"ok": 1, "bad": math.NaN(), "worse": math.Inf(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); !strings.Contains(out, "metrics left out") || !strings.Contains(out, "val/bad") || !strings.Contains(out, "val/worse") || strings.Contains(out, "val/ok") {
+		t.Fatalf("warning %q; want val/bad and val/worse named, not val/ok", out)
+	}
+	buf.Reset()
+	if err := m.Log(ctx, nil, LogOptions{Step: &step, Metrics: map[string]float64{"only": math.NaN()}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "val/only") {
+		t.Fatalf("a Log of NaN alone said nothing: %q", buf.String())
+	}
+	d, _ := m.Dir()
+	rows, err := d.ReadHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0]["val/ok"] != 1.0 {
+		t.Fatalf("history %v; want one row with val/ok", rows)
 	}
 }

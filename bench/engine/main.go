@@ -937,6 +937,7 @@ func runBench(args []string, log func(string, ...any)) error {
 	probe = nil
 
 	// Peak RSS in a fresh process, with this process's model released first.
+	cfg := m.Config
 	m = nil
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -1047,6 +1048,23 @@ func runBench(args []string, log func(string, ...any)) error {
 		}
 		fmt.Fprintf(&b, "| group n=%d decode phase: weight products (2 flops per weight per token) against the unit's peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | %s | — | %.0f%% (peak runs) |\n",
 			*groupN, pk, peakUnit, gf, 100*gf/pk, limit, oth("peak"))
+	}
+	if pk := best("peak"); pk > 0 && len(res["native.prefill"]) > 0 {
+		// A prompt token's products: every weight but the LM head's (only
+		// the last token's logits are computed), and causal attention's
+		// scores and weighted values, 2·Q·(i+1) flops each for the token
+		// at position i, per layer.
+		T := float64(*promptLen)
+		perTok := 2*(perToken.params-perToken.headParams) + 2*perToken.headParams/T +
+			4*float64(cfg.QDim())*(T+1)/2*float64(cfg.NumLayers)
+		gf := perTok * med("ours.prefill") / 1e9
+		need := perTok * targetPrefill * med("native.prefill") / 1e9
+		limit := fmt.Sprintf("%.0f× the native build needs %.0f GFLOP/s = %.0f %% of the peak", targetPrefill, need, 100*need/pk)
+		if need > pk {
+			limit += ": beyond it"
+		}
+		fmt.Fprintf(&b, "| prefill, %d-token prompt: weight and attention products against the unit's peak, %.1f GFLOP/s (%s, best of the rounds) | %.1f GFLOP/s = %.0f %% | — | — | %s | — | %.0f%% (peak runs) |\n",
+			*promptLen, pk, peakUnit, gf, 100*gf/pk, limit, oth("peak"))
 	}
 	if rss != nil {
 		// The target is the default shape's.
@@ -1311,13 +1329,19 @@ func prepack(m *model.Model) (weights, packed int, read readPerToken) {
 		read.bytes += ms.share * float64(w.LinearBytes())
 		read.params += ms.share * float64(w.Rows*w.Cols)
 	}
+	read.headParams = float64(m.W.LMHead.Rows * m.W.LMHead.Cols)
 	return weights, packed, read
 }
 
 // readPerToken is what decoding one token reads of the weights (packed
 // bytes) and multiplies (weights, two flops each): all of a dense model's
 // but the embedding, k/E of a mixture's experts.
-type readPerToken struct{ bytes, params float64 }
+type readPerToken struct {
+	bytes, params float64
+	// headParams are the LM head's: a prompt's tokens but its last need
+	// no logits, so prefill multiplies by the rest.
+	headParams float64
+}
 
 // ---------------------------------------------------------------- profile
 

@@ -111,16 +111,22 @@ func TestClientDisconnectCancels(t *testing.T) {
 	resp, _ := openStream(t, ctx, ts.URL, 32)
 	cancel()
 	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	if n, inFlight := waitClientClosed(srv, 10*time.Second); n != 1 || inFlight != 0 {
+		t.Fatalf("generation not cancelled: %d requests counted 499, %d in flight", n, inFlight)
+	}
+}
+
+// waitClientClosed waits up to d for one request counted 499 and none in
+// flight, and returns the counts it saw last.
+func waitClientClosed(srv *Server, d time.Duration) (closed, inFlight int64) {
+	deadline := time.Now().Add(d)
 	for {
 		srv.metrics.mu.Lock()
-		n := srv.metrics.requests[statusClientClosed]
+		closed = srv.metrics.requests[statusClientClosed]
 		srv.metrics.mu.Unlock()
-		if n == 1 && srv.metrics.inFlight.Load() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("generation not cancelled: %d requests counted 499, %d in flight", n, srv.metrics.inFlight.Load())
+		inFlight = srv.metrics.inFlight.Load()
+		if (closed == 1 && inFlight == 0) || time.Now().After(deadline) {
+			return closed, inFlight
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -304,18 +310,8 @@ func TestWriteStall_ClientThatStopsReading(t *testing.T) {
 	if _, err := conn.Write([]byte(req)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		srv.metrics.mu.Lock()
-		n := srv.metrics.requests[statusClientClosed]
-		srv.metrics.mu.Unlock()
-		if n == 1 && srv.metrics.inFlight.Load() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream to a client that reads nothing is still open after 30 s (%d requests counted 499, %d in flight)", n, srv.metrics.inFlight.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if n, inFlight := waitClientClosed(srv, 30*time.Second); n != 1 || inFlight != 0 {
+		t.Fatalf("the stream to a client that reads nothing is still open after 30 s (%d requests counted 499, %d in flight)", n, inFlight)
 	}
 	// What the client gets now is cut short: no [DONE].
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -26,7 +26,7 @@ import (
 type serveOptions struct {
 	baseModel, name, project, addr, apiKey, data string
 	quantize                                     string
-	requestTimeout, shutdownTimeout              time.Duration
+	requestTimeout, shutdownTimeout, writeStall  time.Duration
 	maxBodyBytes                                 int64
 	maxConcurrent, loraRank, prefixCacheMB       int
 	loraAlpha                                    float64
@@ -94,6 +94,7 @@ this process. See docs/SCALING.md.`,
 	f.StringVar(&o.data, "data", ".art", "store root: checkpoints, logs and history")
 	f.DurationVar(&o.requestTimeout, "request-timeout", server.DefaultRequestTimeout, "time limit of an inference request (0: none)")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for requests in flight")
+	f.DurationVar(&o.writeStall, "write-stall", server.DefaultWriteStall, "how long one write of a response may wait on a client that reads nothing before its connection is dropped and the generation or training step behind it cancelled (0: no bound)")
 	f.Int64Var(&o.maxBodyBytes, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted")
 	f.IntVar(&o.maxConcurrent, "max-concurrent", 0, "sequences generated at once, sharing forward passes (0: 64)")
 	f.IntVar(&o.prefixCacheMB, "prefix-cache-mb", native.DefaultPrefixCache>>20, "MiB of finished answers' keys and values kept so that prompts starting with one (an agent's next turn, another rollout of a scenario) skip prefilling it (0: none)")
@@ -135,6 +136,9 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 	if o.requestTimeout == 0 {
 		o.requestTimeout = -1 // the server's "none"
 	}
+	if o.writeStall == 0 {
+		o.writeStall = -1
+	}
 	log.Info("serve: loading", "base_model", o.baseModel, "model", o.name, "project", o.project)
 	svc, err := native.Open(ctx, native.Options{
 		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
@@ -145,7 +149,7 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		return err
 	}
 	defer svc.Close()
-	cfg := server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, Logger: log}
+	cfg := server.Config{APIKey: o.apiKey, MaxBodyBytes: o.maxBodyBytes, RequestTimeout: o.requestTimeout, WriteStall: o.writeStall, Logger: log}
 	var dash *dashboard.Dashboard
 	if o.dashboard {
 		dash = dashboard.New(dashboard.Config{Root: o.data, BasePath: server.DashboardPath, APIKey: o.apiKey, Logger: log})
@@ -213,6 +217,7 @@ func (o serveOptions) validate() error {
 		{"--max-concurrent", o.maxConcurrent < 0, ">= 0 (0: 64)", o.maxConcurrent},
 		{"--max-body-bytes", o.maxBodyBytes <= 0, "> 0", o.maxBodyBytes},
 		{"--request-timeout", o.requestTimeout < 0, ">= 0 (0: none)", o.requestTimeout},
+		{"--write-stall", o.writeStall < 0, ">= 0 (0: none)", o.writeStall},
 		{"--shutdown-timeout", o.shutdownTimeout < 0, ">= 0 (0 cancels requests in flight at once)", o.shutdownTimeout},
 		{"--lora-rank", o.loraRank < 0, ">= 0 (0: 8)", o.loraRank},
 		{"--lora-alpha", o.loraAlpha < 0, ">= 0 (0: 16)", o.loraAlpha},

@@ -62,6 +62,7 @@ func TestServe_BadFlagsBeforeLoad(t *testing.T) {
 		{[]string{"--max-body-bytes", "-5"}, "--max-body-bytes must be > 0"},
 		{[]string{"--request-timeout", "-1s"}, "--request-timeout must be >= 0"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must be >= 0"},
+		{[]string{"--write-stall", "-1s"}, "--write-stall must be >= 0"},
 		{[]string{"--lora-rank", "-1"}, "--lora-rank must be >= 0"},
 		{[]string{"--lora-alpha", "-2"}, "--lora-alpha must be >= 0"},
 		{[]string{"--llamacpp-step", "-1"}, "--llamacpp-step must be >= 0"},

@@ -30,7 +30,7 @@ func productsAlone(m *model.Model, T, rounds int) float64 {
 		}
 		return v
 	}
-	head := min(headChunk, T-1)
+	head := min(model.HeadChunk, T-1)
 	xc, xq, xf := vec(T*C), vec(T*Q), vec(T*F)
 	q, k, v, c, gate, up := make([]float32, T*Q), make([]float32, T*KV), make([]float32, T*KV), make([]float32, T*C), make([]float32, T*F), make([]float32, T*F)
 	dq, dk, dv, dc, dg, du := vec(T*Q), vec(T*KV), vec(T*KV), vec(T*C), vec(T*F), vec(T*F)
@@ -71,10 +71,6 @@ func productsAlone(m *model.Model, T, rounds int) float64 {
 	slices.Sort(times)
 	return times[len(times)/2]
 }
-
-// headChunk is engine/model's row chunk of the LM head in training (its
-// headChunk): the replay makes the same calls.
-const headChunk = 256
 
 // replayFlops is what productsAlone computes: weightProductFlops with the
 // LM head over T-1 rows, as the step scores them.

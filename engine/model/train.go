@@ -367,15 +367,16 @@ type HeadStats struct {
 	Entropy  []float64
 }
 
-// headChunk is the number of scored rows LMHeadBackward takes at once: the
-// chunk's logits take headChunk·V floats (155 MB for a 151936-token
+// HeadChunk is the number of scored rows LMHeadBackward takes at once (a
+// benchmark replaying a step's products makes the same calls): the
+// chunk's logits take HeadChunk·V floats (155 MB for a 151936-token
 // vocabulary). Chunks this tall run the blocked GEMM, which packs (widens)
 // the head once per call in each direction; per CPU second both products
 // measured 10–15 % faster than in chunks of 128 or fewer rows, which
 // stream the 16-bit weights instead, and about 40 % faster than the 32-row
 // chunks of the first version for the input gradient
 // (kernels.BenchmarkLMHead).
-const headChunk = 256
+const HeadChunk = 256
 
 // headWork is LMHeadBackward's scratch for chunks of up to rows rows,
 // reused across calls.
@@ -411,7 +412,7 @@ func (m *Model) LMHeadBackward(a *Acts, rows, targets []int, loss TokenLoss) (He
 	clear(dhidden)
 	st := HeadStats{Logprobs: make([]float64, len(rows)), Entropy: make([]float64, len(rows))}
 	// Sequences have at most cap rows, so shorter chunks do for them.
-	chunk := min(headChunk, a.cap)
+	chunk := min(HeadChunk, a.cap)
 	w := &a.head
 	w.ensure(chunk, C, V)
 	in, logits, din, sums, gs, gHs := w.in, w.logits, w.din, w.sum, w.g, w.gH

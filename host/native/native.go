@@ -92,6 +92,7 @@ type Host struct {
 
 	trainMu sync.Mutex // one training step at a time; guards trainer
 	trainer *train.Trainer
+	skips   skipWarnings
 
 	structured structured // structured outputs: the grammar vocabulary and compiled schemas
 }

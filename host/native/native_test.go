@@ -1,8 +1,10 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -220,5 +222,27 @@ func TestChat_SlotsNeverDeadlock(t *testing.T) {
 	}
 	if running, _ := h.Load(); running != 0 {
 		t.Fatalf("%d slots still held after every request finished", running)
+	}
+}
+
+// Ensure skipped steps are warned about once, then at most once a minute
+// with the count since: a converged run skips dozens of steps in a row.
+func TestSkipWarnings(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var w skipWarnings
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, d := range []time.Duration{0, time.Second, 2 * time.Second, 61 * time.Second, 62 * time.Second} {
+		w.report(log, i+1, "equal rewards", t0.Add(d))
+	}
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want 2 (the first skip, then one after a minute):\n%s", n, out)
+	}
+	if n := strings.Count(out, "level=INFO"); n != 3 {
+		t.Fatalf("%d info lines, want 3:\n%s", n, out)
+	}
+	if !strings.Contains(out, "step=4 reason=\"equal rewards\" also_skipped_since_last_warning=2") {
+		t.Fatalf("the second warning does not count the two skips since the first:\n%s", out)
 	}
 }

@@ -3,7 +3,9 @@ package native
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/artgo/art"
@@ -57,7 +59,7 @@ func (h *Host) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.
 		h.log.Warn("native: " + w)
 	}
 	if out.Skipped {
-		h.log.Warn("native: step advanced WITHOUT training: checkpoint carried over", "step", out.Step, "reason", res.Reason)
+		h.skips.report(h.log, out.Step, res.Reason, time.Now())
 	} else {
 		h.log.Info("native: trained", "step", out.Step, "loss", res.Metrics["loss/train"], "sequences", res.Metrics["data/step_num_gradient_steps"])
 	}
@@ -154,4 +156,34 @@ func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]f
 	}
 	metrics["time/step_wall_s"] = time.Since(start).Seconds()
 	return art.TrainResult{Step: next, Metrics: metrics}, nil
+}
+
+// skipWarnEvery is how often skipped steps are warned about: a run near
+// its best skips many in a row (a converged demo, dozens of its last
+// hundred steps) and its caller sees TrainResult.Skipped for each anyway.
+const skipWarnEvery = time.Minute
+
+// skipWarnings reports steps that advanced without training: a warning for
+// the first, then at most one per skipWarnEvery counting those logged at
+// Info level since the last.
+type skipWarnings struct {
+	mu    sync.Mutex
+	last  time.Time // of the last warning
+	since int       // skipped steps logged at Info since then
+}
+
+func (w *skipWarnings) report(log *slog.Logger, step int, reason string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.last.IsZero() && now.Sub(w.last) < skipWarnEvery {
+		w.since++
+		log.Info("native: step advanced without training: checkpoint carried over", "step", step, "reason", reason)
+		return
+	}
+	args := []any{"step", step, "reason", reason}
+	if w.since > 0 {
+		args = append(args, "also_skipped_since_last_warning", w.since)
+	}
+	log.Warn("native: step advanced WITHOUT training: checkpoint carried over", args...)
+	w.last, w.since = now, 0
 }

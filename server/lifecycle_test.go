@@ -284,11 +284,10 @@ func (l smallBuffers) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// Ensure a streaming client that stops reading loses its connection after
-// Config.WriteStall and its generation is cancelled (counted as 499): the
-// stream's writer blocked on the full socket for good before, and its
-// handler with it.
-func TestWriteStall_ClientThatStopsReading(t *testing.T) {
+// serveStalling serves a fresh tiny model with a WriteStall of 300 ms on
+// loopback through smallBuffers, and returns it and its address.
+func serveStalling(t *testing.T) (*Server, string) {
+	t.Helper()
 	srv := New(Config{WriteStall: 300 * time.Millisecond}, openHost(t, writeTinyModel(t)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -296,27 +295,42 @@ func TestWriteStall_ClientThatStopsReading(t *testing.T) {
 	}
 	go srv.Serve(smallBuffers{ln})
 	t.Cleanup(func() { srv.Close() })
+	return srv, ln.Addr().String()
+}
 
-	conn, err := net.Dial("tcp", ln.Addr().String())
+// postRaw sends a JSON POST of body to path on addr over a new connection
+// with a small receive buffer, and returns the connection, nothing read.
+func postRaw(t *testing.T, addr, path, body string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.(*net.TCPConn).SetReadBuffer(4096)
-	// 32 choices of ~130 tokens with 20 alternatives each: megabytes of
-	// events, far more than both sockets hold.
-	body := `{"model":"agent","messages":[{"role":"user","content":"hi"}],"stream":true,"temperature":1,"max_tokens":3900,"n":32,"logprobs":true,"top_logprobs":20}`
-	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+	req := "POST " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body
 	if _, err := conn.Write([]byte(req)); err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// Ensure a streaming client that stops reading loses its connection after
+// Config.WriteStall and its generation is cancelled (counted as 499): the
+// stream's writer blocked on the full socket for good before, and its
+// handler with it.
+func TestWriteStall_ClientThatStopsReading(t *testing.T) {
+	srv, addr := serveStalling(t)
+	// 32 choices of ~130 tokens with 20 alternatives each: megabytes of
+	// events, far more than both sockets hold.
+	conn := postRaw(t, addr, "/v1/chat/completions", `{"model":"agent","messages":[{"role":"user","content":"hi"}],"stream":true,"temperature":1,"max_tokens":3900,"n":32,"logprobs":true,"top_logprobs":20}`)
 	if n, inFlight := waitClientClosed(srv, 30*time.Second); n != 1 || inFlight != 0 {
 		t.Fatalf("the stream to a client that reads nothing is still open after 30 s (%d requests counted 499, %d in flight)", n, inFlight)
 	}
 	// What the client gets now is cut short: no [DONE].
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var got strings.Builder
-	_, err = bufio.NewReader(conn).WriteTo(&got)
+	_, err := bufio.NewReader(conn).WriteTo(&got)
 	if strings.Contains(got.String(), "[DONE]") {
 		t.Fatal("the stream completed after the server gave up on it")
 	}
@@ -324,7 +338,7 @@ func TestWriteStall_ClientThatStopsReading(t *testing.T) {
 		t.Fatalf("the server kept the connection open after cancelling (read %d bytes)", got.Len())
 	}
 	// The server still serves others.
-	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz after the stalled stream: %v %v", resp, err)
 	}
@@ -336,30 +350,14 @@ func TestWriteStall_ClientThatStopsReading(t *testing.T) {
 // progress lines are short, so the step has many batches to fill the
 // small socket buffers.
 func TestWriteStall_TrainingClientThatStopsReading(t *testing.T) {
-	srv := New(Config{WriteStall: 300 * time.Millisecond}, openHost(t, writeTinyModel(t)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(smallBuffers{ln})
-	t.Cleanup(func() { srv.Close() })
-	url := "http://" + ln.Addr().String()
+	_, addr := serveStalling(t)
+	url := "http://" + addr
 
 	sft := func(n int) string {
 		traj := `{"messages_and_choices":[{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}]}`
 		return `{"trajectories":[` + strings.TrimSuffix(strings.Repeat(traj+",", n), ",") + `],"config":{"batch_size":1,"learning_rate":1e-5}}`
 	}
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.(*net.TCPConn).SetReadBuffer(4096)
-	body := sft(3000) // 3000 progress lines, ~130 KB
-	req := "POST /v1/art/train_sft HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body
-	if _, err := conn.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
+	conn := postRaw(t, addr, "/v1/art/train_sft", sft(3000)) // 3000 progress lines, ~130 KB
 	// Read until the step is under way, then nothing more.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReaderSize(conn, 16)

@@ -72,13 +72,17 @@ func (d *ModelDir) WriteTrajectories(split string, step int, rows []TrajectoryRo
 		return err
 	}
 	defer unlock()
-	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
-	})
-	if err != nil {
+	if err := writeTrajectoriesFile(path, rows); err != nil {
 		return fmt.Errorf("store: write trajectories: %w", err)
 	}
 	return nil
+}
+
+// writeTrajectoriesFile atomically writes rows, ZSTD-compressed, to path.
+func writeTrajectoriesFile(path string, rows []TrajectoryRow) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
+	})
 }
 
 // AppendTrajectories adds rows to the parquet file for split and step,
@@ -108,10 +112,7 @@ func (d *ModelDir) AppendTrajectories(split string, step int, rows []TrajectoryR
 		return nil
 	}
 	if len(old) == 0 { // no rows to keep: a plain write
-		err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
-			return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
-		})
-		if err != nil {
+		if err := writeTrajectoriesFile(path, rows); err != nil {
 			return fmt.Errorf("store: append trajectories: %w", err)
 		}
 		return nil

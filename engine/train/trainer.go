@@ -81,7 +81,7 @@ func (tr *Trainer) Prepare(groups []Group, c Config) (seqs []Sequence, st Prepar
 		}
 		rewards := make([]float64, len(g.Trajectories))
 		for i, t := range g.Trajectories {
-			if math.IsNaN(t.Reward) || math.IsInf(t.Reward, 0) {
+			if !finite64(t.Reward) {
 				return nil, st, fmt.Errorf("train: group %d trajectory %d has reward %v", gi, i, t.Reward)
 			}
 			rewards[i] = t.Reward

@@ -160,19 +160,21 @@ func (c Config) validate() error {
 	if strings.TrimSpace(c.Task) == "" {
 		return errors.New("autorl: the task description is empty")
 	}
+	def := Config{}.withDefaults()
 	for _, f := range []struct {
 		name string
 		v    int
 		def  int
 	}{
-		{"TrainInputs", c.TrainInputs, 25}, {"TestInputs", c.TestInputs, 10}, {"GroupsPerStep", c.GroupsPerStep, 2}, {"Epochs", c.Epochs, 3},
+		{"TrainInputs", c.TrainInputs, def.TrainInputs}, {"TestInputs", c.TestInputs, def.TestInputs},
+		{"GroupsPerStep", c.GroupsPerStep, def.GroupsPerStep}, {"Epochs", c.Epochs, def.Epochs},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("autorl: %s = %d: must be >= 0 (0 means %d)", f.name, f.v, f.def)
 		}
 	}
 	if c.GroupSize < 0 || c.GroupSize == 1 {
-		return fmt.Errorf("autorl: GroupSize = %d: must be >= 2, the answers the judge compares (0 means 3)", c.GroupSize)
+		return fmt.Errorf("autorl: GroupSize = %d: must be >= 2, the answers the judge compares (0 means %d)", c.GroupSize, def.GroupSize)
 	}
 	if !(c.LearningRate >= 0) || math.IsInf(c.LearningRate, 0) {
 		return fmt.Errorf("autorl: LearningRate = %v: must be > 0 (0 means 1e-5)", c.LearningRate)

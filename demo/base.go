@@ -56,10 +56,12 @@ type BaseOptions struct {
 // validate rejects negative counts and a learning rate that is negative or
 // not finite; zero values are left for defaults.
 func (o *BaseOptions) validate() error {
+	var d BaseOptions
+	d.defaults()
 	for _, f := range []struct {
 		name   string
 		v, def int
-	}{{"SFTSteps", o.SFTSteps, 1200}, {"BatchSize", o.BatchSize, 64}, {"EvalEvery", o.EvalEvery, 25}} {
+	}{{"SFTSteps", o.SFTSteps, d.SFTSteps}, {"BatchSize", o.BatchSize, d.BatchSize}, {"EvalEvery", o.EvalEvery, d.EvalEvery}} {
 		if f.v < 0 {
 			return fmt.Errorf("demo: base model: %s = %d: must be >= 0 (0 means %d)", f.name, f.v, f.def)
 		}

@@ -233,22 +233,23 @@ func getQ8Scratch(n int) *[]int8 {
 	return &b
 }
 
-// q4AsQ8 widens Q4 panels [jp, jp+np) of p into dst as Q8 panels and
-// returns them as panels (panel jp first), sharing p's scales.
+// q4AsQ8 widens Q4 panels [jp, jp+np) of p into dst as Q8 panels in the
+// int8 unit's order and returns them as panels (panel jp first), sharing
+// p's scales.
 func q4AsQ8(dst []int8, p *panels, jp, np int) *panels {
 	K, nb := p.k, p.k/qBlock
 	dst = dst[:np*K*panelW]
-	rows := np * K // k-rows of 64 weights, an even number
+	rows := np * K // k-rows of 64 weights, whole quads (K is whole blocks)
 	src := p.q4[jp*K*panelW/2:][:rows*panelW/2]
 	done := q4ToQ8Done(dst, src, rows)
 	for r := done; r < rows; r++ {
-		in, out := src[r*panelW/2:][:panelW/2], dst[r*panelW:][:panelW]
-		for c := range out {
+		in, quad := src[r*panelW/2:][:panelW/2], dst[r/4*4*panelW:][:4*panelW]
+		for c := range panelW {
 			b, sh := q4Pos(c)
-			out[c] = signedNibble(in[b], sh)
+			quad[vnniPos(r%4, c)] = signedNibble(in[b], sh) ^ -128
 		}
 	}
-	return &panels{k: K, n: np * panelW, np: np, q8: dst, qs: p.qs[jp*nb*panelW:][:np*nb*panelW]}
+	return &panels{k: K, n: np * panelW, np: np, q8: dst, vnni: true, qs: p.qs[jp*nb*panelW:][:np*nb*panelW]}
 }
 
 // rowsI8 computes mr rows from m of panels [jp, jp+np) (panel jp of the
@@ -288,7 +289,8 @@ func (j *job) callI8(pk *panels, m, mr, p, np int, c []float32, ldc int) {
 }
 
 // i8Go is the kernels' arithmetic in Go, for CPUs without AVX512_VNNI
-// (where the tests run UnitInt8 too).
+// (where the tests run UnitInt8 too), over Q8 panels in the int8 unit's
+// order.
 func i8Go(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int) {
 	nb := K / qBlock
 	for r := range mr {
@@ -301,7 +303,7 @@ func i8Go(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int) 
 				for g := range nb {
 					var dot int32
 					for k := g * qBlock; k < (g+1)*qBlock; k++ {
-						dot += int32(panel[k*panelW+col]) * int32(q[k])
+						dot += int32(panel[vnniPos(k, col)]^-128) * int32(q[k])
 					}
 					sc := F16ToF32(scales[g*panelW+col]) * x.d[(m+r)*nb+g]
 					acc += float32(float32(dot) * sc)

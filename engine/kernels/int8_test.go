@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -341,4 +342,67 @@ func TestLinearBackwardInputInt8(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestQ8PanelOrders: a Q8 weight packed while UnitInt8 is in use holds
+// its panels in that unit's order (vnniPos), one packed under another unit
+// the natural order; a product on the other unit then converts a second
+// copy once, and every reader gives the same values and bits either way:
+// the products of both units, LinearBackwardInput, Row, At and Q8Blocks.
+func TestQ8PanelOrders(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 4))
+	const M, N, K = 3, 130, 192
+	src := randQuantSource(r, N, K)
+	in, dout := randSlice(r, M*K), randSlice(r, M*N)
+	type result struct {
+		exact, i8, dinp, row []float32
+		at                   float32
+		quants               []int8
+		scales               []uint16
+	}
+	run := func(t *testing.T, first Unit) (result, *Mat) {
+		w, err := Quantize(src, Q8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quants, scales := append([]int8(nil), w.Quants...), append([]uint16(nil), w.Scales...)
+		var res result
+		res.exact, res.i8, res.dinp, res.row = make([]float32, M*N), make([]float32, M*N), make([]float32, M*K), make([]float32, K)
+		products := map[Unit]func(t *testing.T){
+			UnitFP32: func(t *testing.T) { Linear(res.exact, in, w, nil, M) },
+			UnitInt8: func(t *testing.T) {
+				Linear(res.i8, in, w, nil, M)
+				LinearBackwardInput(res.dinp, dout, w, M)
+			},
+		}
+		second := UnitFP32
+		if first == UnitFP32 {
+			second = UnitInt8
+		}
+		withUnit(t, first, products[first])
+		if p := w.pk.Load(); p.vnni != (first == UnitInt8) || w.alt.Load() != nil {
+			t.Fatalf("packed under %v: vnni %v, second copy %v", first, p.vnni, w.alt.Load() != nil)
+		}
+		withUnit(t, second, products[second])
+		if w.alt.Load() == nil || w.alt.Load().vnni == w.pk.Load().vnni {
+			t.Fatalf("after a product on %v: no second copy in the other order", second)
+		}
+		sameBits(t, "int8 product", res.i8, linearI8Ref(in, M, K, quants, scales, N, nil))
+		w.Row(res.row, N-1)
+		res.at = w.At(N-2, K-1)
+		res.quants, res.scales = w.Q8Blocks()
+		if !slices.Equal(res.quants, quants) || !slices.Equal(res.scales, scales) {
+			t.Fatalf("packed under %v: Q8Blocks differ from the weight's own", first)
+		}
+		return res, w
+	}
+	a, wa := run(t, UnitInt8)
+	b, _ := run(t, UnitFP32)
+	sameBits(t, "exact product", a.exact, b.exact)
+	sameBits(t, "input gradient", a.dinp, b.dinp)
+	sameBits(t, "Row", a.row, b.row)
+	sameBits(t, "At", []float32{a.at}, []float32{b.at})
+	if got, want := wa.PackedBytes(), 2*N/panelW*K*panelW; got < want {
+		t.Errorf("PackedBytes %d with both orders, want at least %d", got, want)
+	}
 }

@@ -264,9 +264,8 @@ func (m *Mat) Q8Row(quants []int8, scales []uint16, n int) {
 	}
 	p := m.panels()
 	K := m.Cols
-	qb := (n/panelW)*K*panelW + n%panelW
 	for k := range quants[:K] {
-		quants[k] = p.q8[qb+k*panelW]
+		quants[k] = p.q8At(n, k)
 	}
 	p.rowScales(scales, n)
 }
@@ -341,7 +340,7 @@ func (p *panels) qAt(n, k int) float32 {
 	if p.q4 != nil {
 		q = p.q4Nibble(n, k)
 	} else {
-		q = int(p.q8[(n/panelW)*p.k*panelW+k*panelW+n%panelW])
+		q = int(p.q8At(n, k))
 	}
 	return float32(q) * f16Table()[p.scale(n, k)]
 }
@@ -367,7 +366,12 @@ func signedNibble(b byte, sh uint) int8 { return int8(b>>sh<<4) >> 4 }
 func (p *panels) fillQuant(m *Mat, q, j int) {
 	K, G := p.k, p.k/qBlock
 	n := q*panelW + j
-	if m.DType == Q8 {
+	if m.DType == Q8 && p.vnni {
+		dst := p.q8[q*K*panelW:][:K*panelW]
+		for k, v := range m.Quants[n*K : (n+1)*K] {
+			dst[vnniPos(k, j)] = v ^ -128
+		}
+	} else if m.DType == Q8 {
 		dst := p.q8[q*K*panelW+j:]
 		for k, v := range m.Quants[n*K : (n+1)*K] {
 			dst[k*panelW] = v
@@ -389,8 +393,8 @@ func (p *panels) fillQuant(m *Mat, q, j int) {
 	}
 }
 
-// widenQuant writes k-rows [pc, pc+kc) of Q8 or Q4 panel q of p,
-// dequantized, as a natural-order fp32 panel at dst[doff:].
+// widenQuant writes k-rows [pc, pc+kc) of Q8 (in natural order) or Q4
+// panel q of p, dequantized, as a natural-order fp32 panel at dst[doff:].
 func widenQuant(dst []float32, doff int, p *panels, q, pc, kc int) {
 	if kc == 0 || widenQuantAsm(dst, doff, p, q, pc, kc) {
 		return
@@ -451,6 +455,13 @@ func packPanelsTQuant(dst []float32, doff int, p *panels, pc, kc, col0, ncols in
 				src := p.q4[(n/panelW)*K*panelW/2+k*panelW/2:][:panelW/2]
 				for r := range run {
 					d[r*panelW+j] = float32(int8(src[q4off[r]]>>q4sh[r]<<4)>>4) * sc[r]
+				}
+				continue
+			}
+			if p.vnni {
+				src := p.q8[(n/panelW)*K*panelW+k/4*4*panelW:][:4*panelW]
+				for r := range run {
+					d[r*panelW+j] = float32(src[vnniPos(k%4, j0+r)]^-128) * sc[r]
 				}
 				continue
 			}

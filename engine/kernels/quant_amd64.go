@@ -224,6 +224,9 @@ func widenQuantAsm(dst []float32, doff int, p *panels, q, pc, kc int) bool {
 func packTQ8_256(dst *float32, q *int8, s *uint16, groups, kg int)
 
 //go:noescape
+func packTQ8V_256(dst *float32, q *int8, s *uint16, kg int)
+
+//go:noescape
 func packTQ4_256(dst *float32, q *byte, s *uint16, groups, kg, high int)
 
 // packPanelsTQuantAsm packs the leading rows of packPanelsTQuant's block
@@ -246,10 +249,17 @@ func packPanelsTQuantAsm(dst []float32, doff int, p *panels, pc, kc, col0, ncols
 		_ = dst[doff+(done+8*groups)*panelW-1] // the loop writes 8·groups rows of 64
 		d := pf(dst, doff+done*panelW)
 		s := &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j0]
-		if p.q4 != nil {
+		switch {
+		case p.q4 != nil:
 			b, _ := q4Pos(j0)
 			packTQ4_256(d, &p.q4[(n/panelW)*K*panelW/2+col0*panelW/2+b], s, groups, ncols/8, j0%16/8)
-		} else {
+		case p.vnni:
+			base := (n/panelW)*K*panelW + vnniPos(col0, 0)
+			for g := range groups {
+				j := j0 + 8*g
+				packTQ8V_256(pf(dst, doff+(done+8*g)*panelW), &p.q8[base+vnniPos(0, j)], &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j], ncols/8)
+			}
+		default:
 			packTQ8_256(d, &p.q8[(n/panelW)*K*panelW+col0*panelW+j0], s, groups, ncols/8)
 		}
 		if ncols < panelW {

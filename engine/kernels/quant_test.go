@@ -233,18 +233,28 @@ func testPackPanelsTQuant(t *testing.T, dt DType) {
 			t.Fatal(err)
 		}
 		deq := Dequantize(w).F32
-		p := w.panels()
-		for _, pk := range [][2]int{{0, 200}, {0, 8}, {8, 8}, {8, 64}, {16, 3}, {24, 57}, {56, 16}, {60, 13},
-			{64, 136}, {72, 24}, {88, 41}, {136, 64}, {192, 8}, {197, 3}, {128, 72}} {
-			pc, kc := pk[0], pk[1]
-			for col0 := 0; col0 < K; col0 += panelW {
-				ncols := min(panelW, K-col0)
-				what := fmt.Sprintf("%v rows [%d,%d) cols %d+%d", dt, pc, pc+kc, col0, ncols)
-				checkPackedBlock(t, what, kc, ncols, func(dst []float32, doff int) { packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols) },
-					func(i, j int) float32 { return deq[(pc+i)*K+col0+j] })
-			}
+		orders := []*panels{w.panels()}
+		if dt == Q8 { // natural, and the int8 unit's order (vnniPos)
+			orders = append(orders, orders[0].reorderQ8())
+		}
+		for _, p := range orders {
+			testPackPanelsTQuantOf(t, p, deq, dt, K)
 		}
 	})
+}
+
+func testPackPanelsTQuantOf(t *testing.T, p *panels, deq []float32, dt DType, K int) {
+	t.Helper()
+	for _, pk := range [][2]int{{0, 200}, {0, 8}, {8, 8}, {8, 64}, {16, 3}, {24, 57}, {56, 16}, {60, 13},
+		{64, 136}, {72, 24}, {88, 41}, {136, 64}, {192, 8}, {197, 3}, {128, 72}} {
+		pc, kc := pk[0], pk[1]
+		for col0 := 0; col0 < K; col0 += panelW {
+			ncols := min(panelW, K-col0)
+			what := fmt.Sprintf("%v (vnni %v) rows [%d,%d) cols %d+%d", dt, p.vnni, pc, pc+kc, col0, ncols)
+			checkPackedBlock(t, what, kc, ncols, func(dst []float32, doff int) { packPanelsTQuant(dst, doff, p, pc, kc, col0, ncols) },
+				func(i, j int) float32 { return deq[(pc+i)*K+col0+j] })
+		}
+	}
 }
 
 // TestLinearQ8_RowInvariant: a row of a Q8 product has the same bits alone

@@ -74,10 +74,10 @@ var prefetchI8 = 1024
 // after; s: its fp16 scales (K/32 blocks of 64), the next panel's right
 // after; c: C, rows ldc bytes apart, 64 floats per panel.
 //
-// Per block of 32 k-rows, four k-rows of a panel are loaded at a time,
-// flipped to unsigned (w+128, an XOR of the sign bit), and interleaved by
-// two rounds of unpacks into four registers u0..u3 whose dword d of lane
-// L holds the four k-rows of column 16L+4i+d (ui); VPDPBUSD adds each
+// The panels are in the int8 unit's order (package kernels' vnniPos): per
+// quad of four k-rows, 256 bytes u0..u3, whose dword d of lane L holds the
+// four k-rows of column 16L+4i+d (ui), each weight stored unsigned as
+// w+128. Per block of 32 k-rows, a quad is loaded at a time; VPDPBUSD adds each
 // dword's four products with the row's four activations (broadcast) into
 // int32 accumulators started at the block's correction, so they end at
 // Σ w·q exactly. Each is then converted to fp32 (exact: |Σ| < 2^24) and
@@ -90,9 +90,10 @@ func kernelI8Q8(g *gen, mr int) { kernelI8(g, "q8", mr) }
 // same over Q4 panels read in place (a decoding row: no widened copy).
 // A quad of Q4 k-rows is two zmm of nibbles; flipping their sign bits
 // (XOR 0x88) gives each weight as n = q+8, unsigned, and splitting the
-// nibbles and interleaving qwords (as q4ToQ8) gives the four k-rows in
-// column order. The sums then count 8·Σq instead of 128·Σq beyond Σ w·q:
-// the block's correction arithmetically shifted right by 4.
+// nibbles and interleaving qwords gives the four k-rows in column order,
+// which two rounds of unpacks (interleaveQuad) turn into u0..u3. The sums
+// then count 8·Σq instead of 128·Σq beyond Σ w·q: the block's correction
+// arithmetically shifted right by 4.
 func kernelI8(g *gen, dt string, mr int) {
 	q4 := dt == "q4"
 	name := fmt.Sprintf("i8%sm%d", dt, mr)
@@ -114,9 +115,6 @@ func kernelI8(g *gen, dt string, mr int) {
 		g.p("VPBROADCASTD AX, Z6")
 		g.p("VMOVDQU64 i8q4rows<>+0(SB), Z7")
 		g.p("VMOVDQU64 i8q4rows<>+64(SB), Z8")
-	} else {
-		g.p("MOVL $0x80808080, AX")
-		g.p("VPBROADCASTD AX, Z30")
 	}
 	g.label(name + "_panel")
 	for m := range mr {
@@ -148,15 +146,10 @@ func kernelI8(g *gen, dt string, mr int) {
 			g.p("PREFETCHT0 %d(BX)", 64*h+4*prefetchI8)
 			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), q4Regs{flip: 30, mask: 6, lo: 4, hi: 5, idx0: 7, idx1: 8, out0: 24 + 2*h, out1: 25 + 2*h})
 		}
+		interleaveQuad(g)
 	} else {
-		for r := range 4 {
-			if prefetchI8 > 0 {
-				g.p("PREFETCHT0 %d(BX)", r*64+prefetchI8)
-			}
-			g.p("VPXORD %d(BX), Z30, Z%d", r*64, 24+r)
-		}
+		loadQuad(g, 0, "BX", prefetchI8)
 	}
-	interleaveQuad(g)
 	for m := range mr {
 		if mr == 1 { // one broadcast load, not four
 			g.p("VPBROADCASTD %s, Z31", row("DI", m, 0))
@@ -223,17 +216,17 @@ func kernelI8(g *gen, dt string, mr int) {
 // bytes aligned.
 //
 // Eight rows of 64 int32 sums would take every register, so each block of
-// 32 k-rows is flipped and interleaved as kernelI8Q8 does, once for all
-// rows, into a 2 KiB buffer of t (quad i's u0..u3 at 256i), then summed
-// in two halves of the panel, u0,u1 then u2,u3: 16 accumulators (8 rows ×
-// 2) started at the rows' corrections, each VPDPBUSD a register of
-// weights from L1 and a row's broadcast quad. The fp32 accumulators are
-// t[4096:] (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8
-// adds to its registers; after a panel's last block each row goes back to
-// column order into C. The next block (the next panel's first after a
-// panel's last) is interleaved into t's other buffer while this one is
-// summed, a quad every other step, so its loads from memory overlap the
-// products instead of stalling them.
+// 32 k-rows is summed in two halves of the panel, u0,u1 then u2,u3: 16
+// accumulators (8 rows × 2) started at the rows' corrections, each
+// VPDPBUSD a register of weights and a row's broadcast quad. Q8 panels
+// are read in place, the next block prefetched while this one is summed;
+// Q4 ones are widened and interleaved into a 2 KiB buffer of t (quad i's
+// u0..u3 at 256i) the block before they are summed, into t's other
+// buffer, a quad every other step, so the loads from memory overlap the
+// products instead of stalling them. The fp32 accumulators are t[4096:]
+// (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8 adds to
+// its registers; after a panel's last block each row goes back to column
+// order into C.
 func kernelI8M8(g *gen, dt string) {
 	q4 := dt == "q4"
 	name := "i8" + dt + "m8"
@@ -244,36 +237,29 @@ func kernelI8M8(g *gen, dt string) {
 	g.text(name, 80, fmt.Sprintf("func %s(a *int8, ad *float32, ac *int32, b %s, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)", name, bType))
 	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 2*r+i) }
 	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 4096+256*r+64*i) }
-	// interleave flips and interleaves quad q of the block at BX into
+	// interleave widens and interleaves Q4 quad q of the block at BX into
 	// buf, prefetching the block after it.
 	interleave := func(q int, buf string) {
-		if q4 { // two pairs of k-rows, 64 bytes each, widened into Z24..Z27
-			for h := range 2 {
-				mem := fmt.Sprintf("%d(BX)", 128*q+64*h)
-				g.p("PREFETCHT0 %d(BX)", block+128*q+64*h)
-				g.p("VPXORD %s, Z30, Z28", mem)
-				g.p("VPSRLW $4, Z28, Z29")
-				g.p("VPANDD.BCST i8consts<>+12(SB), Z28, Z28")
-				g.p("VPANDD.BCST i8consts<>+12(SB), Z29, Z29")
-				g.p("VMOVDQU64 i8q4rows<>+0(SB), Z%d", 24+2*h)
-				g.p("VPERMI2Q Z29, Z28, Z%d", 24+2*h)
-				g.p("VMOVDQU64 i8q4rows<>+64(SB), Z%d", 25+2*h)
-				g.p("VPERMI2Q Z29, Z28, Z%d", 25+2*h)
-			}
-		} else {
-			for r := range 4 {
-				g.p("PREFETCHT0 %d(BX)", block+256*q+64*r)
-				g.p("VPXORD %d(BX), Z30, Z%d", 256*q+64*r, 24+r)
-			}
+		for h := range 2 { // two pairs of k-rows, 64 bytes each, widened into Z24..Z27
+			mem := fmt.Sprintf("%d(BX)", 128*q+64*h)
+			g.p("PREFETCHT0 %d(BX)", block+128*q+64*h)
+			g.p("VPXORD %s, Z30, Z28", mem)
+			g.p("VPSRLW $4, Z28, Z29")
+			g.p("VPANDD.BCST i8consts<>+12(SB), Z28, Z28")
+			g.p("VPANDD.BCST i8consts<>+12(SB), Z29, Z29")
+			g.p("VMOVDQU64 i8q4rows<>+0(SB), Z%d", 24+2*h)
+			g.p("VPERMI2Q Z29, Z28, Z%d", 24+2*h)
+			g.p("VMOVDQU64 i8q4rows<>+64(SB), Z%d", 25+2*h)
+			g.p("VPERMI2Q Z29, Z28, Z%d", 25+2*h)
 		}
 		interleaveQuad(g)
 		for i, u := range quadU {
 			g.p("VMOVDQA64 %s, %d(%s)", u, 256*q+64*i, buf)
 		}
 	}
-	// body sums the block interleaved at R9, interleaving the next one
-	// (at BX) into R15 if next.
-	body := func(next bool) {
+	// body sums the block at src (Q8: the panel's, BX; Q4: interleaved,
+	// R9), for Q4 interleaving the next one (at BX) into R15 if next.
+	body := func(next bool, src string) {
 		// The block's column scales, in each ui's column order (Z18+i).
 		columnScales(g, 24, 18)
 		for h := range 2 {
@@ -285,11 +271,16 @@ func kernelI8M8(g *gen, dt string) {
 				g.p("VMOVDQA64 %s, %s", acc(r, 0), acc(r, 1))
 			}
 			for q := range 8 {
-				if next && q%2 == 0 {
+				if q4 && next && q%2 == 0 {
 					interleave(4*h+q/2, "R15")
 				}
-				g.p("VMOVDQA64 %d(R9), Z16", 256*q+64*(2*h))
-				g.p("VMOVDQA64 %d(R9), Z17", 256*q+64*(2*h+1))
+				for i := range 2 {
+					off := 256*q + 64*(2*h+i)
+					if !q4 {
+						g.p("PREFETCHT0 %d(%s)", block+off, src)
+					}
+					g.p("VMOVDQU64 %d(%s), Z%d", off, src, 16+i)
+				}
 				for r := range 8 {
 					g.p("VPBROADCASTD %d(R11), Z%d", 32*q+4*r, 22+r%2)
 					g.p("VPDPBUSD Z%d, Z16, %s", 22+r%2, acc(r, 0))
@@ -318,17 +309,15 @@ func kernelI8M8(g *gen, dt string) {
 	g.p("MOVQ t+72(FP), DI")
 	if q4 {
 		g.p("MOVL $0x88888888, AX")
-	} else {
-		g.p("MOVL $0x80808080, AX")
+		g.p("VPBROADCASTD AX, Z30")
+		g.p("MOVQ DI, R9")
+		g.p("LEAQ 2048(DI), R15")
+		// The first block, before the loop.
+		for q := range 8 {
+			interleave(q, "R9")
+		}
+		g.p("ADDQ $%d, BX", block)
 	}
-	g.p("VPBROADCASTD AX, Z30")
-	g.p("MOVQ DI, R9")
-	g.p("LEAQ 2048(DI), R15")
-	// The first block, before the loop.
-	for q := range 8 {
-		interleave(q, "R9")
-	}
-	g.p("ADDQ $%d, BX", block)
 	g.label(name + "_panel")
 	clearTile(g, 8, tile)
 	g.p("MOVQ SI, R11")
@@ -337,18 +326,23 @@ func kernelI8M8(g *gen, dt string) {
 	g.p("MOVQ k+64(FP), AX")
 	g.p("SHRQ $5, AX")
 	g.label(name + "_block")
-	// A next block: this panel's, or the next panel's first.
-	g.p("CMPQ AX, $1")
-	g.p("JNE %s_next", name)
-	g.p("CMPQ CX, $1")
-	g.p("JNE %s_next", name)
-	body(false)
-	g.p("JMP %s_summed", name)
-	g.label(name + "_next")
-	body(true)
-	g.p("ADDQ $%d, BX", block)
-	g.label(name + "_summed")
-	g.p("XCHGQ R9, R15")
+	if q4 {
+		// A next block: this panel's, or the next panel's first.
+		g.p("CMPQ AX, $1")
+		g.p("JNE %s_next", name)
+		g.p("CMPQ CX, $1")
+		g.p("JNE %s_next", name)
+		body(false, "R9")
+		g.p("JMP %s_summed", name)
+		g.label(name + "_next")
+		body(true, "R9")
+		g.p("ADDQ $%d, BX", block)
+		g.label(name + "_summed")
+		g.p("XCHGQ R9, R15")
+	} else {
+		body(false, "BX")
+		g.p("ADDQ $%d, BX", block)
+	}
 	g.p("ADDQ $256, R11")
 	g.p("ADDQ $32, R12")
 	g.p("ADDQ $32, R13")
@@ -366,7 +360,7 @@ func kernelI8M8(g *gen, dt string) {
 // kernelI8Q8T emits i8q8m{mr}t: kernelI8Q8's sums for mr rows (at most
 // 6) with the fp32 accumulators in t (64 bytes aligned, row r's ui at
 // 256r+64i) instead of registers, which leaves room for 4·mr int32 ones:
-// each quad of k-rows is interleaved once for all mr rows.
+// each quad of k-rows is loaded once for all mr rows.
 //
 //	kernelI8Q8's arguments, then t+88
 func kernelI8Q8T(g *gen, mr int) {
@@ -380,8 +374,6 @@ func kernelI8Q8T(g *gen, mr int) {
 	}
 	i8Args(g)
 	g.p("MOVQ t+88(FP), DI")
-	g.p("MOVL $0x80808080, AX")
-	g.p("VPBROADCASTD AX, Z30")
 	g.label(name + "_panel")
 	clearTile(g, mr, tile)
 	g.p("MOVQ SI, R15")
@@ -401,11 +393,7 @@ func kernelI8Q8T(g *gen, mr int) {
 	g.p("LEAQ (R15)(R11*2), R14")
 	g.p("ADDQ R11, R14")
 	for q := range 8 {
-		for r := range 4 {
-			g.p("PREFETCHT0 %d(BX)", 256*q+r*64+prefetchI8)
-			g.p("VPXORD %d(BX), Z30, Z%d", 256*q+r*64, 24+r)
-		}
-		interleaveQuad(g)
+		loadQuad(g, 256*q, "BX", prefetchI8)
 		for r := range mr {
 			g.p("VPBROADCASTD %s, Z31", row("R15", "R14", "R11", r, 4*q))
 			for i := range 4 {
@@ -468,6 +456,17 @@ func columnScales(g *gen, tmp, dst int) {
 		g.p("VMOVDQU64 i8scales<>+%d(SB), Z%d", 64*i, dst+i)
 		g.p("VPERMI2Q Z%d, Z%d, Z%d", tmp+1, tmp, dst+i)
 		g.p("VCVTPH2PS Y%d, Z%d", dst+i, dst+i)
+	}
+}
+
+// loadQuad loads the quad of k-rows at off(base) of Q8 panels in the int8
+// unit's order into quadU, prefetching ahead bytes further on (none if 0).
+func loadQuad(g *gen, off int, base string, ahead int) {
+	for i, u := range quadU {
+		if ahead > 0 {
+			g.p("PREFETCHT0 %d(%s)", off+64*i+ahead, base)
+		}
+		g.p("VMOVDQU64 %d(%s), %s", off+64*i, base, u)
 	}
 }
 
@@ -640,34 +639,38 @@ func pairRows(g *gen) {
 
 // q4ToQ8 emits q4ToQ8Asm: Q4 panel k-rows (32 bytes: byte 8s+i holds
 // column 16s+i in its low nibble and 16s+8+i in its high one, each the
-// signed n−8) as Q8 panel k-rows (64 int8 in column order), two k-rows at
-// a time: the sign bits flipped (XOR 0x88: each nibble becomes n), the
-// nibbles split and less 8, then the qwords of the low and high halves
-// interleaved (VPERMI2Q) into each k-row's column order.
+// signed n−8) as quads of a Q8 panel in the int8 unit's order (u0..u3,
+// each weight q+128), four k-rows at a time: per pair of k-rows the sign
+// bits flipped (XOR 0x88: each nibble becomes n = q+8), the nibbles split,
+// less 0x88 (n−136 ≡ q+128 mod 256), and the qwords of the low and high
+// halves interleaved (VPERMI2Q) into column order; then the quad's four
+// k-rows interleaved as the kernels read them (interleaveQuad).
 //
-//	dst+0 src+8 pairs+16
+//	dst+0 src+8 quads+16
 func q4ToQ8(g *gen) {
-	g.text("q4ToQ8Asm", 24, "func q4ToQ8Asm(dst *int8, src *byte, pairs int)")
+	g.text("q4ToQ8Asm", 24, "func q4ToQ8Asm(dst *int8, src *byte, quads int)")
 	g.p("MOVQ dst+0(FP), DI")
 	g.p("MOVQ src+8(FP), SI")
-	g.p("MOVQ pairs+16(FP), CX")
+	g.p("MOVQ quads+16(FP), CX")
 	g.p("TESTQ CX, CX")
 	g.p("JEQ q4_done")
 	g.p("MOVL $0x88888888, AX")
 	g.p("VPBROADCASTD AX, Z30")
 	g.p("MOVL $0x0f0f0f0f, AX")
-	g.p("VPBROADCASTD AX, Z29")
-	g.p("MOVL $0x08080808, AX")
-	g.p("VPBROADCASTD AX, Z28")
-	g.p("VMOVDQU64 i8q4rows<>+0(SB), Z26")
-	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z27")
+	g.p("VPBROADCASTD AX, Z31")
+	g.p("VMOVDQU64 i8q4rows<>+0(SB), Z22")
+	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z23")
 	g.label("q4_loop")
 	g.p("PREFETCHT0 %d(SI)", 4*prefetchI8) // Q4 bytes: 0.73× the exact Q4 kernels' speed streaming an LM head at 1 KiB ahead, 0.85-0.89× at 4-8 KiB
-	splitQ4(g, "(SI)", q4Regs{flip: 30, mask: 29, eight: 28, lo: 0, hi: 1, idx0: 26, idx1: 27, out0: 2, out1: 3})
-	g.p("VMOVDQU64 Z2, (DI)")
-	g.p("VMOVDQU64 Z3, 64(DI)")
-	g.p("ADDQ $64, SI")
-	g.p("ADDQ $128, DI")
+	for h := range 2 {
+		splitQ4(g, fmt.Sprintf("%d(SI)", 64*h), q4Regs{flip: 30, mask: 31, eight: 30, lo: 20, hi: 21, idx0: 22, idx1: 23, out0: 24 + 2*h, out1: 25 + 2*h})
+	}
+	interleaveQuad(g)
+	for i, u := range quadU {
+		g.p("VMOVDQU64 %s, %d(DI)", u, 64*i)
+	}
+	g.p("ADDQ $128, SI")
+	g.p("ADDQ $256, DI")
 	g.p("DECQ CX")
 	g.p("JNE q4_loop")
 	g.label("q4_done")

@@ -63,6 +63,16 @@ var int8Data = func() string {
 // 1 KiB 1.04-1.10×, 1.5 KiB 0.94-0.97×, 4 KiB 0.92-0.99×.
 var prefetchI8 = 1024
 
+// prefetchI8M8 is how far ahead (bytes) the 8-row kernel prefetches the
+// Q8 panels it reads in place. Measured over a cold decoding step of a
+// group of 8 (Qwen2.5-0.5B's shapes, BenchmarkI8Step's loop, variants
+// alternated in one process, three runs): 2 KiB (the next block)
+// 18.1–19.3 ms, 4 KiB 16.1–17.5, 8 KiB 15.0–16.7, an L2 prefetch 8–16 KiB
+// ahead 16.4–18.5, none 24.3–25.6. The one-row kernels do best at
+// prefetchI8 (1 KiB: 11.1–12.4 ms a single sequence's step, 512 B
+// 11.5–12.8, 2 KiB 14.3–16.6, 4 KiB 13.4–15.2).
+const prefetchI8M8 = 4096
+
 // kernelI8Q8 emits i8q8m{mr}: mr rows × 64 columns per panel over np
 // contiguous Q8 panels and all of K, stored to C.
 //
@@ -277,7 +287,7 @@ func kernelI8M8(g *gen, dt string) {
 				for i := range 2 {
 					off := 256*q + 64*(2*h+i)
 					if !q4 {
-						g.p("PREFETCHT0 %d(%s)", block+off, src)
+						g.p("PREFETCHT0 %d(%s)", prefetchI8M8+off, src)
 					}
 					g.p("VMOVDQU64 %d(%s), Z%d", off, src, 16+i)
 				}

@@ -55,7 +55,7 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int, prev *job) (j 
 		j.kind, j.bf = bPanelsF32, w.dpPanels()
 		return j, true
 	}
-	pk := w.q8Panels(w.i8Unit())
+	pk := w.quantPanels(w.i8Unit())
 	if w.i8Unit() {
 		j.kind, j.tp = bPanelsI8, pk
 		j.toI8(prev)
@@ -166,7 +166,7 @@ func LinearBackwardInput(dinp, dout []float32, w *Mat, M int) {
 		j.kind, j.bf = bRowsF32, w.F32
 	case BF16, F16, Q8, Q4:
 		// The Linear panels are the only copy of a 16-bit or quantized weight.
-		j.kind, j.tp = bPanelsT, w.q8Panels(false)
+		j.kind, j.tp = bPanelsT, w.quantPanels(false)
 	default:
 		panic("kernels: unknown dtype " + w.DType.String())
 	}

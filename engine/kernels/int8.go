@@ -233,20 +233,23 @@ func getQ8Scratch(n int) *[]int8 {
 	return &b
 }
 
-// q4AsQ8 widens Q4 panels [jp, jp+np) of p into dst as Q8 panels in the
-// int8 unit's order and returns them as panels (panel jp first), sharing
-// p's scales.
+// q4AsQ8 widens Q4 panels [jp, jp+np) of p, in the int8 unit's order,
+// into dst as Q8 panels in that order and returns them as panels (panel jp
+// first), sharing p's scales.
 func q4AsQ8(dst []int8, p *panels, jp, np int) *panels {
+	if !p.vnni {
+		panic("kernels: q4AsQ8 of Q4 panels not in the int8 unit's order")
+	}
 	K, nb := p.k, p.k/qBlock
 	dst = dst[:np*K*panelW]
 	rows := np * K // k-rows of 64 weights, whole quads (K is whole blocks)
 	src := p.q4[jp*K*panelW/2:][:rows*panelW/2]
 	done := q4ToQ8Done(dst, src, rows)
 	for r := done; r < rows; r++ {
-		in, quad := src[r*panelW/2:][:panelW/2], dst[r/4*4*panelW:][:4*panelW]
+		in, quad := src[r/4*2*panelW:][:2*panelW], dst[r/4*4*panelW:][:4*panelW]
 		for c := range panelW {
-			b, sh := q4Pos(c)
-			quad[vnniPos(r%4, c)] = signedNibble(in[b], sh) ^ -128
+			b, sh := q4VnniPos(r%4, c)
+			quad[vnniPos(r%4, c)] = int8(in[b]>>sh&15) - 8 ^ -128
 		}
 	}
 	return &panels{k: K, n: np * panelW, np: np, q8: dst, vnni: true, qs: p.qs[jp*nb*panelW:][:np*nb*panelW]}

@@ -51,8 +51,8 @@ func pairRowsDone(dst, a, b []float32) int {
 //go:noescape
 func q4ToQ8Asm(dst *int8, src *byte, quads int)
 
-// q4ToQ8Done widens what q4ToQ8Asm can of rows Q4 k-rows (whole quads)
-// and returns how many k-rows it did.
+// q4ToQ8Done widens what q4ToQ8Asm can of rows k-rows of Q4 panels in the
+// int8 unit's order (whole quads) and returns how many k-rows it did.
 func q4ToQ8Done(dst []int8, src []byte, rows int) int {
 	n := rows &^ 3
 	if !hasI8() || n == 0 {
@@ -95,15 +95,18 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
 		g := m / 8
 		ga, gd, gc := &x.gq[g*8*K], &x.gd[g*8*nb], &x.gc[g*8*nb]
+		if !pk.vnni {
+			panic("kernels: i8Asm of quantized panels not in the int8 unit's order")
+		}
 		if pk.q4 != nil {
 			i8q4m8(ga, gd, gc, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K, tp)
 		} else {
-			if !pk.vnni {
-				panic("kernels: i8Asm of Q8 panels not in the int8 unit's order")
-			}
 			i8q8m8(ga, gd, gc, &pk.q8[p*K*panelW], np, s, &c[0], uintptr(4*ldc), K, tp)
 		}
 		return true
+	}
+	if !pk.vnni {
+		panic("kernels: i8Asm of quantized panels not in the int8 unit's order")
 	}
 	if pk.q4 != nil { // one row, read in place (partI8)
 		if mr != 1 {
@@ -111,9 +114,6 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 		}
 		i8q4m1(a, lda, ad, ac, ald, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K)
 		return true
-	}
-	if !pk.vnni {
-		panic("kernels: i8Asm of Q8 panels not in the int8 unit's order")
 	}
 	b := &pk.q8[p*K*panelW]
 	switch mr {

@@ -344,34 +344,44 @@ func TestLinearBackwardInputInt8(t *testing.T) {
 	})
 }
 
-// TestQ8PanelOrders: a Q8 weight packed while UnitInt8 is in use holds
-// its panels in that unit's order (vnniPos), one packed under another unit
-// the natural order; a product on the other unit then converts a second
-// copy once, and every reader gives the same values and bits either way:
-// the products of both units, LinearBackwardInput, Row, At and Q8Blocks.
-func TestQ8PanelOrders(t *testing.T) {
+// TestQuantPanelOrders: a Q8 or Q4 weight packed while UnitInt8 is in use
+// holds its panels in that unit's order (vnniPos, q4VnniPos), one packed
+// under another unit the natural order; a product on the other unit then
+// converts a second copy once, and every reader gives the same values and
+// bits either way: the products of both units (Q4 on the int8 unit with
+// one row, read in place, and with three, widened), LinearBackwardInput,
+// Row, At and the blocks read back for export.
+func TestQuantPanelOrders(t *testing.T) {
+	for _, dt := range []DType{Q8, Q4} {
+		t.Run(dt.String(), func(t *testing.T) { testQuantPanelOrders(t, dt) })
+	}
+}
+
+func testQuantPanelOrders(t *testing.T, dt DType) {
 	r := rand.New(rand.NewPCG(17, 4))
 	const M, N, K = 3, 130, 192
 	src := randQuantSource(r, N, K)
 	in, dout := randSlice(r, M*K), randSlice(r, M*N)
 	type result struct {
-		exact, i8, dinp, row []float32
-		at                   float32
-		quants               []int8
-		scales               []uint16
+		exact, i8, i8row, dinp, row []float32
+		at                          float32
+		blocks                      []byte
 	}
 	run := func(t *testing.T, first Unit) (result, *Mat) {
-		w, err := Quantize(src, Q8)
+		w, err := Quantize(src, dt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		quants, scales := append([]int8(nil), w.Quants...), append([]uint16(nil), w.Scales...)
+		quants, scales := quantValues(w), append([]uint16(nil), w.Scales...)
+		stored := append(append([]byte(nil), w.Nibbles...), int8Bytes(w.Quants)...)
 		var res result
-		res.exact, res.i8, res.dinp, res.row = make([]float32, M*N), make([]float32, M*N), make([]float32, M*K), make([]float32, K)
+		res.exact, res.i8, res.i8row = make([]float32, M*N), make([]float32, M*N), make([]float32, N)
+		res.dinp, res.row = make([]float32, M*K), make([]float32, K)
 		products := map[Unit]func(t *testing.T){
 			UnitFP32: func(t *testing.T) { Linear(res.exact, in, w, nil, M) },
 			UnitInt8: func(t *testing.T) {
 				Linear(res.i8, in, w, nil, M)
+				Linear(res.i8row, in, w, nil, 1)
 				LinearBackwardInput(res.dinp, dout, w, M)
 			},
 		}
@@ -387,12 +397,22 @@ func TestQ8PanelOrders(t *testing.T) {
 		if w.alt.Load() == nil || w.alt.Load().vnni == w.pk.Load().vnni {
 			t.Fatalf("after a product on %v: no second copy in the other order", second)
 		}
-		sameBits(t, "int8 product", res.i8, linearI8Ref(in, M, K, quants, scales, N, nil))
+		want := linearI8Ref(in, M, K, quants, scales, N, nil)
+		sameBits(t, "int8 product", res.i8, want)
+		sameBits(t, "int8 product of one row", res.i8row, want[:N])
 		w.Row(res.row, N-1)
 		res.at = w.At(N-2, K-1)
-		res.quants, res.scales = w.Q8Blocks()
-		if !slices.Equal(res.quants, quants) || !slices.Equal(res.scales, scales) {
-			t.Fatalf("packed under %v: Q8Blocks differ from the weight's own", first)
+		var back []byte
+		var backScales []uint16
+		if dt == Q8 {
+			var q []int8
+			q, backScales = w.Q8Blocks()
+			back = int8Bytes(q)
+		} else {
+			back, backScales = w.Q4Blocks()
+		}
+		if !slices.Equal(back, stored) || !slices.Equal(backScales, scales) {
+			t.Fatalf("packed under %v: the blocks read back differ from the weight's own", first)
 		}
 		return res, w
 	}
@@ -402,7 +422,7 @@ func TestQ8PanelOrders(t *testing.T) {
 	sameBits(t, "input gradient", a.dinp, b.dinp)
 	sameBits(t, "Row", a.row, b.row)
 	sameBits(t, "At", []float32{a.at}, []float32{b.at})
-	if got, want := wa.PackedBytes(), 2*N/panelW*K*panelW; got < want {
+	if got, want := wa.PackedBytes(), 2*len(wa.pk.Load().q8)+2*len(wa.pk.Load().q4); got < want {
 		t.Errorf("PackedBytes %d with both orders, want at least %d", got, want)
 	}
 }

@@ -161,7 +161,7 @@ type Mat struct {
 	packOnce sync.Once                 // builds the first packed copy, pk or dp (Mat.pack)
 	mu       sync.Mutex                // builds the other of pk and dp later
 	pk       atomic.Pointer[panels]    // lazily built panel copy of the weights, see panels.go
-	alt      atomic.Pointer[panels]    // Q8: the panels in the other order, if a unit asked for it (q8Panels)
+	alt      atomic.Pointer[panels]    // Q8, Q4: the panels in the other order, if a unit asked for it (quantPanels)
 	dp       atomic.Pointer[[]float32] // the weight rounded to bf16 pairs for UnitBF16's products (dp.go)
 }
 

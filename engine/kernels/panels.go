@@ -36,8 +36,8 @@ type panels struct {
 	bf16     []uint16  // BF16 weights, interleaved
 	f16      []uint16  // F16 weights, natural order
 	q8       []int8    // Q8 weights, natural order (quant.go), or the int8 unit's if vnni
-	vnni     bool      // q8 is in the int8 unit's order (vnniPos)
-	q4       []byte    // Q4 weights, signed nibbles, 32 bytes a k-row (quant.go)
+	q4       []byte    // Q4 weights, signed nibbles, 32 bytes a k-row (quant.go), or the int8 unit's order if vnni
+	vnni     bool      // q8 or q4 is in the int8 unit's order (vnniPos, q4VnniPos)
 	qs       []uint16  // Q8, Q4 fp16 scales: panel p, block g, column j at p*(K/32)*64 + g*64 + j
 }
 
@@ -57,6 +57,18 @@ func (p *panels) bytes() int {
 // weights decoded at 0.91× the speed (a cold q8 decoding step, alternated
 // in one process).
 func vnniPos(k, j int) int { return k/4*256 + j/4%4*64 + j/16*16 + j%4*4 + k%4 }
+
+// q4VnniPos is the byte and the shift of the nibble, within a Q4 panel in
+// the int8 unit's order, of the weight at k-row k, column j (< 64), which
+// it holds as n = q+8 (GGML's nibble): a quad of k-rows is 128 bytes,
+// whose first 64 hold vnniPos's u0 in their low nibbles and u1 in their
+// high ones, the next 64 u2 and u3. The kernels split a quad with two
+// ANDs and a shift instead of a flip, a split, two permutes and the
+// unpacks of vnniPos.
+func q4VnniPos(k, j int) (int, uint) {
+	i := j / 4 % 4
+	return k/4*128 + i/2*64 + j/16*16 + j%4*4 + k%4, uint(4 * (i % 2))
+}
 
 // panelPad is the number of zero elements after the last panel, so that
 // 32-bit loads of the last 16-bit element stay inside the allocation.
@@ -201,7 +213,7 @@ func (m *Mat) PackedBytes() int {
 		n += p.bytes()
 	}
 	if p := m.alt.Load(); p != nil {
-		n += len(p.q8)
+		n += len(p.q8) + len(p.q4)
 	}
 	if d := m.dp.Load(); d != nil {
 		n += 4 * len(*d)
@@ -219,8 +231,8 @@ func (m *Mat) LinearBytes() int {
 		}
 		return 0
 	}
-	if m.DType == Q8 {
-		if p := m.loadQ8(m.i8Unit()); p != nil {
+	if m.DType == Q8 || m.DType == Q4 {
+		if p := m.loadQuant(m.i8Unit()); p != nil {
 			return p.bytes()
 		}
 		return 0
@@ -231,14 +243,14 @@ func (m *Mat) LinearBytes() int {
 	return 0
 }
 
-// q8Panels returns the panels of a Q8 m in the int8 unit's order (vnni)
-// or the natural one, building them on first use: packing makes the order
-// of the unit in use then, and a later product on the other unit (tests
-// that switch units; SetUnit) converts a second copy once. Any other m's
-// panels are returned as they are.
-func (m *Mat) q8Panels(vnni bool) *panels {
+// quantPanels returns the panels of a Q8 or Q4 m in the int8 unit's order
+// (vnni) or the natural one, building them on first use: packing makes the
+// order of the unit in use then, and a later product on the other unit
+// (tests that switch units; SetUnit) converts a second copy once. Any
+// other m's panels are returned as they are.
+func (m *Mat) quantPanels(vnni bool) *panels {
 	p := m.panels()
-	if m.DType != Q8 || p.vnni == vnni {
+	if m.DType != Q8 && m.DType != Q4 || p.vnni == vnni {
 		return p
 	}
 	if a := m.alt.Load(); a != nil {
@@ -247,13 +259,14 @@ func (m *Mat) q8Panels(vnni bool) *panels {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.alt.Load() == nil {
-		m.alt.Store(p.reorderQ8())
+		m.alt.Store(p.reorderQuant())
 	}
 	return m.alt.Load()
 }
 
-// loadQ8 is the Q8 panels of m in the order asked for, nil if not built.
-func (m *Mat) loadQ8(vnni bool) *panels {
+// loadQuant is the quantized panels of m in the order asked for, nil if
+// not built.
+func (m *Mat) loadQuant(vnni bool) *panels {
 	for _, p := range []*panels{m.pk.Load(), m.alt.Load()} {
 		if p != nil && p.vnni == vnni {
 			return p
@@ -262,29 +275,54 @@ func (m *Mat) loadQ8(vnni bool) *panels {
 	return nil
 }
 
-// reorderQ8 returns a copy of Q8 panels in the other order (sharing the
-// scales).
-func (p *panels) reorderQ8() *panels {
+// reorderQuant returns a copy of Q8 or Q4 panels in the other order
+// (sharing the scales).
+func (p *panels) reorderQuant() *panels {
 	r := *p
 	r.vnni = !p.vnni
-	r.q8 = packed[int8](len(p.q8), 0)
-	K := p.k
-	spread(len(p.q8), min(runtime.GOMAXPROCS(0), p.np), func(w, t int) {
+	if p.q4 != nil {
+		r.q4 = packed[byte](len(p.q4), 0)
+	} else {
+		r.q8 = packed[int8](len(p.q8), 0)
+	}
+	spread(p.np*p.k*panelW, min(runtime.GOMAXPROCS(0), p.np), func(w, t int) {
 		for q := w; q < p.np; q += t {
-			src, dst := p.q8[q*K*panelW:][:K*panelW], r.q8[q*K*panelW:][:K*panelW]
-			for k := range K {
+			for k := range p.k {
 				for j := range panelW {
-					nat, vn := k*panelW+j, vnniPos(k, j)
-					if p.vnni {
-						dst[nat] = src[vn] ^ -128
+					n := q*panelW + j
+					if p.q4 != nil {
+						r.setQ4(n, k, p.q4Nibble(n, k))
 					} else {
-						dst[vn] = src[nat] ^ -128
+						r.setQ8(n, k, p.q8At(n, k))
 					}
 				}
 			}
 		}
 	})
 	return &r
+}
+
+// setQ8 stores weight (n, k) of Q8 panels in their order.
+func (p *panels) setQ8(n, k int, v int8) {
+	base := (n / panelW) * p.k * panelW
+	if p.vnni {
+		p.q8[base+vnniPos(k, n%panelW)] = v ^ -128
+	} else {
+		p.q8[base+k*panelW+n%panelW] = v
+	}
+}
+
+// setQ4 stores weight (n, k) of Q4 panels (the signed q = n−8) in their
+// order, into a nibble still zero.
+func (p *panels) setQ4(n, k, q int) {
+	base := (n / panelW) * p.k * panelW / 2
+	if p.vnni {
+		b, sh := q4VnniPos(k, n%panelW)
+		p.q4[base+b] |= byte(q+8) << sh
+	} else {
+		b, sh := q4Pos(n % panelW)
+		p.q4[base+k*panelW/2+b] |= byte(q&15) << sh
+	}
 }
 
 // q8At returns weight (n, k) of Q8 panels, as stored in either order.
@@ -298,7 +336,7 @@ func (p *panels) q8At(n, k int) int8 {
 
 func buildPanels(m *Mat) *panels {
 	N, K := m.Rows, m.Cols
-	p := &panels{k: K, n: N, np: (N + panelW - 1) / panelW, vnni: m.DType == Q8 && m.i8Unit()}
+	p := &panels{k: K, n: N, np: (N + panelW - 1) / panelW, vnni: (m.DType == Q8 || m.DType == Q4) && m.i8Unit()}
 	size := p.np * K * panelW
 	switch m.DType {
 	case F32:

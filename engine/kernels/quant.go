@@ -353,6 +353,10 @@ func q4Pos(j int) (byteOff int, shift uint) {
 
 // q4Nibble returns weight (n, k) of Q4 panels as the signed n−8.
 func (p *panels) q4Nibble(n, k int) int {
+	if p.vnni {
+		b, sh := q4VnniPos(k, n%panelW)
+		return int(p.q4[(n/panelW)*p.k*panelW/2+b]>>sh&15) - 8
+	}
 	b, sh := q4Pos(n % panelW)
 	return int(signedNibble(p.q4[(n/panelW)*p.k*panelW/2+k*panelW/2+b], sh))
 }
@@ -366,17 +370,26 @@ func signedNibble(b byte, sh uint) int8 { return int8(b>>sh<<4) >> 4 }
 func (p *panels) fillQuant(m *Mat, q, j int) {
 	K, G := p.k, p.k/qBlock
 	n := q*panelW + j
-	if m.DType == Q8 && p.vnni {
+	switch {
+	case m.DType == Q8 && p.vnni:
 		dst := p.q8[q*K*panelW:][:K*panelW]
 		for k, v := range m.Quants[n*K : (n+1)*K] {
 			dst[vnniPos(k, j)] = v ^ -128
 		}
-	} else if m.DType == Q8 {
+	case m.DType == Q4 && p.vnni:
+		dst := p.q4[q*K*panelW/2:][:K*panelW/2]
+		src := m.Nibbles[n*K/2 : (n+1)*K/2]
+		for k := range K {
+			v := src[k/qBlock*qBlock/2+k%(qBlock/2)] >> (4 * (k % qBlock / (qBlock / 2)))
+			b, sh := q4VnniPos(k, j)
+			dst[b] |= (v & 15) << sh
+		}
+	case m.DType == Q8:
 		dst := p.q8[q*K*panelW+j:]
 		for k, v := range m.Quants[n*K : (n+1)*K] {
 			dst[k*panelW] = v
 		}
-	} else {
+	default:
 		b, sh := q4Pos(j)
 		dst := p.q4[q*K*panelW/2+b:]
 		src := m.Nibbles[n*K/2 : (n+1)*K/2]
@@ -450,6 +463,14 @@ func packPanelsTQuant(dst []float32, doff int, p *panels, pc, kc, col0, ncols in
 				for r, h := range ss {
 					sc[r] = tab[h]
 				}
+			}
+			if p.q4 != nil && p.vnni {
+				src := p.q4[(n/panelW)*K*panelW/2+k/4*2*panelW:][:2*panelW]
+				for r := range run {
+					b, sh := q4VnniPos(k%4, j0+r)
+					d[r*panelW+j] = float32(int(src[b]>>sh&15)-8) * sc[r]
+				}
+				continue
 			}
 			if p.q4 != nil {
 				src := p.q4[(n/panelW)*K*panelW/2+k*panelW/2:][:panelW/2]

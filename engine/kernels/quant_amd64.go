@@ -227,6 +227,9 @@ func packTQ8_256(dst *float32, q *int8, s *uint16, groups, kg int)
 func packTQ8V_256(dst *float32, q *int8, s *uint16, kg int)
 
 //go:noescape
+func packTQ4V_256(dst *float32, q *byte, s *uint16, kg int)
+
+//go:noescape
 func packTQ4_256(dst *float32, q *byte, s *uint16, groups, kg, high int)
 
 // packPanelsTQuantAsm packs the leading rows of packPanelsTQuant's block
@@ -250,6 +253,13 @@ func packPanelsTQuantAsm(dst []float32, doff int, p *panels, pc, kc, col0, ncols
 		d := pf(dst, doff+done*panelW)
 		s := &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j0]
 		switch {
+		case p.q4 != nil && p.vnni:
+			base := (n/panelW)*K*panelW/2 + col0/4*2*panelW
+			for g := range groups {
+				j := j0 + 8*g
+				b, _ := q4VnniPos(0, j)
+				packTQ4V_256(pf(dst, doff+(done+8*g)*panelW), &p.q4[base+b], &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j], ncols/8)
+			}
 		case p.q4 != nil:
 			b, _ := q4Pos(j0)
 			packTQ4_256(d, &p.q4[(n/panelW)*K*panelW/2+col0*panelW/2+b], s, groups, ncols/8, j0%16/8)

@@ -233,11 +233,8 @@ func testPackPanelsTQuant(t *testing.T, dt DType) {
 			t.Fatal(err)
 		}
 		deq := Dequantize(w).F32
-		orders := []*panels{w.panels()}
-		if dt == Q8 { // natural, and the int8 unit's order (vnniPos)
-			orders = append(orders, orders[0].reorderQ8())
-		}
-		for _, p := range orders {
+		// Natural, and the int8 unit's order (vnniPos, q4VnniPos).
+		for _, p := range []*panels{w.panels(), w.panels().reorderQuant()} {
 			testPackPanelsTQuantOf(t, p, deq, dt, K)
 		}
 	})

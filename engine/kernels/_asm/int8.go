@@ -50,10 +50,7 @@ var int8Data = func() string {
 		s += fmt.Sprintf("DATA i8pairs<>+%d(SB)/2, $%d\n", 2*i, i/2+16*(i%2))
 	}
 	s += "GLOBL i8pairs<>(SB), RODATA|NOPTR, $64\n"
-	for i, v := range []int{0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15} {
-		s += fmt.Sprintf("DATA i8q4rows<>+%d(SB)/8, $%d\n", 8*i, v)
-	}
-	return s + "GLOBL i8q4rows<>(SB), RODATA|NOPTR, $128\n"
+	return s
 }()
 
 // prefetchI8 is how far ahead (bytes) the int8 kernels prefetch the
@@ -72,6 +69,12 @@ var prefetchI8 = 1024
 // prefetchI8 (1 KiB: 11.1–12.4 ms a single sequence's step, 512 B
 // 11.5–12.8, 2 KiB 14.3–16.6, 4 KiB 13.4–15.2).
 const prefetchI8M8 = 4096
+
+// prefetchI8Q4 is how far ahead (bytes) the one-row kernel and the
+// widening of Q4 panels prefetch them. A cold single sequence's step over
+// Q4 panels (variants alternated in one process, three runs): 1 KiB
+// 8.0–8.8 ms, 2 KiB 7.4–8.5, 4 KiB 7.3–8.2, 8 KiB 7.1–8.1.
+const prefetchI8Q4 = 8192
 
 // kernelI8Q8 emits i8q8m{mr}: mr rows × 64 columns per panel over np
 // contiguous Q8 panels and all of K, stored to C.
@@ -98,12 +101,11 @@ func kernelI8Q8(g *gen, mr int) { kernelI8(g, "q8", mr) }
 
 // kernelI8 emits i8{dt}m{mr}: kernelI8Q8, or for dt "q4" (one row) the
 // same over Q4 panels read in place (a decoding row: no widened copy).
-// A quad of Q4 k-rows is two zmm of nibbles; flipping their sign bits
-// (XOR 0x88) gives each weight as n = q+8, unsigned, and splitting the
-// nibbles and interleaving qwords gives the four k-rows in column order,
-// which two rounds of unpacks (interleaveQuad) turn into u0..u3. The sums
-// then count 8·Σq instead of 128·Σq beyond Σ w·q: the block's correction
-// arithmetically shifted right by 4.
+// Q4 panels in the int8 unit's order (package kernels' q4VnniPos) hold a
+// quad of k-rows in two zmm of nibbles, each weight as n = q+8: u0 in the
+// first's low nibbles, u1 in its high ones, u2 and u3 in the second's
+// (splitQ4). The sums then count 8·Σq instead of 128·Σq beyond Σ w·q: the
+// block's correction arithmetically shifted right by 4.
 func kernelI8(g *gen, dt string, mr int) {
 	q4 := dt == "q4"
 	name := fmt.Sprintf("i8%sm%d", dt, mr)
@@ -119,12 +121,8 @@ func kernelI8(g *gen, dt string, mr int) {
 	row := func(base string, m int, d int) string { return rowAddr([3]string{base}, stride[base], m, d) }
 	i8Args(g)
 	if q4 {
-		g.p("MOVL $0x88888888, AX")
-		g.p("VPBROADCASTD AX, Z30")
 		g.p("MOVL $0x0f0f0f0f, AX")
 		g.p("VPBROADCASTD AX, Z6")
-		g.p("VMOVDQU64 i8q4rows<>+0(SB), Z7")
-		g.p("VMOVDQU64 i8q4rows<>+64(SB), Z8")
 	}
 	g.label(name + "_panel")
 	for m := range mr {
@@ -152,11 +150,10 @@ func kernelI8(g *gen, dt string, mr int) {
 	g.p("MOVQ $8, R14")
 	g.label(name + "_quad")
 	if q4 {
-		for h := range 2 { // k-rows 2h, 2h+1 into Z24+2h, Z25+2h
-			g.p("PREFETCHT0 %d(BX)", 64*h+4*prefetchI8)
-			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), q4Regs{flip: 30, mask: 6, lo: 4, hi: 5, idx0: 7, idx1: 8, out0: 24 + 2*h, out1: 25 + 2*h})
+		for h := range 2 { // u2h, u2h+1
+			g.p("PREFETCHT0 %d(BX)", 64*h+prefetchI8Q4)
+			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), 6, quadU[2*h], quadU[2*h+1])
 		}
-		interleaveQuad(g)
 	} else {
 		loadQuad(g, 0, "BX", prefetchI8)
 	}
@@ -214,9 +211,9 @@ func kernelI8(g *gen, dt string, mr int) {
 
 // kernelI8M8 emits i8{dt}m8: kernelI8Q8's sums for 8 rows at once (a
 // decoding group, or eight rows of a prompt), reading each panel from
-// memory once; for dt "q4" over Q4 panels read in place, each quad of
-// k-rows widened as kernelI8 widens them for one row (weights n = q+8,
-// corrections shifted right by 4).
+// memory once, in place; for dt "q4" over Q4 panels in the int8 unit's
+// order, each half quad's nibbles split as kernelI8 splits them for one
+// row (weights n = q+8, corrections shifted right by 4).
 //
 //	a+0 ad+8 ac+16 b+24 np+32 s+40 c+48 ldc+56 k+64 t+72
 //
@@ -228,48 +225,23 @@ func kernelI8(g *gen, dt string, mr int) {
 // Eight rows of 64 int32 sums would take every register, so each block of
 // 32 k-rows is summed in two halves of the panel, u0,u1 then u2,u3: 16
 // accumulators (8 rows × 2) started at the rows' corrections, each
-// VPDPBUSD a register of weights and a row's broadcast quad. Q8 panels
-// are read in place, the next block prefetched while this one is summed;
-// Q4 ones are widened and interleaved into a 2 KiB buffer of t (quad i's
-// u0..u3 at 256i) the block before they are summed, into t's other
-// buffer, a quad every other step, so the loads from memory overlap the
-// products instead of stalling them. The fp32 accumulators are t[4096:]
-// (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8 adds to
-// its registers; after a panel's last block each row goes back to column
-// order into C.
+// VPDPBUSD a register of weights and a row's broadcast quad, the panel
+// prefetched a few KiB ahead (prefetchI8M8). The fp32 accumulators are
+// t[4096:] (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8
+// adds to its registers; after a panel's last block each row goes back to
+// column order into C.
 func kernelI8M8(g *gen, dt string) {
 	q4 := dt == "q4"
 	name := "i8" + dt + "m8"
-	bType, block := "*int8", 2048 // a block's bytes of weights
+	bType, block, quad, ahead := "*int8", 2048, 256, prefetchI8M8 // a block's and a quad's bytes of weights
 	if q4 {
-		bType, block = "*byte", 1024
+		bType, block, quad, ahead = "*byte", 1024, 128, prefetchI8M8/2
 	}
 	g.text(name, 80, fmt.Sprintf("func %s(a *int8, ad *float32, ac *int32, b %s, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)", name, bType))
 	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 2*r+i) }
 	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 4096+256*r+64*i) }
-	// interleave widens and interleaves Q4 quad q of the block at BX into
-	// buf, prefetching the block after it.
-	interleave := func(q int, buf string) {
-		for h := range 2 { // two pairs of k-rows, 64 bytes each, widened into Z24..Z27
-			mem := fmt.Sprintf("%d(BX)", 128*q+64*h)
-			g.p("PREFETCHT0 %d(BX)", block+128*q+64*h)
-			g.p("VPXORD %s, Z30, Z28", mem)
-			g.p("VPSRLW $4, Z28, Z29")
-			g.p("VPANDD.BCST i8consts<>+12(SB), Z28, Z28")
-			g.p("VPANDD.BCST i8consts<>+12(SB), Z29, Z29")
-			g.p("VMOVDQU64 i8q4rows<>+0(SB), Z%d", 24+2*h)
-			g.p("VPERMI2Q Z29, Z28, Z%d", 24+2*h)
-			g.p("VMOVDQU64 i8q4rows<>+64(SB), Z%d", 25+2*h)
-			g.p("VPERMI2Q Z29, Z28, Z%d", 25+2*h)
-		}
-		interleaveQuad(g)
-		for i, u := range quadU {
-			g.p("VMOVDQA64 %s, %d(%s)", u, 256*q+64*i, buf)
-		}
-	}
-	// body sums the block at src (Q8: the panel's, BX; Q4: interleaved,
-	// R9), for Q4 interleaving the next one (at BX) into R15 if next.
-	body := func(next bool, src string) {
+	// body sums the block at BX.
+	body := func() {
 		// The block's column scales, in each ui's column order (Z18+i).
 		columnScales(g, 24, 18)
 		for h := range 2 {
@@ -281,15 +253,16 @@ func kernelI8M8(g *gen, dt string) {
 				g.p("VMOVDQA64 %s, %s", acc(r, 0), acc(r, 1))
 			}
 			for q := range 8 {
-				if q4 && next && q%2 == 0 {
-					interleave(4*h+q/2, "R15")
-				}
-				for i := range 2 {
-					off := 256*q + 64*(2*h+i)
-					if !q4 {
-						g.p("PREFETCHT0 %d(%s)", prefetchI8M8+off, src)
+				if q4 { // u2h, u2h+1: one zmm of nibbles
+					off := quad*q + 64*h
+					g.p("PREFETCHT0 %d(BX)", ahead+off)
+					splitQ4(g, fmt.Sprintf("%d(BX)", off), 30, "Z16", "Z17")
+				} else {
+					for i := range 2 {
+						off := quad*q + 64*(2*h+i)
+						g.p("PREFETCHT0 %d(BX)", ahead+off)
+						g.p("VMOVDQU64 %d(BX), Z%d", off, 16+i)
 					}
-					g.p("VMOVDQU64 %d(%s), Z%d", off, src, 16+i)
 				}
 				for r := range 8 {
 					g.p("VPBROADCASTD %d(R11), Z%d", 32*q+4*r, 22+r%2)
@@ -318,15 +291,8 @@ func kernelI8M8(g *gen, dt string) {
 	g.p("MOVQ ldc+56(FP), R8")
 	g.p("MOVQ t+72(FP), DI")
 	if q4 {
-		g.p("MOVL $0x88888888, AX")
+		g.p("MOVL $0x0f0f0f0f, AX")
 		g.p("VPBROADCASTD AX, Z30")
-		g.p("MOVQ DI, R9")
-		g.p("LEAQ 2048(DI), R15")
-		// The first block, before the loop.
-		for q := range 8 {
-			interleave(q, "R9")
-		}
-		g.p("ADDQ $%d, BX", block)
 	}
 	g.label(name + "_panel")
 	clearTile(g, 8, tile)
@@ -336,23 +302,8 @@ func kernelI8M8(g *gen, dt string) {
 	g.p("MOVQ k+64(FP), AX")
 	g.p("SHRQ $5, AX")
 	g.label(name + "_block")
-	if q4 {
-		// A next block: this panel's, or the next panel's first.
-		g.p("CMPQ AX, $1")
-		g.p("JNE %s_next", name)
-		g.p("CMPQ CX, $1")
-		g.p("JNE %s_next", name)
-		body(false, "R9")
-		g.p("JMP %s_summed", name)
-		g.label(name + "_next")
-		body(true, "R9")
-		g.p("ADDQ $%d, BX", block)
-		g.label(name + "_summed")
-		g.p("XCHGQ R9, R15")
-	} else {
-		body(false, "BX")
-		g.p("ADDQ $%d, BX", block)
-	}
+	body()
+	g.p("ADDQ $%d, BX", block)
 	g.p("ADDQ $256, R11")
 	g.p("ADDQ $32, R12")
 	g.p("ADDQ $32, R13")
@@ -480,22 +431,8 @@ func loadQuad(g *gen, off int, base string, ahead int) {
 	}
 }
 
-// quadU are the registers interleaveQuad leaves u0..u3 in.
-var quadU = [4]string{"Z24", "Z25", "Z28", "Z27"}
-
-// interleaveQuad interleaves four k-rows of 64 bytes, Z24..Z27, by two
-// rounds of unpacks into quadU: dword d of lane L of ui holds the four
-// k-rows of column 16L+4i+d (Z26 and Z29 are clobbered).
-func interleaveQuad(g *gen) {
-	g.p("VPUNPCKHBW Z25, Z24, Z28")
-	g.p("VPUNPCKLBW Z25, Z24, Z24")
-	g.p("VPUNPCKHBW Z27, Z26, Z29")
-	g.p("VPUNPCKLBW Z27, Z26, Z26")
-	g.p("VPUNPCKHWD Z26, Z24, Z25")
-	g.p("VPUNPCKLWD Z26, Z24, Z24")
-	g.p("VPUNPCKHWD Z29, Z28, Z27")
-	g.p("VPUNPCKLWD Z29, Z28, Z28")
-}
+// quadU are the registers the kernels load u0..u3 of a quad into.
+var quadU = [4]string{"Z24", "Z25", "Z26", "Z27"}
 
 // columnOrder puts one row's sums a0..a3 (ai's lane L holds columns
 // 16L+4i..+3, the order of quadU) back into column order, in place, by a
@@ -647,14 +584,10 @@ func pairRows(g *gen) {
 	g.ret()
 }
 
-// q4ToQ8 emits q4ToQ8Asm: Q4 panel k-rows (32 bytes: byte 8s+i holds
-// column 16s+i in its low nibble and 16s+8+i in its high one, each the
-// signed n−8) as quads of a Q8 panel in the int8 unit's order (u0..u3,
-// each weight q+128), four k-rows at a time: per pair of k-rows the sign
-// bits flipped (XOR 0x88: each nibble becomes n = q+8), the nibbles split,
-// less 0x88 (n−136 ≡ q+128 mod 256), and the qwords of the low and high
-// halves interleaved (VPERMI2Q) into column order; then the quad's four
-// k-rows interleaved as the kernels read them (interleaveQuad).
+// q4ToQ8 emits q4ToQ8Asm: quads of Q4 panels in the int8 unit's order
+// (two zmm of nibbles n = q+8) as quads of Q8 panels in that order (u0..u3,
+// each weight q+128), for the kernels of 2 to 6 rows: each zmm's nibbles
+// split (splitQ4), plus 120.
 //
 //	dst+0 src+8 quads+16
 func q4ToQ8(g *gen) {
@@ -664,20 +597,19 @@ func q4ToQ8(g *gen) {
 	g.p("MOVQ quads+16(FP), CX")
 	g.p("TESTQ CX, CX")
 	g.p("JEQ q4_done")
-	g.p("MOVL $0x88888888, AX")
-	g.p("VPBROADCASTD AX, Z30")
 	g.p("MOVL $0x0f0f0f0f, AX")
 	g.p("VPBROADCASTD AX, Z31")
-	g.p("VMOVDQU64 i8q4rows<>+0(SB), Z22")
-	g.p("VMOVDQU64 i8q4rows<>+64(SB), Z23")
+	g.p("MOVL $0x78787878, AX")
+	g.p("VPBROADCASTD AX, Z30")
 	g.label("q4_loop")
-	g.p("PREFETCHT0 %d(SI)", 4*prefetchI8) // Q4 bytes: 0.73× the exact Q4 kernels' speed streaming an LM head at 1 KiB ahead, 0.85-0.89× at 4-8 KiB
+	g.p("PREFETCHT0 %d(SI)", prefetchI8Q4)
+	g.p("PREFETCHT0 %d(SI)", prefetchI8Q4+64)
 	for h := range 2 {
-		splitQ4(g, fmt.Sprintf("%d(SI)", 64*h), q4Regs{flip: 30, mask: 31, eight: 30, lo: 20, hi: 21, idx0: 22, idx1: 23, out0: 24 + 2*h, out1: 25 + 2*h})
-	}
-	interleaveQuad(g)
-	for i, u := range quadU {
-		g.p("VMOVDQU64 %s, %d(DI)", u, 64*i)
+		splitQ4(g, fmt.Sprintf("%d(SI)", 64*h), 31, "Z0", "Z1")
+		for i := range 2 {
+			g.p("VPADDB Z30, Z%d, Z%d", i, i)
+			g.p("VMOVDQU64 Z%d, %d(DI)", i, 128*h+64*i)
+		}
 	}
 	g.p("ADDQ $128, SI")
 	g.p("ADDQ $256, DI")
@@ -687,27 +619,11 @@ func q4ToQ8(g *gen) {
 	g.ret()
 }
 
-// q4Regs names the zmm registers of splitQ4: constants flip (0x88 bytes),
-// mask (0x0f), eight (0x08, or 0: values stay n = q+8) and the k-row
-// interleaving indexes idx0, idx1 (i8q4rows<>); temporaries lo, hi; the
-// two k-rows out0, out1.
-type q4Regs struct{ flip, mask, eight, lo, hi, idx0, idx1, out0, out1 int }
-
-// splitQ4 emits the widening of two Q4 k-rows at mem into two k-rows of
-// bytes in column order: each nibble as n (its sign bit flipped), less 8
-// when r.eight is set (then the signed q), the low and high nibbles'
-// qwords interleaved.
-func splitQ4(g *gen, mem string, r q4Regs) {
-	g.p("VPXORD %s, Z%d, Z%d", mem, r.flip, r.lo)
-	g.p("VPSRLW $4, Z%d, Z%d", r.lo, r.hi)
-	for _, z := range []int{r.lo, r.hi} {
-		g.p("VPANDD Z%d, Z%d, Z%d", r.mask, z, z)
-		if r.eight != 0 {
-			g.p("VPSUBB Z%d, Z%d, Z%d", r.eight, z, z)
-		}
-	}
-	g.p("VMOVDQA64 Z%d, Z%d", r.idx0, r.out0)
-	g.p("VPERMI2Q Z%d, Z%d, Z%d", r.hi, r.lo, r.out0)
-	g.p("VMOVDQA64 Z%d, Z%d", r.idx1, r.out1)
-	g.p("VPERMI2Q Z%d, Z%d, Z%d", r.hi, r.lo, r.out1)
+// splitQ4 emits the split of the 64 bytes at mem (one zmm of a Q4 quad in
+// the int8 unit's order) into its low nibbles, lo, and its high ones, hi:
+// bytes 0..15 (mask: the zmm register of 0x0f bytes).
+func splitQ4(g *gen, mem string, mask int, lo, hi string) {
+	g.p("VPSRLW $4, %s, %s", mem, hi)
+	g.p("VPANDD %s, Z%d, %s", mem, mask, lo)
+	g.p("VPANDD Z%d, %s, %s", mask, hi, hi)
 }

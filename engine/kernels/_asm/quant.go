@@ -27,7 +27,8 @@ func writeQuant(dir string) {
 	for _, dt := range []quantType{q8, q4} {
 		packT256q(&g, dt)
 	}
-	packT256q8v(&g)
+	packT256v(&g, q8)
+	packT256v(&g, q4)
 	write(filepath.Join(dir, "matmul_quant_amd64.s"), g.b.Bytes())
 }
 
@@ -609,35 +610,54 @@ func packT256q(g *gen, dt quantType) {
 	g.ret()
 }
 
-// packT256q8v emits packTQ8V_256, packT256q's pack over Q8 panels in the
-// int8 unit's order (package kernels' vnniPos), for 8 weight rows: columns
-// c..c+7 of a panel (c a multiple of 8), whose four k-rows of a quad are a
-// dword each, columns c..c+3 in 16 bytes and c+4..c+7 in the 16 bytes 64
-// further. Two quads (8 k-rows) of those are 4 loads; unpacking their
-// dwords gives each row's 8 weights as a qword, which becomes its 8 packed
-// values: the sign bit flipped back (XOR 0x80), sign-extended, converted
-// and times the row's scale (d·q, exact, as packT256q computes it). No
-// transposition is left to do: the order already holds each column's
-// k-rows together.
+// packT256v emits packT{Q8,Q4}V_256, packT256q's pack over panels in the
+// int8 unit's order (package kernels' vnniPos, q4VnniPos), for 8 weight
+// rows: columns c..c+7 of a panel (c a multiple of 8), whose four k-rows
+// of a quad are a dword each. Q8: columns c..c+3 in 16 bytes and c+4..c+7
+// in the 16 bytes 64 further, each weight w+128; Q4: both in the same 16
+// bytes, c..c+3 in the low nibbles and c+4..c+7 in the high ones, each
+// weight q+8. Two quads (8 k-rows) of those are 4 loads (Q8) or 2 (Q4,
+// then split); unpacking their dwords gives each row's 8 weights as a
+// qword, which becomes its 8 packed values: back to the signed weight
+// (Q8: XOR 0x80, Q4: less 8), sign-extended, converted and times the
+// row's scale (d·q, exact, as packT256q computes it). No transposition
+// is left to do: the order already holds each column's k-rows together.
 //
 //	packTQ8V_256(dst *float32, q *int8, s *uint16, kg int)
+//	packTQ4V_256(dst *float32, q *byte, s *uint16, kg int)
 //
 // dst: packed row 0, column 0; rows 256 bytes apart. q: the 16 bytes of
 // columns c..c+3 in the quad of k-row k0 (k0 a multiple of 32); quads 256
-// bytes apart. s: the 8 fp16 scales of rows 0..7 in the block of k0;
-// blocks 128 bytes apart. kg: 8-column groups (4 or 8: 32 or 64 columns).
+// (Q8) or 128 (Q4) bytes apart. s: the 8 fp16 scales of rows 0..7 in the
+// block of k0; blocks 128 bytes apart. kg: 8-column groups (4 or 8: 32 or
+// 64 columns).
 //
 // Registers: X0..X6 the loads and their unpacking, Y8..Y15 the rows'
-// scales broadcast, X7 the sign bits.
-func packT256q8v(g *gen) {
-	g.text("packTQ8V_256", 32, "packTQ8V_256: transposing pack of 8 rows of q8 panels in the int8 unit's order to fp32 rows of 64 (AVX2+F16C).")
+// scales broadcast, X7 the sign bits (Q8) or 8s (Q4), X3 (Q4) 0x0f.
+func packT256v(g *gen, dt quantType) {
+	q4 := dt.name == "q4"
+	upper, quad := "Q8", 256
+	if q4 {
+		upper, quad = "Q4", 128
+	}
+	name := "packT" + upper + "V_256"
+	g.text(name, 32, name+": transposing pack of 8 rows of "+dt.name+" panels in the int8 unit's order to fp32 rows of 64 (AVX2+F16C).")
 	g.p("MOVQ dst+0(FP), DI")
 	g.p("MOVQ q+8(FP), SI")
 	g.p("MOVQ s+16(FP), R11")
 	g.p("MOVQ kg+24(FP), CX")
-	g.p("MOVL $0x80808080, AX")
+	if q4 {
+		g.p("MOVL $0x08080808, AX")
+	} else {
+		g.p("MOVL $0x80808080, AX")
+	}
 	g.p("MOVD AX, X7")
 	g.p("VPBROADCASTD X7, X7")
+	if q4 {
+		g.p("MOVL $0x0f0f0f0f, AX")
+		g.p("MOVD AX, X3")
+		g.p("VPBROADCASTD X3, X3")
+	}
 	g.p("XORQ R12, R12")
 	g.label("kgroup")
 	// A new block of 32 k-rows every 4 column groups: its scales.
@@ -649,27 +669,45 @@ func packT256q8v(g *gen) {
 	}
 	g.p("ADDQ $128, R11")
 	g.label("loads")
-	g.p("VMOVDQU (SI), X0")
-	g.p("VMOVDQU 256(SI), X1")
-	g.p("VMOVDQU 64(SI), X2")
-	g.p("VMOVDQU 320(SI), X3")
-	g.p("VPUNPCKLDQ X1, X0, X4") // rows 0, 1
-	g.p("VPUNPCKHDQ X1, X0, X5") // rows 2, 3
-	g.p("VPUNPCKLDQ X3, X2, X6") // rows 4, 5
-	g.p("VPUNPCKHDQ X3, X2, X0") // rows 6, 7
-	for i, x := range []int{4, 5, 6, 0} {
-		g.p("VPXOR X7, X%d, X%d", x, x)
-		g.p("VPMOVSXBD X%d, Y1", x)
+	if q4 { // X0, X1: columns c..c+3 of the two quads; X2, X4: c+4..c+7
+		g.p("VMOVDQU (SI), X0")
+		g.p("VMOVDQU %d(SI), X1", quad)
+		g.p("VPSRLW $4, X0, X2")
+		g.p("VPSRLW $4, X1, X4")
+		for _, x := range []int{0, 1, 2, 4} {
+			g.p("VPAND X3, X%d, X%d", x, x)
+		}
+		g.p("VPUNPCKLDQ X1, X0, X5") // rows 0, 1
+		g.p("VPUNPCKHDQ X1, X0, X6") // rows 2, 3
+		g.p("VPUNPCKLDQ X4, X2, X0") // rows 4, 5
+		g.p("VPUNPCKHDQ X4, X2, X1") // rows 6, 7
+	} else {
+		g.p("VMOVDQU (SI), X0")
+		g.p("VMOVDQU %d(SI), X1", quad)
+		g.p("VMOVDQU 64(SI), X2")
+		g.p("VMOVDQU %d(SI), X4", quad+64)
+		g.p("VPUNPCKLDQ X1, X0, X5") // rows 0, 1
+		g.p("VPUNPCKHDQ X1, X0, X6") // rows 2, 3
+		g.p("VPUNPCKLDQ X4, X2, X0") // rows 4, 5
+		g.p("VPUNPCKHDQ X4, X2, X1") // rows 6, 7
+	}
+	for i, x := range []int{5, 6, 0, 1} {
+		if q4 {
+			g.p("VPSUBB X7, X%d, X%d", x, x)
+		} else {
+			g.p("VPXOR X7, X%d, X%d", x, x)
+		}
 		g.p("VPSHUFD $0x4E, X%d, X2", x)
+		g.p("VPMOVSXBD X%d, Y4", x)
 		g.p("VPMOVSXBD X2, Y2")
-		for h, y := range []int{1, 2} {
+		for h, y := range []int{4, 2} {
 			r := 2*i + h
 			g.p("VCVTDQ2PS Y%d, Y%d", y, y)
 			g.p("VMULPS Y%d, Y%d, Y%d", 8+r, y, y)
 			g.p("VMOVUPS Y%d, %d(DI)", y, 256*r)
 		}
 	}
-	g.p("ADDQ $512, SI")
+	g.p("ADDQ $%d, SI", 2*quad)
 	g.p("ADDQ $32, DI")
 	g.p("INCQ R12")
 	g.p("CMPQ R12, CX")

@@ -91,7 +91,7 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 		if m%8 != 0 || (m+8)*K > len(x.gq) {
 			panic("kernels: i8Asm of 8 rows outside a group")
 		}
-		var t [6144 + 64]byte // 64 bytes aligned, see i8q8m8
+		var t [2048 + 64]byte // 64 bytes aligned, see i8q8m8
 		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
 		g := m / 8
 		ga, gd, gc := &x.gq[g*8*K], &x.gd[g*8*nb], &x.gc[g*8*nb]

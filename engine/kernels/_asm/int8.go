@@ -219,7 +219,7 @@ func kernelI8(g *gen, dt string, mr int) {
 //
 // a, ad, ac: the 8 rows' activations interleaved (q8Acts.gq): quad i of
 // row r at a[32i+4r], block g's scales and corrections at ad[8g+r] and
-// ac[8g+r]; b, np, s, c, ldc, k as kernelI8Q8's; t: 6 KiB of scratch, 64
+// ac[8g+r]; b, np, s, c, ldc, k as kernelI8Q8's; t: 2 KiB of scratch, 64
 // bytes aligned.
 //
 // Eight rows of 64 int32 sums would take every register, so each block of
@@ -227,7 +227,7 @@ func kernelI8(g *gen, dt string, mr int) {
 // accumulators (8 rows × 2) started at the rows' corrections, each
 // VPDPBUSD a register of weights and a row's broadcast quad, the panel
 // prefetched a few KiB ahead (prefetchI8M8). The fp32 accumulators are
-// t[4096:] (row r's ui at 4096+256r+64i), added to exactly as kernelI8Q8
+// in t (row r's ui at 256r+64i), added to exactly as kernelI8Q8
 // adds to its registers; after a panel's last block each row goes back to
 // column order into C.
 func kernelI8M8(g *gen, dt string) {
@@ -239,7 +239,7 @@ func kernelI8M8(g *gen, dt string) {
 	}
 	g.text(name, 80, fmt.Sprintf("func %s(a *int8, ad *float32, ac *int32, b %s, np int, s *uint16, c *float32, ldc uintptr, k int, t *byte)", name, bType))
 	acc := func(r, i int) string { return fmt.Sprintf("Z%d", 2*r+i) }
-	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 4096+256*r+64*i) }
+	tile := func(r, i int) string { return fmt.Sprintf("%d(DI)", 256*r+64*i) }
 	// body sums the block at BX.
 	body := func() {
 		// The block's column scales, in each ui's column order (Z18+i).

@@ -55,8 +55,9 @@ func linearJob(out, inp []float32, w *Mat, bias []float32, M int, prev *job) (j 
 		j.kind, j.bf = bPanelsF32, w.dpPanels()
 		return j, true
 	}
-	pk := w.quantPanels(w.i8Unit())
-	if w.i8Unit() {
+	i8 := w.i8Unit()
+	pk := w.quantPanels(i8)
+	if i8 {
 		j.kind, j.tp = bPanelsI8, pk
 		j.toI8(prev)
 		return j, true

@@ -83,6 +83,9 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 	if !hasI8() {
 		return false
 	}
+	if !pk.vnni { // Q8 or Q4 panels, in the order the kernels read
+		panic("kernels: i8Asm of quantized panels not in the int8 unit's order")
+	}
 	nb := K / qBlock
 	a, lda := &x.q[m*K], uintptr(K)
 	ad, ac, ald := &x.d[m*nb], &x.corr[m*nb], uintptr(4*nb)
@@ -95,18 +98,12 @@ func i8Asm(x *q8Acts, m, mr int, pk *panels, p, np, K int, c []float32, ldc int)
 		tp := &t[(64-uintptr(unsafe.Pointer(&t[0]))%64)%64]
 		g := m / 8
 		ga, gd, gc := &x.gq[g*8*K], &x.gd[g*8*nb], &x.gc[g*8*nb]
-		if !pk.vnni {
-			panic("kernels: i8Asm of quantized panels not in the int8 unit's order")
-		}
 		if pk.q4 != nil {
 			i8q4m8(ga, gd, gc, &pk.q4[p*K*panelW/2], np, s, &c[0], uintptr(4*ldc), K, tp)
 		} else {
 			i8q8m8(ga, gd, gc, &pk.q8[p*K*panelW], np, s, &c[0], uintptr(4*ldc), K, tp)
 		}
 		return true
-	}
-	if !pk.vnni {
-		panic("kernels: i8Asm of quantized panels not in the int8 unit's order")
 	}
 	if pk.q4 != nil { // one row, read in place (partI8)
 		if mr != 1 {

@@ -251,24 +251,23 @@ func packPanelsTQuantAsm(dst []float32, doff int, p *panels, pc, kc, col0, ncols
 		groups := min((kc-done)/8, (panelW-j0)/8)
 		_ = dst[doff+(done+8*groups)*panelW-1] // the loop writes 8·groups rows of 64
 		d := pf(dst, doff+done*panelW)
-		s := &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j0]
+		sbase := (n/panelW)*G*panelW + col0/qBlock*panelW
+		s := &p.qs[sbase+j0]
 		switch {
-		case p.q4 != nil && p.vnni:
-			base := (n/panelW)*K*panelW/2 + col0/4*2*panelW
+		case p.vnni: // 8 rows a call: groups of 8 columns are no fixed stride apart (vnniPos, q4VnniPos)
 			for g := range groups {
 				j := j0 + 8*g
-				b, _ := q4VnniPos(0, j)
-				packTQ4V_256(pf(dst, doff+(done+8*g)*panelW), &p.q4[base+b], &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j], ncols/8)
+				dg, sg := pf(dst, doff+(done+8*g)*panelW), &p.qs[sbase+j]
+				if p.q4 != nil {
+					b, _ := q4VnniPos(col0, j)
+					packTQ4V_256(dg, &p.q4[(n/panelW)*K*panelW/2+b], sg, ncols/8)
+				} else {
+					packTQ8V_256(dg, &p.q8[(n/panelW)*K*panelW+vnniPos(col0, j)], sg, ncols/8)
+				}
 			}
 		case p.q4 != nil:
 			b, _ := q4Pos(j0)
 			packTQ4_256(d, &p.q4[(n/panelW)*K*panelW/2+col0*panelW/2+b], s, groups, ncols/8, j0%16/8)
-		case p.vnni:
-			base := (n/panelW)*K*panelW + vnniPos(col0, 0)
-			for g := range groups {
-				j := j0 + 8*g
-				packTQ8V_256(pf(dst, doff+(done+8*g)*panelW), &p.q8[base+vnniPos(0, j)], &p.qs[(n/panelW)*G*panelW+col0/qBlock*panelW+j], ncols/8)
-			}
 		default:
 			packTQ8_256(d, &p.q8[(n/panelW)*K*panelW+col0*panelW+j0], s, groups, ncols/8)
 		}

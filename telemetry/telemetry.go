@@ -16,7 +16,9 @@
 // RULER's judge calls, and training steps. LogHandler gives slog records
 // the same ids.
 //
-//	tel, err := telemetry.Start(ctx, telemetry.FromEnv())
+//	cfg, err := telemetry.FromEnv()
+//	if err != nil { ... }
+//	tel, err := telemetry.Start(ctx, cfg)
 //	if err != nil { ... }
 //	defer tel.Shutdown(context.Background())
 package telemetry

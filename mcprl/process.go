@@ -42,14 +42,23 @@ func startProcess(command string, args []string, opts Options) (*process, error)
 	// A grandchild that keeps standard error open must not keep Wait
 	// waiting once the server itself has exited.
 	cmd.WaitDelay = time.Second
-	var err error
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
+	// Our own pipe rather than cmd.StdinPipe: its write end is an *os.File
+	// that takes a write deadline (see deadlineWriter).
+	pr, pw, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
+	cmd.Stdin = pr
+	p.stdin = &deadlineWriter{f: pw, timeout: opts.callTimeout()}
 	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		pr.Close()
+		pw.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pr.Close() // the server holds its own copy
+	if err != nil {
+		pw.Close()
 		return nil, err
 	}
 	go func() {
@@ -98,6 +107,44 @@ func (p *process) wait(d time.Duration) bool {
 		return false
 	}
 }
+
+// ErrInputStalled is wrapped by the error of a message to a server that
+// did not read it within Options.CallTimeout: the server is hung (stopped,
+// or stuck without reading its input) and its pipe is full.
+var ErrInputStalled = errors.New("the server stopped reading its input")
+
+// deadlineWriter bounds each write to a server's standard input. The MCP
+// SDK writes a message to the pipe without a context, so a request larger
+// than the pipe's buffer sent to a server that reads nothing would block
+// the call, and every later one, for ever, whatever its timeout. A write
+// that times out may have sent part of a message, after which the stream
+// is corrupt: every later write fails at once with the same error.
+type deadlineWriter struct {
+	f       *os.File
+	timeout time.Duration
+
+	mu      sync.Mutex // serialises writes; guards stalled
+	stalled error
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stalled != nil {
+		return 0, w.stalled
+	}
+	if err := w.f.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := w.f.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.stalled = fmt.Errorf("%w: it took %d of a message's %d bytes in %s", ErrInputStalled, n, len(b), w.timeout)
+		err = w.stalled
+	}
+	return n, err
+}
+
+func (w *deadlineWriter) Close() error { return w.f.Close() }
 
 // exitNote explains a server that failed to start: how it ended and its
 // last lines of standard error.

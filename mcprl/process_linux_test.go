@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -145,4 +146,62 @@ func TestStreamableHTTP_EverythingServer(t *testing.T) {
 	if err != nil || !strings.Contains(res.Text, "42") {
 		t.Fatalf("get-sum: %+v, %v", res, err)
 	}
+}
+
+// Ensure a call to a server that has stopped reading its input (stopped
+// here with SIGSTOP, as a server stuck in a loop would be) fails within
+// CallTimeout even when the request is larger than the pipe's buffer, and
+// that Close then stops the server: writing the request must not wait for
+// ever on a full pipe.
+func TestCall_ServerNotReadingInput(t *testing.T) {
+	srv, err := Start(context.Background(), Options{CallTimeout: 2 * time.Second, StopTimeout: 500 * time.Millisecond},
+		"node", serverScript(t, "server-everything"), "stdio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := srv.proc.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-pid, syscall.SIGKILL)
+
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		msg, _ := json.Marshal(map[string]string{"message": strings.Repeat("x", 1<<20)}) // 16 pipe buffers
+		_, err := srv.Call(context.Background(), "echo", msg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCallTimeout) {
+			t.Errorf("call to a stopped server: %v after %s; want ErrCallTimeout", err, time.Since(start))
+		}
+		t.Logf("first call: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a call to a server that reads nothing did not return within 20 s (CallTimeout 2 s)")
+	}
+	// The connection is broken now (half a message may have gone): the
+	// next call fails too, promptly.
+	go func() {
+		_, err := srv.Call(context.Background(), "echo", json.RawMessage(`{"message":"hi"}`))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a call after the stall succeeded")
+		}
+		t.Logf("second call: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a call to a server that reads nothing did not return within 20 s (CallTimeout 2 s)")
+	}
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close of a stopped server did not return within 20 s")
+	}
+	waitGone(t, pid)
 }

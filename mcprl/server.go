@@ -269,6 +269,11 @@ func (s *Server) Call(ctx context.Context, name string, arguments json.RawMessag
 		return Result{Text: resultText(res), IsError: res.IsError}, nil
 	case ctx.Err() != nil:
 		return Result{}, fmt.Errorf("mcprl: call %s on %s: %w", name, s.name, ctx.Err())
+	case errors.Is(err, ErrInputStalled):
+		// The connection is unusable from now on: say so, not just that
+		// this call took too long.
+		return Result{}, fmt.Errorf("mcprl: call %s on %s: %w (%s): %w; the connection is lost, restart the server%s",
+			name, s.name, ErrCallTimeout, s.opts.callTimeout(), err, s.note())
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 		return Result{}, fmt.Errorf("mcprl: call %s on %s: %w (%s)", name, s.name, ErrCallTimeout, s.opts.callTimeout())
 	case errors.As(err, &werr):

@@ -8,7 +8,7 @@
 // 0.5 when it holds the person without the fact, 0 otherwise. Calling
 // complete_task earns nothing by itself: only what was stored counts.
 //
-//	go run ./examples/mcp --base-model DIR [--steps 20] [--eval 20]
+//	go run ./examples/mcp --base-model DIR [--steps 50] [--eval N]
 //
 // The rollout is mcprl.Agent: the server's tools as OpenAI function tools
 // plus complete_task, up to --max-turns turns, tool errors fed back to the

@@ -63,6 +63,7 @@ type fakeService struct {
 	// Knobs for the failure tests.
 	failNext   string // the next job fails with this message
 	hang       bool   // jobs never end
+	endless    bool   // event pages always say has_more, with no events
 	unavailGET int    // the next GETs answer 503
 	unavailAll int    // the next requests, POSTs too, answer 503
 	requests   map[string]int
@@ -315,6 +316,13 @@ func (f *fakeService) events(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	if j == nil {
 		fakeError(w, http.StatusNotFound, "no job")
+		return
+	}
+	f.mu.Lock()
+	endless := f.endless
+	f.mu.Unlock()
+	if endless {
+		writeJSON(w, map[string]any{"data": []fakeEvent{}, "has_more": true})
 		return
 	}
 	after, _ := strconv.Atoi(r.URL.Query().Get("after"))

@@ -488,11 +488,14 @@ func (b *Backend) runJob(ctx context.Context, rm *remoteModel, path string, req 
 				return res, nil
 			}
 		}
-		if page.HasMore {
-			continue
-		}
+		// The deadline is checked on every page, not only between polls:
+		// a service answering has_more page after page must not keep us
+		// here past JobTimeout.
 		if time.Now().After(deadline) {
 			return art.TrainResult{}, fmt.Errorf("%w: job %s of %q still running after %v (last event: %s); it may finish on the service: check Step before training again", ErrJobTimeout, job.ID, rm.Name, b.opt.JobTimeout, last)
+		}
+		if page.HasMore && len(page.Data) > 0 {
+			continue // an empty page that says has_more waits like any other
 		}
 		select {
 		case <-ctx.Done():

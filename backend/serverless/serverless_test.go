@@ -108,6 +108,23 @@ func TestTrainJobTimeout(t *testing.T) {
 	}
 }
 
+// Ensure JobTimeout bounds a job whose event pages never end (a service
+// answering has_more with nothing more, page after page): the client must
+// not poll for ever, whatever the pages say.
+func TestTrainJobTimeout_EndlessPages(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{JobTimeout: 300 * time.Millisecond})
+	f.mu.Lock()
+	f.endless = true
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := b.Train(ctx, m, group(), art.TrainConfig{})
+	if !errors.Is(err, serverless.ErrJobTimeout) {
+		t.Fatalf("Train = %v after %v; want ErrJobTimeout after about 300ms", err, time.Since(start))
+	}
+}
+
 // Ensure reads are retried over transient 5xx answers, a bounded number of
 // times, and that creating calls are sent once.
 func TestRetries(t *testing.T) {

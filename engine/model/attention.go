@@ -2,6 +2,8 @@ package model
 
 import (
 	"math"
+	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/artgo/art/engine/kernels"
@@ -140,25 +142,59 @@ const attendTile = 64
 // batch (whose q rows and outputs start at row offs[i] of q and out), with
 // all units in one parallel loop: a (segment, kv head) pair for a segment
 // of one token (attentionGroup), a (segment, query head) pair for longer
-// ones (attentionHead). Decoding n sequences then costs one fork-join per
+// ones (attentionHead), and a (shared prefix, kv head, run of segments)
+// triple for one-token segments whose caches share a prefix
+// (attentionShared). Decoding n sequences then costs one fork-join per
 // layer instead of n.
 func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH, HD, window int) {
 	Q := NH * HD
-	type unit struct{ seg, head int } // head: a kv head for one-token segments
+	type unit struct {
+		seg, head int
+		shared    []int // the segments of a shared prefix (seg unused)
+	}
 	var units []unit
+	groups := sharedDecodes(segs, l, window)
+	for _, g := range groups {
+		// A group's rows in runs: enough units for every goroutine twice
+		// (one descheduled goroutine then delays a layer by half its
+		// share), as long as a run keeps at least two segments.
+		runs := min(len(g), max(1, ceilDiv(2*runtime.GOMAXPROCS(0), KVH*len(groups))))
+		for r := range runs {
+			run := g[r*len(g)/runs : (r+1)*len(g)/runs]
+			for h := range KVH {
+				units = append(units, unit{head: h, shared: run})
+			}
+		}
+	}
 	for i, s := range segs {
 		n := NH
 		if s.N == 1 {
+			if slices.ContainsFunc(groups, func(g []int) bool { return slices.Contains(g, i) }) {
+				continue
+			}
 			n = KVH
 		}
 		for h := range n {
-			units = append(units, unit{i, h})
+			units = append(units, unit{seg: i, head: h})
 		}
 	}
 	G := NH / KVH
 	parallel.For(len(units), 1, func(lo, hi int) {
 		var sp *[]float32
+		scratch := func(need int) []float32 {
+			if sp == nil || cap(*sp) < need {
+				if sp != nil {
+					scorePool.Put(sp)
+				}
+				sp = getScores(need)
+			}
+			return (*sp)[:need]
+		}
 		for _, u := range units[lo:hi] {
+			if u.shared != nil {
+				attentionShared(out, q, segs, offs, u.shared, l, u.head, NH, KVH, HD, scratch)
+				continue
+			}
 			s, t0 := segs[u.seg], offs[u.seg]
 			// The cache's first kept key is position first (see KVCache):
 			// positions here count from it, and it is a whole number of
@@ -170,23 +206,102 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			if s.N == 1 {
 				need = G * tk
 			}
-			if sp == nil || cap(*sp) < need {
-				if sp != nil {
-					scorePool.Put(sp)
-				}
-				sp = getScores(need)
-			}
 			o, qs := out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q]
 			if s.N == 1 {
-				attentionGroup(o, qs, s.Cache.head(l, u.head), start, u.head, NH, KVH, HD, (*sp)[:need], window)
+				attentionGroup(o, qs, s.Cache.head(l, u.head), start, u.head, NH, KVH, HD, scratch(need), window)
 			} else {
-				attentionHead(o, qs, s.Cache.head(l, u.head/G), start, s.N, u.head, NH, HD, (*sp)[:need], window)
+				attentionHead(o, qs, s.Cache.head(l, u.head/G), start, s.N, u.head, NH, HD, scratch(need), window)
 			}
 		}
 		if sp != nil {
 			scorePool.Put(sp)
 		}
 	})
+}
+
+// shareDecodeRows enables attentionShared (benchmarks flip it for an A/B
+// against one unit per segment in one process).
+var shareDecodeRows = true
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// sharedDecodes returns the one-token segments of a batch whose caches
+// share a prefix at layer l (KVCache.Fork), in groups of at least two by
+// prefix: a decoding group's samples. Sliding-window layers copy their
+// keys on a fork and share nothing.
+func sharedDecodes(segs []Segment, l, window int) [][]int {
+	if window > 0 || !shareDecodeRows {
+		return nil
+	}
+	type prefix struct {
+		k   *float32
+		pre int
+	}
+	var keys []prefix
+	var groups [][]int
+	for i, s := range segs {
+		if s.N != 1 {
+			continue
+		}
+		kv := s.Cache.head(l, 0)
+		if kv.pre == 0 {
+			continue
+		}
+		key := prefix{&kv.preK[0], kv.pre}
+		j := slices.Index(keys, key)
+		if j < 0 {
+			keys, groups = append(keys, key), append(groups, nil)
+			j = len(keys) - 1
+		}
+		groups[j] = append(groups[j], i)
+	}
+	return slices.DeleteFunc(groups, func(g []int) bool { return len(g) < 2 })
+}
+
+// attentionShared is attentionGroup for kv head kvh of several one-token
+// segments (members) whose caches share a prefix: the rows of all their
+// query heads meet the prefix's keys and values in one product each, so
+// the prefix is read once for them all and the products run on the
+// kernels' widest tiles, where one segment's G rows ran as 6 + 1. Each
+// segment's own keys after the prefix are its own products, as in
+// attentionGroup; every row sums in the same order and the same blocks as
+// there (the kernels' sums do not depend on the rows beside them), so the
+// bits are attentionGroup's. scratch returns a buffer of n values.
+func attentionShared(out, q []float32, segs []Segment, offs, members []int, l, kvh, NH, KVH, HD int, scratch func(n int) []float32) {
+	Q, G := NH*HD, NH/KVH
+	M := len(members) * G
+	shared := segs[members[0]].Cache.head(l, kvh)
+	pre := shared.pre
+	ldp := 0
+	for _, i := range members {
+		ldp = max(ldp, segs[i].Cache.Len-segs[i].Cache.layerFirst(l)+1)
+	}
+	buf := scratch(M*ldp + 2*M*HD)
+	p, qg, og := buf[:M*ldp], buf[M*ldp:M*ldp+M*HD], buf[M*ldp+M*HD:]
+	for r, i := range members {
+		copy(qg[r*G*HD:(r+1)*G*HD], q[offs[i]*Q+kvh*G*HD:])
+	}
+	ps := HD * keyBlock
+	kernels.GemmPanels(M, pre, HD, qg, HD, shared.preK, ps, p, ldp)
+	scale := attnScale(HD)
+	for r, i := range members {
+		c := segs[i].Cache
+		kv := c.head(l, kvh)
+		tk := c.Len - c.layerFirst(l) + 1
+		pr := p[r*G*ldp:]
+		kernels.GemmPanels(G, tk-pre, HD, qg[r*G*HD:], HD, kv.k, ps, pr[pre:], ldp)
+		for g := range G {
+			softmaxWindow(pr[g*ldp:g*ldp+tk], firstKey(tk-1, 0), tk, scale)
+		}
+	}
+	kernels.GemmKBlocks(M, HD, pre, attnBlock, p, ldp, shared.preV, HD, og, HD)
+	for r, i := range members {
+		c := segs[i].Cache
+		kv := c.head(l, kvh)
+		tk := c.Len - c.layerFirst(l) + 1
+		kernels.GemmKBlocksAdd(G, HD, tk-pre, attnBlock, p[r*G*ldp+pre:], ldp, kv.v, HD, og[r*G*HD:], HD)
+		copy(out[offs[i]*Q+kvh*G*HD:offs[i]*Q+(kvh+1)*G*HD], og[r*G*HD:(r+1)*G*HD])
+	}
 }
 
 // scorePool recycles the attention score scratch between calls.

@@ -92,3 +92,56 @@ func BenchmarkDecodeAttention(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeGroupAttention is one decoding step's attention over all
+// 24 layers of the Qwen2.5-0.5B shape for a group of 8 samples forked
+// from one prompt of tk-1 positions (KVCache.Fork: the prompt's keys and
+// values shared), each with its new token: the group's rows over the
+// shared prefix in one product (attentionShared) against one unit per
+// sample, interleaved in one process, ms a step.
+func BenchmarkDecodeGroupAttention(b *testing.B) {
+	defer func(v bool) { shareDecodeRows = v }(shareDecodeRows)
+	cfg := presets["qwen2.5-0.5b"]
+	cfg.HeadDim = cfg.HiddenSize / cfg.NumHeads
+	m := &Model{Config: cfg}
+	rng := rand.New(rand.NewPCG(3, 5))
+	NH, KVH, HD, L := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim, cfg.NumLayers
+	const n = 8
+	for _, tk := range []int{512, 2048} {
+		b.Run(fmt.Sprint("tk=", tk), func(b *testing.B) {
+			prompt := m.NewKVCache(tk + 64)
+			for l := range L {
+				prompt.put(l, randVec(rng, (tk-1)*KVH*HD, 1), randVec(rng, (tk-1)*KVH*HD, 1), tk-1)
+			}
+			prompt.Len = tk - 1
+			segs, offs := make([]Segment, n), make([]int, n)
+			for i := range n {
+				f, err := prompt.Fork(tk-1, prompt.Cap)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for l := range L {
+					f.put(l, randVec(rng, KVH*HD, 1), randVec(rng, KVH*HD, 1), 1)
+				}
+				segs[i], offs[i] = Segment{Cache: f, N: 1}, i
+			}
+			q, out := randVec(rng, n*NH*HD, 1), make([]float32, n*NH*HD)
+			times := map[bool][]float64{}
+			for b.Loop() {
+				for _, shared := range []bool{true, false} {
+					shareDecodeRows = shared
+					t := time.Now()
+					for l := range L {
+						attentionSegments(out, q, segs, offs, l, NH, KVH, HD, 0)
+					}
+					times[shared] = append(times[shared], time.Since(t).Seconds())
+				}
+			}
+			for _, shared := range []bool{true, false} {
+				v := times[shared]
+				slices.Sort(v)
+				b.ReportMetric(v[len(v)/2]*1e3, fmt.Sprintf("shared=%v_ms/step", shared))
+			}
+		})
+	}
+}

@@ -160,8 +160,8 @@ func TestKVCache_SlidingLayersBounded(t *testing.T) {
 
 // Ensure forks that share their prompt's keys and values (Fork) decode to
 // the bits of forks that copy them (CopyPrefix): four samples of one
-// prompt, batched, one token each per pass and then a multi-token
-// segment, a fork of a fork, a fork of a prompt shorter than one
+// prompt, batched, one token each per pass, a multi-token segment, then
+// one token each again with one sample ahead of the others, a fork of a fork, a fork of a prompt shorter than one
 // attention block, and a fork truncated into its shared prefix; on
 // full-attention layers (qwen2) and local + global ones (gemma3). The
 // cache forks read from refuses to be overwritten below what it shares.
@@ -231,6 +231,14 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 				step(fmt.Sprintf("decode at %d", pos), both, pos, 1)
 			}
 			step("a 7-token segment", both, P+60, 7)
+			// One sample runs 3 tokens ahead, then all decode together:
+			// the samples sharing the prefix meet it at different lengths
+			// (attentionShared).
+			sameLogits(t, m, &ws, "one fork runs ahead", [2][]*KVCache{{forks[1]}, {copies[1]}},
+				func(int) []int { return randomTokens(3, 300, 77) })
+			for pos := P + 67; pos < P+70; pos++ {
+				step(fmt.Sprintf("decode at %d, one fork 3 ahead", pos), both, pos, 1)
+			}
 
 			// A fork of a fork shares the same prefix and copies the rest.
 			ff, err := forks[0].Fork(forks[0].Len, forks[0].Cap)
@@ -249,7 +257,7 @@ func TestKVCache_ForkSharesPrefix(t *testing.T) {
 					t.Fatalf("a fork of a fork reads lane %d's prefix from elsewhere than the first cache", l)
 				}
 			}
-			for pos := P + 67; pos < P+75; pos++ {
+			for pos := P + 70; pos < P+78; pos++ {
 				step("fork of a fork", [2][]*KVCache{{ff, forks[1]}, {fc, copies[1]}}, pos, 1)
 			}
 

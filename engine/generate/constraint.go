@@ -93,7 +93,7 @@ func (s *Sampler) drawMasked(pick []float32) (int, error) {
 	if argmax < 0 {
 		return 0, ErrNoAllowedToken
 	}
-	if s.p.Temperature == 0 || math.IsInf(float64(maxv), 1) {
+	if s.p.greedy() || math.IsInf(float64(maxv), 1) {
 		return argmax, nil
 	}
 	id := s.sample(s.masked, maxv)

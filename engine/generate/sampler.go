@@ -16,11 +16,21 @@ import (
 
 // SamplingParams control how the next token is chosen.
 type SamplingParams struct {
-	Temperature float64 // 0 picks the most likely token (greedy)
+	Temperature float64 // 0 (or below greedyBelow) picks the most likely token (greedy)
 	TopP        float64 // nucleus mass in (0, 1]; 0 or 1 turns it off
 	TopK        int     // keep the k most likely tokens; 0 turns it off
 	TopLogprobs int     // also report the n most likely tokens per step (0–20)
 }
+
+// greedyBelow is the temperature under which sampling is greedy (vLLM's
+// threshold too). Scaling the logits by 1/T in float32 overflows to
+// infinities, whose softmax is NaN, long before T reaches 0 (at 1e-40 the
+// draw fell through to the vocabulary's last token); this far below 1 a
+// draw is the most likely token anyway, but for exact ties.
+const greedyBelow = 1e-5
+
+// greedy reports whether p picks the most likely token.
+func (p SamplingParams) greedy() bool { return p.Temperature < greedyBelow }
 
 // Validate reports the first out-of-range field.
 func (p SamplingParams) Validate() error {
@@ -100,7 +110,7 @@ func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 	// A constrained sampler with top-k or top-p draws from the mask only
 	// (nextConstrained); otherwise the unconstrained draw comes first.
 	constrainedOnly := s.c != nil && (s.p.TopK > 0 || s.p.TopP > 0 && s.p.TopP < 1)
-	if s.p.Temperature > 0 && !constrainedOnly {
+	if !s.p.greedy() && !constrainedOnly {
 		id = s.sample(pick, maxv)
 	}
 	out := Sample{ID: id, Logprob: float64(logits[id]) - logZ}

@@ -16,7 +16,7 @@ func newPretrainCmd() *cobra.Command {
 	var every int
 	cmd := &cobra.Command{
 		Use:   "pretrain",
-		Short: "Train every weight of a model folder on JSONL transcripts (full-parameter SFT, for experiments without a pretrained model)",
+		Short: "Train every weight of a model folder on transcripts, JSONL or parquet (full-parameter SFT, for experiments without a pretrained model)",
 		Long: `pretrain trains every weight of a model (embeddings, LM head, norms and
 projections) by supervised learning on transcripts, and writes the result as
 a new Hugging Face model folder. It is for experiments without a pretrained
@@ -25,8 +25,10 @@ until it solves the task only sometimes, becomes a base that GRPO can
 improve. With a real model use TrainSFT (LoRA) instead.
 
 --data is a JSONL file with one trajectory per line, in the SDK's
-art.Trajectory JSON (messages_and_choices and tools): every assistant turn
-is learned, tool calls included, as TrainSFT learns it. The model's weights
+art.Trajectory JSON (messages_and_choices and tools), or a trajectories
+parquet file as training logs them (<model dir>/trajectories/<split>/
+<step>.parquet): every assistant turn is learned, tool calls included, as
+TrainSFT learns it. The model's weights
 must be f32. Training takes shuffled batches for --epochs passes, stopped
 after --max-steps optimizer steps if that comes first; --hold-out N keeps
 the last N transcripts out of training and reports their loss, and

@@ -419,7 +419,9 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 		}
 	}
 	step := res.Step
-	if err := m.Log(ctx, logged, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
+	// The step is saved and served: its log must not be lost to a context
+	// that ended as it landed (a resumed loop starts after it).
+	if err := m.Log(context.WithoutCancel(ctx), logged, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
 		return res, err
 	}
 	if flagged && restorer != nil {
@@ -459,7 +461,8 @@ func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory
 	}
 	m.setLatest(res.Step)
 	step := res.Step
-	if err := m.Log(ctx, nil, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
+	// Saved and served: logged whatever happened to ctx meanwhile, as in Train.
+	if err := m.Log(context.WithoutCancel(ctx), nil, LogOptions{Split: "train", Step: &step, Metrics: res.Metrics}); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -380,7 +380,9 @@ func (m *TrainableModel) rollBack(ctx context.Context, r CheckpointRestorer, d *
 	m.logger().Warn(msg)
 	res.Warnings = append(res.Warnings, msg)
 	res.Step = step
-	return m.Log(ctx, nil, LogOptions{Split: "train", Step: &step, Metrics: map[string]float64{restoredFrom: float64(best), "watch/lr_scale": scale}})
+	// The restored step is served: its row (which later steps' learning
+	// rate is counted from) is written even if ctx ended meanwhile.
+	return m.Log(context.WithoutCancel(ctx), nil, LogOptions{Split: "train", Step: &step, Metrics: map[string]float64{restoredFrom: float64(best), "watch/lr_scale": scale}})
 }
 
 // learningRateScale returns the factor the learning rate is multiplied by

@@ -91,7 +91,7 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 	f.StringVar(&dtype, "dtype", "f32", "weight storage: f32, bf16 or f16")
 	f.Uint64Var(&opt.Seed, "seed", 1, "random seed")
 	f.Float64Var(&opt.Std, "std", 0, "weight init standard deviation, > 0 (0: 0.02)")
-	f.StringVar(&templateFile, "chat-template", "", "file holding a Jinja chat template to use instead of the official Qwen2.5/Llama 3.1 one")
+	f.StringVar(&templateFile, "chat-template", "", "file holding a Jinja chat template to use instead of the default: Qwen2.5's for qwen2, Llama 3.1's for llama, for other architectures the tokenizer folder's own (Qwen2.5's ChatML if it has none or with --tokenizer bytes; bytes with llama needs this flag)")
 	f.Float64Var(&opt.RopeTheta, "rope-theta", 0, "RoPE base, > 0 (0: the shape's)")
 	f.StringVar(&out, "out", "", "output folder (must not exist or be empty)")
 	return cmd

@@ -111,7 +111,14 @@ var ErrUnknownModel = errors.New("unknown model")
 // 400 with Param naming the field).
 type RequestError struct {
 	Param string
-	Msg   string
+	// Code is the machine-readable reason the server answers with ("":
+	// "invalid_value").
+	Code string
+	Msg  string
 }
+
+// CodeContextLength is OpenAI's error code for a request that does not fit
+// the model's context; frameworks match it to trim a conversation.
+const CodeContextLength = "context_length_exceeded"
 
 func (e *RequestError) Error() string { return e.Msg }

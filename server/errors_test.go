@@ -72,7 +72,7 @@ func TestBadRequests(t *testing.T) {
 		{"TooManyTools", "POST", chat, testKey, chatBody(`"tools":[` + strings.Repeat(`{"type":"function","function":{"name":"f"}},`, 128) + `{"type":"function","function":{"name":"f"}}]`), 400, "invalid_request_error", "tools", "129 tools; at most 128"},
 		{"NZero", "POST", chat, testKey, chatBody(`"n":0`), 400, "invalid_request_error", "n", "n must be in [1, 128], got 0"},
 		{"NTooLarge", "POST", chat, testKey, chatBody(`"n":129`), 400, "invalid_request_error", "n", "got 129"},
-		{"MaxTokensBeyondContext", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, 400, "invalid_request_error", "max_tokens", "exceeds the context length 4096"},
+		{"MaxTokensBeyondContext", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}`, 400, "invalid_request_error", "max_tokens", "maximum context length is 4096 tokens, but you requested 100099: max_tokens 100000"},
 		{"MaxCompletionTokensBeyondContext", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":100000}`, 400, "invalid_request_error", "max_completion_tokens", "max_completion_tokens 100000"},
 		{"MaxTokensZero", "POST", chat, testKey, `{"model":"agent","messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "invalid_request_error", "max_tokens", "at least 1"},
 		{"Temperature", "POST", chat, testKey, chatBody(`"temperature":-1`), 400, "invalid_request_error", "temperature", ">= 0"},

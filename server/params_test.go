@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
@@ -30,4 +32,37 @@ func TestTinyTemperatureIsGreedy(t *testing.T) {
 			t.Errorf("temperature %g sampled %v; temperature 0 samples %v", temp, got, greedy)
 		}
 	}
+}
+
+// Ensure a request that does not fit the context is refused as OpenAI
+// refuses it: 400 with code "context_length_exceeded" and a message
+// beginning "This model's maximum context length is", which frameworks
+// match to trim the conversation (LangChain the code, LiteLLM the
+// message) — plain, streamed, and on the legacy completions route.
+func TestContextLengthExceeded(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	client := newClient(ts.URL)
+	ctx := context.Background()
+	long := strings.Repeat("x", 5000) // the byte tokenizer: 5000 tokens
+	check := func(name, param string, err error) {
+		t.Helper()
+		var apiErr *oai.Error
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("%s: %v; want an API error", name, err)
+		}
+		if apiErr.StatusCode != 400 || apiErr.Code != "context_length_exceeded" || apiErr.Param != param ||
+			!strings.HasPrefix(apiErr.Message, "This model's maximum context length is 4096 tokens") {
+			t.Errorf("%s: %d code %q param %q %q; want 400 context_length_exceeded on %s", name, apiErr.StatusCode, apiErr.Code, apiErr.Param, apiErr.Message, param)
+		}
+	}
+	_, err := client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: testModel, Messages: userMsgs(long)})
+	check("long prompt", "messages", err)
+	_, err = client.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: testModel, Messages: userMsgs("hi"), MaxCompletionTokens: oai.Int(4090)})
+	check("max_completion_tokens", "max_completion_tokens", err)
+	stream := client.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{Model: testModel, Messages: userMsgs("hi"), MaxTokens: oai.Int(4090)})
+	for stream.Next() {
+	}
+	check("streamed max_tokens", "max_tokens", stream.Err())
+	_, err = client.Completions.New(ctx, oai.CompletionNewParams{Model: testModel, Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String(long)}})
+	check("completions prompt", "prompt", err)
 }

@@ -514,7 +514,11 @@ func hostError(err error, modelParam string) *apiError {
 	case errors.Is(err, host.ErrUnknownModel):
 		return &apiError{Status: http.StatusNotFound, Type: openai.ErrNotFound, Param: modelParam, Code: "model_not_found", Msg: trimPrefix(err.Error())}
 	case errors.As(err, &re):
-		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Param: re.Param, Code: "invalid_value", Msg: trimPrefix(re.Msg)}
+		code := re.Code
+		if code == "" {
+			code = "invalid_value"
+		}
+		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Param: re.Param, Code: code, Msg: trimPrefix(re.Msg)}
 	}
 	return internalError(err)
 }

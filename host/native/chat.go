@@ -43,8 +43,15 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	}
 	ctxLen := h.model.Config.MaxPositions
 	room := ctxLen - len(prompt)
+	promptParam := "messages"
+	if req.Prompt != nil {
+		promptParam = "prompt"
+	}
+	// The messages begin as OpenAI's and vLLM's do: clients (LiteLLM)
+	// match them, others the code.
 	if room <= 0 {
-		return host.ChatResponse{}, &host.RequestError{Param: "messages", Msg: fmt.Sprintf("the prompt has %d tokens; the model's context length is %d", len(prompt), ctxLen)}
+		return host.ChatResponse{}, &host.RequestError{Param: promptParam, Code: host.CodeContextLength,
+			Msg: fmt.Sprintf("This model's maximum context length is %d tokens, but the prompt has %d; shorten the %s", ctxLen, len(prompt), promptParam)}
 	}
 	maxTokens := req.MaxTokens
 	switch {
@@ -53,7 +60,9 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 	case maxTokens == 0:
 		maxTokens = min(host.DefaultMaxTokens, room)
 	case maxTokens > room:
-		return host.ChatResponse{}, &host.RequestError{Param: "max_tokens", Msg: fmt.Sprintf("max_tokens %d + prompt %d tokens exceeds the context length %d", maxTokens, len(prompt), ctxLen)}
+		return host.ChatResponse{}, &host.RequestError{Param: "max_tokens", Code: host.CodeContextLength,
+			Msg: fmt.Sprintf("This model's maximum context length is %d tokens, but you requested %d: max_tokens %d and %d in the prompt; lower it or shorten the %s",
+				ctxLen, maxTokens+len(prompt), maxTokens, len(prompt), promptParam)}
 	}
 	temp := 1.0
 	if req.Temperature != nil {

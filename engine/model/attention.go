@@ -150,26 +150,28 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 	Q := NH * HD
 	type unit struct {
 		seg, head int
-		shared    []int // the segments of a shared prefix (seg unused)
+		group     *sharedGroup // if set, run of its members (seg unused)
+		run       []int
 	}
 	var units []unit
 	groups := sharedDecodes(segs, l, window)
-	for _, g := range groups {
+	for gi := range groups {
 		// A group's rows in runs: enough units for every goroutine twice
 		// (one descheduled goroutine then delays a layer by half its
-		// share), as long as a run keeps at least two segments.
-		runs := min(len(g), max(1, ceilDiv(2*runtime.GOMAXPROCS(0), KVH*len(groups))))
+		// share).
+		g := &groups[gi]
+		n := len(g.members)
+		runs := min(n, max(1, ceilDiv(2*runtime.GOMAXPROCS(0), KVH*len(groups))))
 		for r := range runs {
-			run := g[r*len(g)/runs : (r+1)*len(g)/runs]
 			for h := range KVH {
-				units = append(units, unit{head: h, shared: run})
+				units = append(units, unit{head: h, group: g, run: g.members[r*n/runs : (r+1)*n/runs]})
 			}
 		}
 	}
 	for i, s := range segs {
 		n := NH
 		if s.N == 1 {
-			if slices.ContainsFunc(groups, func(g []int) bool { return slices.Contains(g, i) }) {
+			if slices.ContainsFunc(groups, func(g sharedGroup) bool { return slices.Contains(g.members, i) }) {
 				continue
 			}
 			n = KVH
@@ -191,8 +193,8 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			return (*sp)[:need]
 		}
 		for _, u := range units[lo:hi] {
-			if u.shared != nil {
-				attentionShared(out, q, segs, offs, u.shared, l, u.head, NH, KVH, HD, scratch)
+			if u.group != nil {
+				attentionShared(out, q, segs, offs, *u.group, u.run, l, u.head, NH, KVH, HD, scratch)
 				continue
 			}
 			s, t0 := segs[u.seg], offs[u.seg]
@@ -225,11 +227,22 @@ var shareDecodeRows = true
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// sharedDecodes returns the one-token segments of a batch whose caches
-// share a prefix at layer l (KVCache.Fork), in groups of at least two by
-// prefix: a decoding group's samples. Sliding-window layers copy their
-// keys on a fork and share nothing.
-func sharedDecodes(segs []Segment, l, window int) [][]int {
+// sharedGroup is the one-token segments of a batch that read one shared
+// prefix at a layer: fork is one whose cache reads it from another's
+// (KVCache.Fork), members all of them, forks and the cache they were
+// forked from alike.
+type sharedGroup struct {
+	fork    int
+	members []int
+}
+
+// sharedDecodes returns the groups of at least two one-token segments of a
+// batch whose caches share a prefix at layer l: a decoding group's
+// samples. A fork's prefix is another cache's key blocks (KVCache.Fork);
+// the cache they were forked from joins its forks, its own keys up to the
+// forks' pre being that prefix. Sliding-window layers copy their keys on a
+// fork and share nothing.
+func sharedDecodes(segs []Segment, l, window int) []sharedGroup {
 	if window > 0 || !shareDecodeRows {
 		return nil
 	}
@@ -238,7 +251,7 @@ func sharedDecodes(segs []Segment, l, window int) [][]int {
 		pre int
 	}
 	var keys []prefix
-	var groups [][]int
+	var groups []sharedGroup
 	for i, s := range segs {
 		if s.N != 1 {
 			continue
@@ -250,31 +263,44 @@ func sharedDecodes(segs []Segment, l, window int) [][]int {
 		key := prefix{&kv.preK[0], kv.pre}
 		j := slices.Index(keys, key)
 		if j < 0 {
-			keys, groups = append(keys, key), append(groups, nil)
+			keys, groups = append(keys, key), append(groups, sharedGroup{fork: i})
 			j = len(keys) - 1
 		}
-		groups[j] = append(groups[j], i)
+		groups[j].members = append(groups[j].members, i)
 	}
-	return slices.DeleteFunc(groups, func(g []int) bool { return len(g) < 2 })
+	// Then the caches forked from: their own lane 0 is a group's prefix.
+	for i, s := range segs {
+		if kv := s.Cache.head(l, 0); s.N != 1 || kv.pre > 0 || len(kv.k) == 0 || s.Cache.layerFirst(l) != 0 {
+			continue
+		}
+		for j, key := range keys {
+			if &s.Cache.head(l, 0).k[0] == key.k && s.Cache.Len >= key.pre {
+				groups[j].members = append(groups[j].members, i)
+				break
+			}
+		}
+	}
+	return slices.DeleteFunc(groups, func(g sharedGroup) bool { return len(g.members) < 2 })
 }
 
 // attentionShared is attentionGroup for kv head kvh of several one-token
-// segments (members) whose caches share a prefix: the rows of all their
-// query heads meet the prefix's keys and values in one product each, so
-// the prefix is read once for them all and the products run on the
+// segments (members, of group g) that share a prefix: the rows of all
+// their query heads meet the prefix's keys and values in one product each,
+// so the prefix is read once for them all and the products run on the
 // kernels' widest tiles, where one segment's G rows ran as 6 + 1. Each
-// segment's own keys after the prefix are its own products, as in
+// segment's keys after the prefix are its own products, as in
 // attentionGroup; every row sums in the same order and the same blocks as
-// there (the kernels' sums do not depend on the rows beside them), so the
+// there (the kernels' sums do not depend on the rows beside them, and a
+// cache's keys sum in attention blocks wherever they are stored), so the
 // bits are attentionGroup's. scratch returns a buffer of n values.
-func attentionShared(out, q []float32, segs []Segment, offs, members []int, l, kvh, NH, KVH, HD int, scratch func(n int) []float32) {
+func attentionShared(out, q []float32, segs []Segment, offs []int, g sharedGroup, members []int, l, kvh, NH, KVH, HD int, scratch func(n int) []float32) {
 	Q, G := NH*HD, NH/KVH
 	M := len(members) * G
-	shared := segs[members[0]].Cache.head(l, kvh)
+	shared := segs[g.fork].Cache.head(l, kvh)
 	pre := shared.pre
 	ldp := 0
 	for _, i := range members {
-		ldp = max(ldp, segs[i].Cache.Len-segs[i].Cache.layerFirst(l)+1)
+		ldp = max(ldp, segs[i].Cache.Len+1)
 	}
 	buf := scratch(M*ldp + 2*M*HD)
 	p, qg, og := buf[:M*ldp], buf[M*ldp:M*ldp+M*HD], buf[M*ldp+M*HD:]
@@ -285,21 +311,19 @@ func attentionShared(out, q []float32, segs []Segment, offs, members []int, l, k
 	kernels.GemmPanels(M, pre, HD, qg, HD, shared.preK, ps, p, ldp)
 	scale := attnScale(HD)
 	for r, i := range members {
-		c := segs[i].Cache
-		kv := c.head(l, kvh)
-		tk := c.Len - c.layerFirst(l) + 1
+		tk := segs[i].Cache.Len + 1
+		k, _ := segs[i].Cache.head(l, kvh).at(pre, HD)
 		pr := p[r*G*ldp:]
-		kernels.GemmPanels(G, tk-pre, HD, qg[r*G*HD:], HD, kv.k, ps, pr[pre:], ldp)
-		for g := range G {
-			softmaxWindow(pr[g*ldp:g*ldp+tk], firstKey(tk-1, 0), tk, scale)
+		kernels.GemmPanels(G, tk-pre, HD, qg[r*G*HD:], HD, k, ps, pr[pre:], ldp)
+		for h := range G {
+			softmaxWindow(pr[h*ldp:h*ldp+tk], firstKey(tk-1, 0), tk, scale)
 		}
 	}
 	kernels.GemmKBlocks(M, HD, pre, attnBlock, p, ldp, shared.preV, HD, og, HD)
 	for r, i := range members {
-		c := segs[i].Cache
-		kv := c.head(l, kvh)
-		tk := c.Len - c.layerFirst(l) + 1
-		kernels.GemmKBlocksAdd(G, HD, tk-pre, attnBlock, p[r*G*ldp+pre:], ldp, kv.v, HD, og[r*G*HD:], HD)
+		tk := segs[i].Cache.Len + 1
+		_, v := segs[i].Cache.head(l, kvh).at(pre, HD)
+		kernels.GemmKBlocksAdd(G, HD, tk-pre, attnBlock, p[r*G*ldp+pre:], ldp, v, HD, og[r*G*HD:], HD)
 		copy(out[offs[i]*Q+kvh*G*HD:offs[i]*Q+(kvh+1)*G*HD], og[r*G*HD:(r+1)*G*HD])
 	}
 }

@@ -46,8 +46,8 @@ func newServeCmd() *cobra.Command {
 		Long: `Serve one trainable model: a LoRA adapter on the base model in --base-model (a
 Hugging Face folder), its checkpoints under --data/<project>/models/<name>.
 
-Inference is OpenAI-compatible at /v1 (POST /v1/chat/completions, GET
-/v1/models): every checkpoint is served as NAME@STEP, and a bare NAME means
+Inference is OpenAI-compatible at /v1 (POST /v1/chat/completions,
+/v1/responses and /v1/completions, GET /v1/models): every checkpoint is served as NAME@STEP, and a bare NAME means
 the latest step; responses always carry token ids and logprobs. Training
 clients (backend/remote) use /v1/art/. GET /healthz and GET /metrics
 (Prometheus) are for operations. /dashboard/ is the web dashboard of every

@@ -47,9 +47,10 @@ func newServeCmd() *cobra.Command {
 Hugging Face folder), its checkpoints under --data/<project>/models/<name>.
 
 Inference is OpenAI-compatible at /v1 (POST /v1/chat/completions,
-/v1/responses and /v1/completions, GET /v1/models): every checkpoint is served as NAME@STEP, and a bare NAME means
-the latest step; responses always carry token ids and logprobs. Training
-clients (backend/remote) use /v1/art/. GET /healthz and GET /metrics
+/v1/responses and /v1/completions, GET /v1/models): every checkpoint is
+served as NAME@STEP, and a bare NAME means the latest step; responses
+always carry token ids and logprobs. Training clients (backend/remote) use
+/v1/art/. GET /healthz and GET /metrics
 (Prometheus) are for operations. /dashboard/ is the web dashboard of every
 run under --data (as art dashboard serves it); with an API key, open
 /dashboard/?key=KEY once. With --otlp-endpoint (or OpenTelemetry's

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -304,10 +305,16 @@ func forcedToolChoice(tools []json.RawMessage, tc *openai.ToolChoice) *apiError 
 
 var messageRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
+// validateMessage checks a message's role and the shapes of its content
+// and tool calls, as OpenAI and vLLM do: the chat template would render
+// any JSON value, so a content object sent without its array (a common
+// slip) reached the model as its JSON text.
 func validateMessage(i int, raw json.RawMessage) *apiError {
 	p := fmt.Sprintf("messages[%d]", i)
 	var m struct {
-		Role *string `json:"role"`
+		Role      *string         `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls json.RawMessage `json:"tool_calls"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
 		return badRequest(p, "%s must be a message object with a role, got %.60s", p, raw)
@@ -315,12 +322,35 @@ func validateMessage(i int, raw json.RawMessage) *apiError {
 	if m.Role == nil {
 		return badRequest(p+".role", "%s has no role", p)
 	}
-	for _, r := range messageRoles {
-		if *m.Role == r {
-			return nil
+	if !slices.Contains(messageRoles, *m.Role) {
+		return badRequest(p+".role", "%s.role must be one of %s, got %q", p, strings.Join(messageRoles, ", "), *m.Role)
+	}
+	switch content := bytes.TrimSpace(m.Content); {
+	case len(content) == 0, content[0] == '"', bytes.Equal(content, []byte("null")):
+	case content[0] == '[':
+		var parts []json.RawMessage
+		json.Unmarshal(content, &parts) // valid: the body decoded
+		for j, part := range parts {
+			// A plain string stands for a text part, as vLLM reads it.
+			if part = bytes.TrimSpace(part); part[0] != '{' && part[0] != '"' {
+				return badRequest(fmt.Sprintf("%s.content[%d]", p, j), `%s.content[%d] must be a content part object {"type": "text", "text": ...}, got %.60s`, p, j, part)
+			}
+		}
+	default:
+		return badRequest(p+".content", "%s.content must be a string or an array of content parts, got %.60s", p, content)
+	}
+	if calls := bytes.TrimSpace(m.ToolCalls); len(calls) > 0 && !bytes.Equal(calls, []byte("null")) {
+		var list []json.RawMessage
+		if calls[0] != '[' || json.Unmarshal(calls, &list) != nil {
+			return badRequest(p+".tool_calls", "%s.tool_calls must be an array of tool calls, got %.60s", p, calls)
+		}
+		for j, call := range list {
+			if call = bytes.TrimSpace(call); call[0] != '{' {
+				return badRequest(fmt.Sprintf("%s.tool_calls[%d]", p, j), `%s.tool_calls[%d] must be a tool call object {"id": ..., "type": "function", "function": {...}}, got %.60s`, p, j, call)
+			}
 		}
 	}
-	return badRequest(p+".role", "%s.role must be one of %s, got %q", p, strings.Join(messageRoles, ", "), *m.Role)
+	return nil
 }
 
 // canonicalTools re-encodes tools the way art.Tool does (type, then

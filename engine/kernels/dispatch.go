@@ -332,7 +332,13 @@ func gemmRows(serial, transB bool, M, N, K int, A []float32, lda int, B []float3
 // multiplies the probabilities by V so, in the key blocks the trainer
 // sums them in, without a call per block.
 func GemmKBlocks(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
-	gemmKBlocks("GemmKBlocks", flagStore, M, N, K, kb, A, lda, B, ldb, C, ldc)
+	gemmKBlocks(false, "GemmKBlocks", flagStore, M, N, K, kb, A, lda, B, ldb, C, ldc)
+}
+
+// GemmKBlocksSerial is GemmKBlocks on the caller's goroutine alone, with
+// the same bits (see GemmSerial).
+func GemmKBlocksSerial(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	gemmKBlocks(true, "GemmKBlocks", flagStore, M, N, K, kb, A, lda, B, ldb, C, ldc)
 }
 
 // GemmKBlocksAdd is C += A·B summed in blocks of kb k-rows: the same bits
@@ -346,10 +352,20 @@ func GemmKBlocksAdd(M, N, K, kb int, A []float32, lda int, B []float32, ldb int,
 		return
 	}
 	checkMat("GemmKBlocksAdd C", C, M, N, ldc)
-	gemmKBlocks("GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
+	gemmKBlocks(false, "GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
 }
 
-func gemmKBlocks(what string, first, M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+// GemmKBlocksAddSerial is GemmKBlocksAdd on the caller's goroutine alone,
+// with the same bits (see GemmSerial).
+func GemmKBlocksAddSerial(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	if M <= 0 || N <= 0 || K <= 0 {
+		return
+	}
+	checkMat("GemmKBlocksAdd C", C, M, N, ldc)
+	gemmKBlocks(true, "GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
+}
+
+func gemmKBlocks(serial bool, what string, first, M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
 	if kb <= 0 {
 		panic(fmt.Sprintf("kernels: %s sum block %d ≤ 0", what, kb))
 	}
@@ -358,7 +374,7 @@ func gemmKBlocks(what string, first, M, N, K, kb int, A []float32, lda int, B []
 	}
 	checkMat(what+" A", A, M, K, lda)
 	checkMat(what+" B", B, K, N, ldb)
-	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: first, kb: min(kb, K)}
+	j := job{M: M, N: N, K: K, a: A, lda: lda, kind: bRowsF32, bf: B, ldb: ldb, c: C, ldc: ldc, first: first, kb: min(kb, K), serial: serial}
 	j.run()
 }
 

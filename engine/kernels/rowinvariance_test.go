@@ -208,7 +208,8 @@ func TestTile_SumBlocks(t *testing.T) {
 // GemmKBlocks has the bits of a Gemm per sum block (the first storing,
 // the later ones adding), on every variant and path (one row, a decoding
 // group's rows, streamed and blocked), for a K that is a whole number of
-// blocks and one that ends in a short block.
+// blocks and one that ends in a short block; so do GemmKBlocksAdd after
+// it and their serial forms.
 func TestGemmKBlocks_IsGemmPerBlock(t *testing.T) {
 	forVariants(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(11, 12))
@@ -237,6 +238,12 @@ func TestGemmKBlocks_IsGemmPerBlock(t *testing.T) {
 				GemmKBlocksAdd(M, N, K-split, kb, a[split:], K, b[split*N:], N, got, N)
 				if !slices.Equal(got, want) {
 					t.Fatalf("M=%d N=%d K=%d kb=%d: GemmKBlocks then GemmKBlocksAdd after %d differ from one call", M, N, K, kb, split)
+				}
+				clear(got)
+				GemmKBlocksSerial(M, N, split, kb, a, K, b, N, got, N)
+				GemmKBlocksAddSerial(M, N, K-split, kb, a[split:], K, b[split*N:], N, got, N)
+				if !slices.Equal(got, want) {
+					t.Fatalf("M=%d N=%d K=%d kb=%d: the serial calls differ from one call", M, N, K, kb)
 				}
 			}
 		}

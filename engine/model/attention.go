@@ -45,20 +45,20 @@ func (r kvRows) at(j, HD int) (k, v []float32) {
 // (n, NH*HD) for the new tokens, out is (n, NH*HD). Token i (absolute
 // position start+i) attends to cache positions 0..start+i. p
 // (≥ n·(start+n) values) is scratch for the scores.
-func attentionHead(out, q []float32, kv kvRows, start, n, h, NH, HD int, p []float32, window int) {
+func attentionHead(pr headProducts, out, q []float32, kv kvRows, start, n, h, NH, HD int, p []float32, window int) {
 	Q := NH * HD
-	attendRows(out[h*HD:], Q, q[h*HD:], Q, kv, n, start+n, start+1, 1, HD, p, window)
+	attendRows(pr, out[h*HD:], Q, q[h*HD:], Q, kv, n, start+n, start+1, 1, HD, p, window)
 }
 
 // attentionGroup is attentionHead for one new token (decoding) and all
 // query heads of kv head kvh (whose lane kv is) at once: the heads are
 // the rows of the products (q and out rows HD apart), so the keys are
 // read once for the group instead of once per head.
-func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p []float32, window int) {
+func attentionGroup(pr headProducts, out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p []float32, window int) {
 	G := NH / KVH
 	o := kvh * G * HD
 	tk := start + 1
-	attendRows(out[o:], HD, q[o:], HD, kv, G, tk, tk, 0, HD, p, window)
+	attendRows(pr, out[o:], HD, q[o:], HD, kv, G, tk, tk, 0, HD, p, window)
 }
 
 // attendRows computes M rows of attention over the first tk cached keys
@@ -79,25 +79,25 @@ func attentionGroup(out, q []float32, kv kvRows, start, kvh, NH, KVH, HD int, p 
 // take only the rows that see a key of it, as the trainer's do: of a
 // 512-token prompt's products about 9/16 remain. With step 0 (decoding:
 // every row sees every key) each product is one call per source of keys.
-func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, first, step, HD int, p []float32, window int) {
+func attendRows(pr headProducts, out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, first, step, HD int, p []float32, window int) {
 	scale := attnScale(HD)
 	ps := HD * keyBlock // panel stride of the key blocks
 	if step == 0 {
 		p = p[:M*tk]
 		if kv.pre > 0 {
-			kernels.GemmPanels(M, kv.pre, HD, q, ldq, kv.preK, ps, p, tk)
+			pr.gemmPanels(M, kv.pre, HD, q, ldq, kv.preK, ps, p, tk)
 		}
-		kernels.GemmPanels(M, tk-kv.pre, HD, q, ldq, kv.k, ps, p[kv.pre:], tk)
+		pr.gemmPanels(M, tk-kv.pre, HD, q, ldq, kv.k, ps, p[kv.pre:], tk)
 		for i := range M {
 			softmaxWindow(p[i*tk:(i+1)*tk], firstKey(first-1, window), first, scale)
 		}
 		// In the same key blocks as below.
 		if kv.pre > 0 {
-			kernels.GemmKBlocks(M, HD, kv.pre, attnBlock, p, tk, kv.preV, HD, out, ldo)
-			kernels.GemmKBlocksAdd(M, HD, tk-kv.pre, attnBlock, p[kv.pre:], tk, kv.v, HD, out, ldo)
+			pr.gemmKBlocks(M, HD, kv.pre, attnBlock, p, tk, kv.preV, HD, out, ldo)
+			pr.gemmKBlocksAdd(M, HD, tk-kv.pre, attnBlock, p[kv.pre:], tk, kv.v, HD, out, ldo)
 			return
 		}
-		kernels.GemmKBlocks(M, HD, tk, attnBlock, p, tk, kv.v, HD, out, ldo)
+		pr.gemmKBlocks(M, HD, tk, attnBlock, p, tk, kv.v, HD, out, ldo)
 		return
 	}
 	// A prompt's rows go in tiles of attendTile: a tile's scores (its rows
@@ -116,7 +116,7 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, 
 		for j0 := 0; j0 < ldp; j0 += attnBlock {
 			i0 := max(r0, rowsFrom(j0))
 			k, _ := kv.at(j0, HD)
-			kernels.GemmPanels(r1-i0, min(ldp, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k, ps, pt[(i0-r0)*ldp+j0:], ldp)
+			pr.gemmPanels(r1-i0, min(ldp, j0+attnBlock)-j0, HD, q[i0*ldq:], ldq, k, ps, pt[(i0-r0)*ldp+j0:], ldp)
 		}
 		for i := r0; i < r1; i++ {
 			visible := first + i*step
@@ -129,7 +129,7 @@ func attendRows(out []float32, ldo int, q []float32, ldq int, kv kvRows, M, tk, 
 				beta = 0
 			}
 			_, v := kv.at(j0, HD)
-			kernels.Gemm(false, false, r1-i0, HD, min(ldp, j0+attnBlock)-j0, pt[(i0-r0)*ldp+j0:], ldp, v, HD, beta, out[i0*ldo:], ldo)
+			pr.gemm(false, false, r1-i0, HD, min(ldp, j0+attnBlock)-j0, pt[(i0-r0)*ldp+j0:], ldp, v, HD, beta, out[i0*ldo:], ldo)
 		}
 	}
 }
@@ -181,6 +181,7 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 		}
 	}
 	G := NH / KVH
+	pr := productsFor(len(units), attnWorkers())
 	parallel.For(len(units), 1, func(lo, hi int) {
 		var sp *[]float32
 		scratch := func(need int) []float32 {
@@ -194,7 +195,7 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 		}
 		for _, u := range units[lo:hi] {
 			if u.group != nil {
-				attentionShared(out, q, segs, offs, *u.group, u.run, l, u.head, NH, KVH, HD, scratch)
+				attentionShared(pr, out, q, segs, offs, *u.group, u.run, l, u.head, NH, KVH, HD, scratch)
 				continue
 			}
 			s, t0 := segs[u.seg], offs[u.seg]
@@ -210,9 +211,9 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 			}
 			o, qs := out[t0*Q:(t0+s.N)*Q], q[t0*Q:(t0+s.N)*Q]
 			if s.N == 1 {
-				attentionGroup(o, qs, s.Cache.head(l, u.head), start, u.head, NH, KVH, HD, scratch(need), window)
+				attentionGroup(pr, o, qs, s.Cache.head(l, u.head), start, u.head, NH, KVH, HD, scratch(need), window)
 			} else {
-				attentionHead(o, qs, s.Cache.head(l, u.head/G), start, s.N, u.head, NH, HD, scratch(need), window)
+				attentionHead(pr, o, qs, s.Cache.head(l, u.head/G), start, s.N, u.head, NH, HD, scratch(need), window)
 			}
 		}
 		if sp != nil {
@@ -293,7 +294,7 @@ func sharedDecodes(segs []Segment, l, window int) []sharedGroup {
 // there (the kernels' sums do not depend on the rows beside them, and a
 // cache's keys sum in attention blocks wherever they are stored), so the
 // bits are attentionGroup's. scratch returns a buffer of n values.
-func attentionShared(out, q []float32, segs []Segment, offs []int, g sharedGroup, members []int, l, kvh, NH, KVH, HD int, scratch func(n int) []float32) {
+func attentionShared(pr headProducts, out, q []float32, segs []Segment, offs []int, g sharedGroup, members []int, l, kvh, NH, KVH, HD int, scratch func(n int) []float32) {
 	Q, G := NH*HD, NH/KVH
 	M := len(members) * G
 	shared := segs[g.fork].Cache.head(l, kvh)
@@ -308,22 +309,22 @@ func attentionShared(out, q []float32, segs []Segment, offs []int, g sharedGroup
 		copy(qg[r*G*HD:(r+1)*G*HD], q[offs[i]*Q+kvh*G*HD:])
 	}
 	ps := HD * keyBlock
-	kernels.GemmPanels(M, pre, HD, qg, HD, shared.preK, ps, p, ldp)
+	pr.gemmPanels(M, pre, HD, qg, HD, shared.preK, ps, p, ldp)
 	scale := attnScale(HD)
 	for r, i := range members {
 		tk := segs[i].Cache.Len + 1
 		k, _ := segs[i].Cache.head(l, kvh).at(pre, HD)
-		pr := p[r*G*ldp:]
-		kernels.GemmPanels(G, tk-pre, HD, qg[r*G*HD:], HD, k, ps, pr[pre:], ldp)
+		pm := p[r*G*ldp:] // the member's scores
+		pr.gemmPanels(G, tk-pre, HD, qg[r*G*HD:], HD, k, ps, pm[pre:], ldp)
 		for h := range G {
-			softmaxWindow(pr[h*ldp:h*ldp+tk], firstKey(tk-1, 0), tk, scale)
+			softmaxWindow(pm[h*ldp:h*ldp+tk], firstKey(tk-1, 0), tk, scale)
 		}
 	}
-	kernels.GemmKBlocks(M, HD, pre, attnBlock, p, ldp, shared.preV, HD, og, HD)
+	pr.gemmKBlocks(M, HD, pre, attnBlock, p, ldp, shared.preV, HD, og, HD)
 	for r, i := range members {
 		tk := segs[i].Cache.Len + 1
 		_, v := segs[i].Cache.head(l, kvh).at(pre, HD)
-		kernels.GemmKBlocksAdd(G, HD, tk-pre, attnBlock, p[r*G*ldp+pre:], ldp, v, HD, og[r*G*HD:], HD)
+		pr.gemmKBlocksAdd(G, HD, tk-pre, attnBlock, p[r*G*ldp+pre:], ldp, v, HD, og[r*G*HD:], HD)
 		copy(out[offs[i]*Q+kvh*G*HD:offs[i]*Q+(kvh+1)*G*HD], og[r*G*HD:(r+1)*G*HD])
 	}
 }

@@ -45,7 +45,7 @@ func promptAttention(out, q, k, v []float32, T, from, NH, KVH, HD, window int) {
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, min(n, attendTile)*T)
 		for h := lo; h < hi; h++ {
-			attentionHead(out[from*Q:], q[from*Q:], lanes[h/(NH/KVH)], from, n, h, NH, HD, p, window)
+			attentionHead(productsFor(1, 1), out[from*Q:], q[from*Q:], lanes[h/(NH/KVH)], from, n, h, NH, HD, p, window)
 		}
 	})
 }

@@ -52,7 +52,7 @@ func attentionWindowRef(out, q, k, v []float32, T, NH, KVH, HD, window int) {
 	parallel.For(NH, 1, func(lo, hi int) {
 		p := make([]float32, T*T)
 		for h := lo; h < hi; h++ {
-			attentionHead(out, q, lanes[h/(NH/KVH)], 0, T, h, NH, HD, p, window)
+			attentionHead(productsFor(1, 1), out, q, lanes[h/(NH/KVH)], 0, T, h, NH, HD, p, window)
 		}
 	})
 }

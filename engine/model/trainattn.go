@@ -113,25 +113,27 @@ func forHeads(n, workers int, fn func(worker, h int)) {
 	})
 }
 
-// headProducts are the products one head runs: kernels.Gemm and
-// GemmPanels, or their serial forms (the same bits).
+// headProducts are the products one head runs: kernels.Gemm, GemmPanels,
+// GemmKBlocks and GemmKBlocksAdd, or their serial forms (the same bits).
 type headProducts struct {
-	gemm       func(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int)
-	gemmPanels func(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int)
+	gemm           func(transA, transB bool, M, N, K int, A []float32, lda int, B []float32, ldb int, beta float32, C []float32, ldc int)
+	gemmPanels     func(M, N, K int, A []float32, lda int, B []float32, pstride int, C []float32, ldc int)
+	gemmKBlocks    func(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int)
+	gemmKBlocksAdd func(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int)
 }
 
-// productsFor returns the products of nh heads shared by workers
-// goroutines. With a head on every core, each head's products run on its
-// own goroutine: forked, thousands a step, they found no idle core to
-// hand work to, and the pool helper they woke took turns with the heads'
-// goroutines on the cores (BenchmarkTrainAttention at T = 512 took 10–15 %
-// more CPU time on an idle 2-core machine, 30–40 % on a busy one). With
-// fewer heads than workers they fork as usual.
+// productsFor returns the products of nh heads (or units of attention)
+// shared by workers goroutines. With a head on every core, each head's
+// products run on its own goroutine: forked, thousands a step, they found
+// no idle core to hand work to, and the pool helper they woke took turns
+// with the heads' goroutines on the cores (BenchmarkTrainAttention at
+// T = 512 took 10–15 % more CPU time on an idle 2-core machine, 30–40 % on
+// a busy one). With fewer heads than workers they fork as usual.
 func productsFor(nh, workers int) headProducts {
 	if nh >= workers {
-		return headProducts{kernels.GemmSerial, kernels.GemmPanelsSerial}
+		return headProducts{kernels.GemmSerial, kernels.GemmPanelsSerial, kernels.GemmKBlocksSerial, kernels.GemmKBlocksAddSerial}
 	}
-	return headProducts{kernels.Gemm, kernels.GemmPanels}
+	return headProducts{kernels.Gemm, kernels.GemmPanels, kernels.GemmKBlocks, kernels.GemmKBlocksAdd}
 }
 
 func attnWorkers() int { return runtime.GOMAXPROCS(0) }

@@ -28,6 +28,7 @@ import (
 type standIn struct {
 	field string // "token_id" or "id"
 	load  string // the answer to /load_lora_adapter
+	hang  bool   // /load_lora_adapter answers nothing until the client gives up
 
 	mu   sync.Mutex
 	reqs map[string][]map[string]any
@@ -39,8 +40,12 @@ func (s *standIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.Unmarshal(b, &body)
 	s.mu.Lock()
 	s.reqs[r.URL.Path] = append(s.reqs[r.URL.Path], body)
-	load := s.load
+	load, hang := s.load, s.hang
 	s.mu.Unlock()
+	if hang && r.URL.Path == "/load_lora_adapter" {
+		<-r.Context().Done()
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/models":
 		w.Write([]byte(`{"object":"list","data":[]}`))
@@ -182,6 +187,52 @@ func TestLlamaCppDialect(t *testing.T) {
 	}
 	if got := len(engine.requests("/load_lora_adapter")) + len(engine.requests("/v1/load_lora_adapter")); got != 0 {
 		t.Errorf("%d adapter loads sent to llama-server; it has no such route", got)
+	}
+}
+
+// Ensure a chat request waiting for another request's adapter load (the
+// engine hanging on it) gives up when its own context ends, not when the
+// other load times out: waits for a load queue up, and a request must
+// never be held past its deadline by someone else's.
+func TestChat_WaitForAnotherLoadHonoursContext(t *testing.T) {
+	env := arttest.NewEnv(t)
+	trainer := openTrainer(t, env)
+	engine := &standIn{field: "token_id", load: `{"success": true}`, reqs: map[string][]map[string]any{}}
+	url, _ := listen(t, engine)
+	h, err := external.Open(context.Background(), trainer, external.Options{Dialect: external.SGLang, URL: url, AdapterTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 1 is trained but not loaded: the engine refused it.
+	engine.mu.Lock()
+	engine.load = `{"success": false, "error_message": "busy"}`
+	engine.mu.Unlock()
+	if _, err := h.Train(context.Background(), equalGroups(), art.TrainConfig{LearningRate: 1e-3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	engine.mu.Lock()
+	engine.hang = true
+	engine.mu.Unlock()
+
+	first, stop := context.WithCancel(context.Background())
+	defer stop()
+	firstDone := make(chan error, 1)
+	go func() { _, err := h.Chat(first, chatRequest("agent@1"), nil); firstDone <- err }()
+	for len(engine.requests("/load_lora_adapter")) < 3 { // Open's, Train's, then this one's
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = h.Chat(ctx, chatRequest("agent@1"), nil)
+	if d := time.Since(start); d > 3*time.Second || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a request with a 300ms deadline, queued behind a hanging load: %v after %s; want its deadline, promptly", err, d)
+	}
+	stop()
+	select {
+	case <-firstDone:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first request did not end after its cancellation")
 	}
 }
 

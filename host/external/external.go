@@ -143,7 +143,11 @@ type Host struct {
 
 	mu     sync.Mutex // guards loaded
 	loaded map[int]bool
-	loadMu sync.Mutex // one adapter load or unload at a time
+	// loading is held by the one adapter load or unload at a time. It is
+	// a channel, not a mutex, so that a request waiting for another's load
+	// (which may take AdapterTimeout, and others may be queued) gives up
+	// when its own context ends.
+	loading chan struct{}
 }
 
 var _ host.Model = (*Host)(nil)
@@ -172,7 +176,7 @@ func Open(ctx context.Context, trainer host.Model, opt Options) (*Host, error) {
 		opt.MaxConcurrent = DefaultMaxConcurrent
 	}
 	h := &Host{Model: trainer, opt: opt, log: opt.Logger, client: opt.HTTPClient,
-		slots: make(chan struct{}, opt.MaxConcurrent), loaded: map[int]bool{}}
+		slots: make(chan struct{}, opt.MaxConcurrent), loaded: map[int]bool{}, loading: make(chan struct{}, 1)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -317,8 +321,11 @@ func (h *Host) ensureLoaded(ctx context.Context, step int) error {
 	if ok {
 		return nil
 	}
-	h.loadMu.Lock()
-	defer h.loadMu.Unlock()
+	unlock, err := h.lockLoading(ctx)
+	if err != nil {
+		return fmt.Errorf("external: load step %d: %w", step, err)
+	}
+	defer unlock()
 	h.mu.Lock()
 	ok = h.loaded[step]
 	h.mu.Unlock()
@@ -343,10 +350,24 @@ func (h *Host) ensureLoaded(ctx context.Context, step int) error {
 	return nil
 }
 
+// lockLoading waits for the turn to load or unload an adapter, or for ctx
+// to end, and returns the function that gives the turn back.
+func (h *Host) lockLoading(ctx context.Context) (unlock func(), err error) {
+	select {
+	case h.loading <- struct{}{}:
+		return func() { <-h.loading }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for another adapter load: %w", ctx.Err())
+	}
+}
+
 // unload unloads step's adapter from the engine.
 func (h *Host) unload(ctx context.Context, step int) error {
-	h.loadMu.Lock()
-	defer h.loadMu.Unlock()
+	unlock, err := h.lockLoading(ctx)
+	if err != nil {
+		return fmt.Errorf("external: unload step %d: %w", step, err)
+	}
+	defer unlock()
 	name := h.Info().ModelID(step)
 	if err := h.unloadAdapter(ctx, name); err != nil {
 		return err

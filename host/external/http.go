@@ -35,8 +35,8 @@ func (e *statusError) Error() string {
 // wrong: the engine cannot be reached or did not answer in time
 // (ErrEngineUnavailable), it ran out of memory (ErrEngineOOM), or it
 // answered with an error status (*statusError with its message).
-func (h *Host) call(ctx context.Context, path string, body any, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (h *Host) call(parent context.Context, path string, body any, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	method := http.MethodGet
 	var rd io.Reader
@@ -59,7 +59,7 @@ func (h *Host) call(ctx context.Context, path string, body any, timeout time.Dur
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, h.transportError(ctx, path, timeout, err)
+		return nil, h.transportError(parent, ctx, path, timeout, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -73,18 +73,20 @@ func (h *Host) call(ctx context.Context, path string, body any, timeout time.Dur
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
 	if err != nil {
-		return nil, h.transportError(ctx, path, timeout, err)
+		return nil, h.transportError(parent, ctx, path, timeout, err)
 	}
 	return b, nil
 }
 
-// transportError explains a request that got no complete answer.
-func (h *Host) transportError(ctx context.Context, path string, timeout time.Duration, err error) error {
+// transportError explains a request that got no complete answer: the
+// caller's context (parent) ended, the engine took longer than timeout
+// (ctx, the request's), or the transport failed.
+func (h *Host) transportError(parent, ctx context.Context, path string, timeout time.Duration, err error) error {
+	if parent.Err() != nil { // the caller's deadline or cancellation, not the engine's fault
+		return fmt.Errorf("external: %s %s: %w", h.opt.Dialect, path, parent.Err())
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %s at %s did not answer %s within %s", ErrEngineUnavailable, h.opt.Dialect, h.opt.URL, path, timeout)
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("external: %s %s: %w", h.opt.Dialect, path, ctx.Err())
 	}
 	return fmt.Errorf("%w: %s at %s: %w", ErrEngineUnavailable, h.opt.Dialect, h.opt.URL, err)
 }
@@ -153,7 +155,7 @@ func (h *Host) loadAdapter(ctx context.Context, name, path string) error {
 		return nil
 	case errors.As(err, &se) && strings.Contains(strings.ToLower(se.msg), "already"):
 		return nil // loaded before (by another process or before a restart)
-	case errors.Is(err, ErrEngineUnavailable) || errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrEngineUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("external: load adapter %s: %w", name, err)
 	}
 	return fmt.Errorf("%w %s from %s: %w", ErrAdapterRejected, name, path, err)

@@ -90,9 +90,12 @@ type Host struct {
 	adapters map[int]*lora.Adapter
 	latest   int
 
-	trainMu sync.Mutex // one training step at a time; guards trainer
-	trainer *train.Trainer
-	skips   skipWarnings
+	// training is held by the one training step (or restore, or deletion)
+	// at a time and guards trainer. A channel, not a mutex: a call queued
+	// behind a step that may run for minutes gives up when its context ends.
+	training chan struct{}
+	trainer  *train.Trainer
+	skips    skipWarnings
 
 	structured structured // structured outputs: the grammar vocabulary and compiled schemas
 }
@@ -155,6 +158,7 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		n = DefaultMaxConcurrent
 	}
 	h.slots, h.admit = make(chan struct{}, n), make(chan struct{}, 1)
+	h.training = make(chan struct{}, 1)
 	if h.dir, err = store.New(opt.Path, opt.Project, opt.Name); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
@@ -373,8 +377,9 @@ func (h *Host) forget(adapters []*lora.Adapter) {
 
 // DeleteCheckpoints removes every checkpoint not in keep, except the latest.
 func (h *Host) DeleteCheckpoints(keep []int) error {
-	h.trainMu.Lock()
-	defer h.trainMu.Unlock()
+	// No context here: the wait is bounded by the step in progress.
+	unlock, _ := h.lockTraining(context.Background())
+	defer unlock()
 	latest := h.Step()
 	if !slices.Contains(keep, latest) {
 		keep = append(slices.Clone(keep), latest)
@@ -393,6 +398,18 @@ func (h *Host) DeleteCheckpoints(keep []int) error {
 	h.mu.Unlock()
 	h.forget(dropped)
 	return nil
+}
+
+// lockTraining waits for the turn to train (or restore or delete
+// checkpoints), or for ctx to end, and returns the function that gives the
+// turn back.
+func (h *Host) lockTraining(ctx context.Context) (unlock func(), err error) {
+	select {
+	case h.training <- struct{}{}:
+		return func() { <-h.training }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the training step in progress: %w", ctx.Err())
+	}
 }
 
 // CheckpointPath returns the folder of a step's checkpoint.

@@ -16,8 +16,14 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, step int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
 	}
-	h.trainMu.Lock()
-	defer h.trainMu.Unlock()
+	unlock, err := h.lockTraining(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
+	}
+	defer unlock()
+	if err := ctx.Err(); err != nil { // ended while it waited
+		return 0, fmt.Errorf("native: restore step %d: %w", step, err)
+	}
 	dir := h.dir.CheckpointDir(step)
 	if _, err := os.Stat(dir); step < 0 || err != nil {
 		return 0, fmt.Errorf("native: restore step %d: %w", step, h.unknown(h.opt.Name+"@"+fmt.Sprint(step)))

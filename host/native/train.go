@@ -43,7 +43,7 @@ func (h *Host) Train(ctx context.Context, groups []art.TrajectoryGroup, cfg art.
 		ref = a
 	}
 	var res train.StepResult
-	out, err := h.trainAndSave(func(tr *train.Trainer, next int) (map[string]float64, error) {
+	out, err := h.trainAndSave(ctx, func(tr *train.Trainer, next int) (map[string]float64, error) {
 		var err error
 		// Turns answered as the step the adapter is at were sampled with
 		// the weights the step starts from (loss/rollout_logprob_abs_diff).
@@ -88,7 +88,7 @@ func (h *Host) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg 
 		}
 	}
 	batches := cfg.Batches(len(trajectories))
-	return h.trainAndSave(func(tr *train.Trainer, _ int) (map[string]float64, error) {
+	return h.trainAndSave(ctx, func(tr *train.Trainer, _ int) (map[string]float64, error) {
 		sum := map[string]float64{}
 		for b := range batches {
 			var batch []train.History
@@ -128,9 +128,17 @@ func (h *Host) TrainSFT(ctx context.Context, trajectories []art.Trajectory, cfg 
 // gradient or update goes non-finite fails (train.ErrNonFinite) before
 // any weight changes, so no NaN or Inf reaches a checkpoint; the step
 // counter does not advance.
-func (h *Host) trainAndSave(step func(tr *train.Trainer, next int) (map[string]float64, error)) (art.TrainResult, error) {
-	h.trainMu.Lock()
-	defer h.trainMu.Unlock()
+func (h *Host) trainAndSave(ctx context.Context, step func(tr *train.Trainer, next int) (map[string]float64, error)) (art.TrainResult, error) {
+	unlock, err := h.lockTraining(ctx)
+	if err != nil {
+		return art.TrainResult{}, fmt.Errorf("native: %w", err)
+	}
+	defer unlock()
+	// A call whose context ended while it waited trains nothing, not even
+	// a step with nothing to train (which would still save a checkpoint).
+	if err := ctx.Err(); err != nil {
+		return art.TrainResult{}, fmt.Errorf("native: %w", err)
+	}
 	tr := h.trainer
 	next := h.Step() + 1
 	saved := tr.Snapshot()

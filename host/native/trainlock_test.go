@@ -1,0 +1,71 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/artgo/art"
+)
+
+// Ensure a training call queued behind another step gives up when its own
+// context ends instead of waiting for that step, however long it runs:
+// Train, TrainSFT and RestoreCheckpoint. The step in progress is an SFT
+// step held at its progress callback.
+func TestTrain_QueuedCallHonoursContext(t *testing.T) {
+	s := openTiny(t)
+	defer s.Close()
+	var tr art.Trajectory
+	tr.AddMessage(art.UserMsg("hi"), art.AssistantMsg("yo"))
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.TrainSFT(context.Background(), []art.Trajectory{tr}, art.TrainSFTConfig{}, func(done, total int) {
+			close(held)
+			<-release
+		})
+		first <- err
+	}()
+	<-held
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Train": func(ctx context.Context) error {
+			_, err := s.Train(ctx, []art.TrajectoryGroup{{Trajectories: []art.Trajectory{tr, tr}}}, art.TrainConfig{AllowTrainingWithoutLogprobs: true}, nil)
+			return err
+		},
+		"TrainSFT": func(ctx context.Context) error {
+			_, err := s.TrainSFT(ctx, []art.Trajectory{tr}, art.TrainSFTConfig{}, nil)
+			return err
+		},
+		"RestoreCheckpoint": func(ctx context.Context) error {
+			_, err := s.RestoreCheckpoint(ctx, 0)
+			return err
+		},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- call(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s queued behind a step: %v after %s; want its deadline", name, err, time.Since(start))
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s with a 200ms deadline still waits for the step in progress after 5 s", name)
+			close(release)
+			<-done
+			release = nil
+		}
+		cancel()
+	}
+	if release != nil {
+		close(release)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if s.Step() != 1 {
+		t.Errorf("step %d after one SFT step and cancelled calls; want 1", s.Step())
+	}
+}

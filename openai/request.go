@@ -51,7 +51,8 @@ type ChatCompletionRequest struct {
 	MaxCompletionTokens *int   `json:"max_completion_tokens,omitempty"`
 	Stop                Stop   `json:"stop,omitempty"`
 	Seed                *int64 `json:"seed,omitempty"`
-	// Logprobs is accepted for compatibility: logprobs are always returned.
+	// Logprobs is accepted for compatibility: logprobs are always
+	// returned. TopLogprobs > 0 needs it true, as OpenAI and vLLM require.
 	Logprobs    *bool `json:"logprobs,omitempty"`
 	TopLogprobs *int  `json:"top_logprobs,omitempty"`
 

@@ -42,6 +42,12 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	// Checked here, not in chatRequest: the Responses and legacy
+	// completions APIs ask for top logprobs without this flag.
+	if k := req.TopLogprobs; k != nil && *k > 0 && (req.Logprobs == nil || !*req.Logprobs) {
+		s.fail(w, badRequest("top_logprobs", "logprobs must be true when top_logprobs is used, as OpenAI and vLLM require (each token's logprob is returned either way)"))
+		return
+	}
 	creq, e := s.chatRequest(&req)
 	if e != nil {
 		s.fail(w, e)

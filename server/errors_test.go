@@ -83,6 +83,8 @@ func TestBadRequests(t *testing.T) {
 		{"Temperature", "POST", chat, testKey, chatBody(`"temperature":-1`), 400, "invalid_request_error", "temperature", ">= 0"},
 		{"TopP", "POST", chat, testKey, chatBody(`"top_p":0`), 400, "invalid_request_error", "top_p", "(0, 1]"},
 		{"TopLogprobs", "POST", chat, testKey, chatBody(`"logprobs":true,"top_logprobs":21`), 400, "invalid_request_error", "top_logprobs", "[0, 20]"},
+		{"TopLogprobsWithoutLogprobs", "POST", chat, testKey, chatBody(`"top_logprobs":2`), 400, "invalid_request_error", "top_logprobs", "logprobs must be true"},
+		{"TopLogprobsLogprobsFalse", "POST", chat, testKey, chatBody(`"logprobs":false,"top_logprobs":2`), 400, "invalid_request_error", "top_logprobs", "logprobs must be true"},
 		{"ToolType", "POST", chat, testKey, chatBody(`"tools":[{"type":"retrieval","function":{"name":"f"}}]`), 400, "invalid_request_error", "tools[0].type", `must be "function"`},
 		{"ToolNotObject", "POST", chat, testKey, chatBody(`"tools":["f"]`), 400, "invalid_request_error", "tools[0]", "tool object"},
 		{"ToolNoFunction", "POST", chat, testKey, chatBody(`"tools":[{"type":"function"}]`), 400, "invalid_request_error", "tools[0].function", "is required"},

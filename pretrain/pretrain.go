@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -361,6 +362,10 @@ func SaveFolder(m *model.Model, src, out string) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("pretrain: %w", err)
 	}
+	// The folder's entries must be on disk before its new name is.
+	if err := atomicfile.SyncDir(tmp); err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
 	if err := os.Rename(tmp, out); err != nil {
 		return fmt.Errorf("pretrain: %w", err)
 	}
@@ -384,19 +389,54 @@ func copyExtras(src, dst string) error {
 		}
 		if e.IsDir() {
 			if name == "additional_chat_templates" {
-				if err := os.CopyFS(filepath.Join(dst, name), os.DirFS(filepath.Join(src, name))); err != nil {
-					return fmt.Errorf("pretrain: %w", err)
+				if err := copyTree(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+					return err
 				}
 			}
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			return fmt.Errorf("pretrain: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
-			return fmt.Errorf("pretrain: %w", err)
+		if err := copyFile(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// copyFile copies src to dst, synced: SaveFolder renames the folder into
+// place once it is complete, and a rename that reaches the disk before the
+// files' data would leave a whole-looking folder with an empty tokenizer
+// after a crash.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("pretrain: %w", err)
+	}
+	if err := atomicfile.WriteFile(dst, b, 0o644); err != nil {
+		return fmt.Errorf("pretrain: copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// copyTree copies the folder src to dst with copyFile, each folder synced.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("pretrain: %w", err)
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return fmt.Errorf("pretrain: %w", err)
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return fmt.Errorf("pretrain: %w", err)
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return nil // as os.CopyFS does not follow links, neither do we
+		}
+		return copyFile(path, target)
+	})
 }

@@ -536,6 +536,11 @@ func (j *job) blockB(out []bblock, buf **[]float32, pc, kc, jp, np, ncols int, s
 			out = append(out, bblock{bf: d, ldb: panelW, pstride: kc * panelW, p0: full, np: 1, ncols: rem})
 		}
 		return out
+	case j.kind == bRowsF32 && j.ldb == panelW && ncols == panelW:
+		// Rows of one whole panel's width, back to back, are that panel
+		// already (decoding attention's values): packing would copy them
+		// as they are.
+		return append(out, bblock{bf: j.bf, boff: pc * panelW, ldb: panelW, pstride: kc * panelW, np: 1, ncols: panelW})
 	case j.kind == bRowsF32:
 		d := need(np * kc * panelW)
 		for q := range np {

@@ -299,7 +299,8 @@ type gemmCase struct {
 func TestGemm(t *testing.T) {
 	var cases []gemmCase
 	shapes := []mnk{{1, 1, 1}, {1, 70, 130}, {3, 16, 300}, {5, 7, 3}, {6, 64, 1}, {7, 65, 301}, {13, 129, 64}, {17, 8, 200},
-		{64, 8, 300}, {100, 16, 90}, {70, 33, 257}, {30, 200, 20}, {8, 300, 600}, {120, 140, 150}}
+		{64, 8, 300}, {100, 16, 90}, {70, 33, 257}, {30, 200, 20}, {8, 300, 600}, {120, 140, 150},
+		{40, 64, 300}} // the last: rows of one panel's width read in place
 	for i, sh := range shapes {
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {

@@ -54,6 +54,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -582,9 +583,12 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: openai.ErrInvalidRequest, Code: "request_too_large",
 			Msg: fmt.Sprintf("request body exceeds the server's limit of %d bytes", mbe.Limit)}
+	case errors.As(err, &ute) && ute.Field == "":
+		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Code: "invalid_type",
+			Msg: fmt.Sprintf("invalid request: the request body must be a JSON object, got JSON %s", ute.Value)}
 	case errors.As(err, &ute):
 		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Param: ute.Field, Code: "invalid_type",
-			Msg: fmt.Sprintf("invalid request: field %q must be %s, got JSON %s", ute.Field, ute.Type, ute.Value)}
+			Msg: fmt.Sprintf("invalid request: field %q must be %s, got JSON %s", ute.Field, jsonKind(ute.Type), ute.Value)}
 	case errors.Is(err, io.EOF):
 		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Code: "invalid_json", Msg: "request body is empty; expected a JSON object"}
 	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, errTrailingData):
@@ -597,6 +601,30 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 }
 
 var errTrailingData = errors.New("unexpected data after the JSON value")
+
+// jsonKind names the JSON values a Go type decodes, for errors: a client
+// knows "an integer", not "int64" or "[]json.RawMessage".
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer (%d-bit)", t.Bits())
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value of another type"
+}
 
 // checkModel checks a model name given to the training API: empty, the
 // served name, or one of its "name@step" ids.

@@ -66,3 +66,20 @@ func TestContextLengthExceeded(t *testing.T) {
 	_, err = client.Completions.New(ctx, oai.CompletionNewParams{Model: testModel, Prompt: oai.CompletionNewParamsPromptUnion{OfString: oai.String(long)}})
 	check("completions prompt", "prompt", err)
 }
+
+// Ensure a content part the text-only model cannot read is a 400 naming
+// the message and the part, without the engine's package prefixes ("train:
+// render chat: chat: ", which read as if training had failed).
+func TestImagePartRefused(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	client := newClient(ts.URL)
+	_, err := client.Chat.Completions.New(context.Background(), oai.ChatCompletionNewParams{Model: testModel, Messages: []oai.ChatCompletionMessageParamUnion{
+		oai.UserMessage([]oai.ChatCompletionContentPartUnionParam{oai.TextContentPart("what is this?"), oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png;base64,AAAA"})})}})
+	var apiErr *oai.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("%v; want an API error", err)
+	}
+	if apiErr.StatusCode != 400 || apiErr.Param != "messages" || !strings.HasPrefix(apiErr.Message, "message 0: content part 1 of type image_url is not supported") {
+		t.Fatalf("%d param %q %q; want a 400 on messages beginning \"message 0: content part 1 of type image_url\"", apiErr.StatusCode, apiErr.Param, apiErr.Message)
+	}
+}

@@ -524,10 +524,11 @@ func hostError(err error, modelParam string) *apiError {
 	return internalError(err)
 }
 
-// trimPrefix drops the Go package prefix ("native: ") from a message
-// meant for API users.
+// trimPrefix drops the Go packages' prefixes ("native: ", a prompt's
+// "train: render chat: chat: ") from a message meant for API users: to
+// them a prompt error prefixed "train:" reads as a failed training step.
 func trimPrefix(msg string) string {
-	for _, p := range []string{"native: ", "generate: "} {
+	for _, p := range []string{"native: ", "generate: ", "train: render chat: ", "chat: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return msg

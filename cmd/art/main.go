@@ -1,6 +1,8 @@
 // Command art is the command-line tool of ART for Go: it serves and trains
-// models, runs demos and benchmarks, and converts checkpoints. Run
-// `art help` for the list of commands.
+// models, runs the demo, builds and pretrains model folders, inspects runs
+// (the dashboard, runs, show, charts, logged trajectories, RULER scores) and
+// exports models and checkpoints for llama.cpp. Run `art help` for the list
+// of commands; the benchmarks are separate programs under bench/.
 package main
 
 import (

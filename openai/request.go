@@ -22,7 +22,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 )
 
@@ -120,11 +119,21 @@ func (s *Stop) UnmarshalJSON(data []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(data, &list); err != nil {
-		return errors.New("openai: stop must be a string or an array of strings")
+		return &FieldError{Field: "stop", Msg: fmt.Sprintf("stop must be a string or an array of strings, got %.60s", data)}
 	}
 	*s = list
 	return nil
 }
+
+// FieldError is a request field's value that its own decoder refused;
+// Field names the field, for the error answer's param (encoding/json does
+// not say which field a decoder's error came from).
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "openai: " + e.Msg }
 
 // Tool choice modes.
 const (
@@ -169,7 +178,7 @@ func (c *ToolChoice) UnmarshalJSON(data []byte) error {
 	}
 	var o toolChoiceObject
 	if err := json.Unmarshal(data, &o); err != nil || o.Type != "function" || o.Function.Name == "" {
-		return fmt.Errorf(`openai: tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":...}}; got %.60s`, data)
+		return &FieldError{Field: "tool_choice", Msg: fmt.Sprintf(`tool_choice must be "none", "auto", "required" or {"type":"function","function":{"name":...}}; got %.60s`, data)}
 	}
 	*c = ToolChoice{Mode: ToolChoiceFunction, Function: o.Function.Name}
 	return nil

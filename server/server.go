@@ -580,6 +580,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	var mbe *http.MaxBytesError
 	var ute *json.UnmarshalTypeError
 	var se *json.SyntaxError
+	var fe *openai.FieldError
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: openai.ErrInvalidRequest, Code: "request_too_large",
@@ -595,6 +596,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, errTrailingData):
 		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Code: "invalid_json",
 			Msg: fmt.Sprintf("request body is not valid JSON: %v", err)}
+	case errors.As(err, &fe):
+		return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Param: fe.Field, Code: "invalid_value",
+			Msg: "invalid request: " + fe.Msg}
 	}
 	// A field's own decoder refused its value.
 	return &apiError{Status: http.StatusBadRequest, Type: openai.ErrInvalidRequest, Code: "invalid_value",

@@ -60,13 +60,13 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer end()
 	if req.Stream {
-		st := s.newStream(w, creq, param(&req), newChatFormat(&req, creq))
+		st := s.newStream(w, creq, chatParams(&req), newChatFormat(&req, creq))
 		s.metrics.request(st.run(ctx, r.Context()))
 		return
 	}
 	resp, err := s.model.Chat(ctx, creq, nil)
 	if err != nil {
-		e := s.chatError(err, ctx, r.Context(), param(&req))
+		e := s.chatError(err, ctx, r.Context(), chatParams(&req))
 		s.metrics.request(e.Status)
 		if r.Context().Err() == nil {
 			writeError(w, e)
@@ -98,17 +98,26 @@ func (s *Server) startGeneration(r *http.Request, creq *host.ChatRequest, stream
 	return ctx, func() { s.metrics.finish(n); cancel() }, nil
 }
 
-// param returns the name of the request's max-tokens field, for errors.
-func param(req *openai.ChatCompletionRequest) string {
-	p, _ := req.MaxTokensParam()
-	return p
+// chatParams names the host's request fields as the chat request does, for
+// errors: the max-tokens field is the one the client sent.
+func chatParams(req *openai.ChatCompletionRequest) func(string) string {
+	maxTokens, _ := req.MaxTokensParam()
+	return func(param string) string {
+		if param == "max_tokens" && maxTokens != "" {
+			return maxTokens
+		}
+		return param
+	}
 }
+
+// sameParams is the renaming of an API whose fields are the host's.
+func sameParams(param string) string { return param }
 
 // chatError maps an error of svc.Chat: a timeout of ctx is a 504, a
 // cancelled client a 499 (logged, never written), anything else as
-// serviceError. maxTokensParam renames the service's "max_tokens" param to
-// the field the client used.
-func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensParam string) *apiError {
+// serviceError. rename names the host's param (and its mentions in the
+// message) as the client's API does.
+func (s *Server) chatError(err error, ctx, clientCtx context.Context, rename func(string) string) *apiError {
 	switch {
 	case clientCtx.Err() != nil:
 		s.log.Info("server: client went away; generation cancelled", "err", err)
@@ -118,9 +127,9 @@ func (s *Server) chatError(err error, ctx, clientCtx context.Context, maxTokensP
 			Msg: fmt.Sprintf("the request did not finish within the server's request timeout (%s)", s.cfg.RequestTimeout)}
 	}
 	e := hostError(err, "model")
-	if e.Param == "max_tokens" && maxTokensParam != "" {
-		e.Param = maxTokensParam
-		e.Msg = strings.Replace(e.Msg, "max_tokens", maxTokensParam, 1)
+	if p := rename(e.Param); e.Param != "" && p != e.Param {
+		e.Msg = strings.ReplaceAll(e.Msg, e.Param, p)
+		e.Param = p
 	}
 	if e.Status >= 500 {
 		s.log.Error("server: chat completion failed", "err", err)

@@ -31,13 +31,13 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Stream {
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		s.stream(w, r, creq, "max_tokens", func(creq host.ChatRequest) streamFormat {
+		s.stream(w, r, creq, sameParams, func(creq host.ChatRequest) streamFormat {
 			return &completionFormat{id: "cmpl-" + randomHex(), created: time.Now().Unix(), model: creq.Model, top: creq.TopLogprobs,
 				includeUsage: includeUsage, offsets: make([]int, max(creq.N, 1))}
 		})
 		return
 	}
-	resp, ok := s.generate(w, r, creq, "max_tokens")
+	resp, ok := s.generate(w, r, creq, sameParams)
 	if !ok {
 		return
 	}

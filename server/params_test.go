@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
+
+	"github.com/artgo/art/openai"
 )
 
 // Ensure a tiny positive temperature samples as temperature 0 (greedy)
@@ -81,5 +84,21 @@ func TestImagePartRefused(t *testing.T) {
 	}
 	if apiErr.StatusCode != 400 || apiErr.Param != "messages" || !strings.HasPrefix(apiErr.Message, "message 0: content part 1 of type image_url is not supported") {
 		t.Fatalf("%d param %q %q; want a 400 on messages beginning \"message 0: content part 1 of type image_url\"", apiErr.StatusCode, apiErr.Param, apiErr.Message)
+	}
+}
+
+// Ensure the Responses API names its own fields when the input does not
+// fit the context: "input", not the chat API's "messages".
+func TestResponses_ContextLengthParam(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	for _, stream := range []string{"false", "true"} {
+		status, body := do(t, "POST", ts.URL+"/v1/responses", testKey, `{"model":"agent","stream":`+stream+`,"input":"`+strings.Repeat("x", 5000)+`"}`)
+		var env openai.ErrorResponse
+		if err := json.Unmarshal(body, &env); err != nil || status != 400 {
+			t.Fatalf("stream %s: %d %s", stream, status, body)
+		}
+		if e := env.Error; e.Param == nil || *e.Param != "input" || e.Code == nil || *e.Code != "context_length_exceeded" || strings.Contains(e.Message, "messages") {
+			t.Errorf("stream %s: %s; want param input, code context_length_exceeded, and no \"messages\" in the message", stream, body)
+		}
 	}
 }

@@ -39,12 +39,12 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Stream {
-		s.stream(w, r, creq, "max_output_tokens", func(creq host.ChatRequest) streamFormat {
+		s.stream(w, r, creq, responsesHostParam, func(creq host.ChatRequest) streamFormat {
 			return &responseFormat{s: s, req: &req, conv: conv, top: creq.TopLogprobs > 0, ids: newResponseIDs(), model: creq.Model}
 		})
 		return
 	}
-	resp, ok := s.generate(w, r, creq, "max_output_tokens")
+	resp, ok := s.generate(w, r, creq, responsesHostParam)
 	if !ok {
 		return
 	}
@@ -63,9 +63,9 @@ func (s *Server) fail(w http.ResponseWriter, e *apiError) {
 
 // generate answers creq without streaming, as the responses and legacy
 // completions endpoints do (see startGeneration); on failure it writes the error
-// (unless the client went away) and returns false. maxTokensParam names
-// the request's max-tokens field in errors.
-func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, maxTokensParam string) (host.ChatResponse, bool) {
+// (unless the client went away) and returns false. params names the
+// host's request fields as the client's API does, in errors.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, params func(string) string) (host.ChatResponse, bool) {
 	ctx, end, e := s.startGeneration(r, &creq, false)
 	if e != nil {
 		s.fail(w, e)
@@ -74,7 +74,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.Chat
 	defer end()
 	resp, err := s.model.Chat(ctx, creq, nil)
 	if err != nil {
-		e := s.chatError(err, ctx, r.Context(), maxTokensParam)
+		e := s.chatError(err, ctx, r.Context(), params)
 		s.metrics.request(e.Status)
 		if r.Context().Err() == nil {
 			writeError(w, e)
@@ -87,14 +87,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, creq host.Chat
 }
 
 // stream answers creq as a stream of format's events (see chatStream).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, maxTokensParam string, format func(host.ChatRequest) streamFormat) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, creq host.ChatRequest, params func(string) string, format func(host.ChatRequest) streamFormat) {
 	ctx, end, e := s.startGeneration(r, &creq, true)
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
 	defer end()
-	s.metrics.request(s.newStream(w, creq, maxTokensParam, format(creq)).run(ctx, r.Context()))
+	s.metrics.request(s.newStream(w, creq, params, format(creq)).run(ctx, r.Context()))
 }
 
 // responsesRequest turns a Responses request into the conversation it
@@ -169,6 +169,14 @@ func (s *Server) responsesRequest(req *openai.ResponsesRequest) ([]art.Message, 
 		return nil, host.ChatRequest{}, e
 	}
 	return conv, creq, nil
+}
+
+// responsesHostParam names a host error's field as the Responses API does.
+func responsesHostParam(p string) string {
+	if p == "max_tokens" {
+		return "max_output_tokens"
+	}
+	return responsesParam(p)
 }
 
 // responsesParam names a chat request's field as the Responses API does.

@@ -43,8 +43,9 @@ type chatStream struct {
 	rc     *http.ResponseController
 	creq   host.ChatRequest
 	format streamFormat
-	// maxTokensParam names the request's max-tokens field in errors.
-	maxTokensParam string
+	// params names the host's request fields as the client's API does, in
+	// errors.
+	params func(string) string
 
 	// firstToken, if set, is called at the first sampled token (and then
 	// cleared): it records the time to first token.
@@ -89,8 +90,8 @@ type choiceStream struct {
 	toolHold bool   // a tool call may have begun: content waits for the end
 }
 
-func (s *Server) newStream(w http.ResponseWriter, creq host.ChatRequest, maxTokensParam string, format streamFormat) *chatStream {
-	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), creq: creq, format: format, maxTokensParam: maxTokensParam,
+func (s *Server) newStream(w http.ResponseWriter, creq host.ChatRequest, params func(string) string, format streamFormat) *chatStream {
+	st := &chatStream{s: s, w: w, rc: http.NewResponseController(w), creq: creq, format: format, params: params,
 		choices: make([]choiceStream, max(creq.N, 1)), wake: make(chan struct{}, 1), quit: make(chan struct{}), stopped: make(chan struct{})}
 	start := time.Now()
 	st.firstToken = func() { s.metrics.firstToken(time.Since(start)) }
@@ -113,7 +114,7 @@ func (st *chatStream) run(ctx, clientCtx context.Context) int {
 			st.s.log.Info("server: stream client went away; generation cancelled", "err", err)
 			return statusClientClosed
 		}
-		e := st.s.chatError(err, ctx, clientCtx, st.maxTokensParam)
+		e := st.s.chatError(err, ctx, clientCtx, st.params)
 		if clientCtx.Err() != nil {
 			return e.Status
 		}

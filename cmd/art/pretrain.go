@@ -40,6 +40,9 @@ appears complete or not at all.`,
   art pretrain --model ./random --data teacher.jsonl --epochs 2 --hold-out 200 --out ./base`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPretrainFlags(opt, every); err != nil {
+				return err
+			}
 			opt.Progress = progressPrinter(cmd.ErrOrStderr(), every)
 			res, err := pretrain.Run(cmd.Context(), opt)
 			if err != nil {
@@ -67,8 +70,33 @@ appears complete or not at all.`,
 	f.Float64Var(&opt.StopLoss, "stop-loss", 0, "stop once the held-out loss falls below this (needs --hold-out and --eval-every; 0: never)")
 	f.IntVar(&opt.MaxSeqLen, "max-seq-len", 4096, "longest transcript in tokens; a longer one is an error")
 	f.Uint64Var(&opt.Seed, "seed", 1, "seed of the batch order")
-	f.IntVar(&every, "log-every", 10, "print the loss every this many steps")
+	f.IntVar(&every, "log-every", 10, "print the loss every this many steps (0: only held-out measurements)")
 	return cmd
+}
+
+// checkPretrainFlags rejects out-of-range numbers naming their flag, before
+// anything is read or loaded. Package pretrain reads 0 as its default,
+// which a flag given 0 must not silently get.
+func checkPretrainFlags(opt pretrain.Options, logEvery int) error {
+	for _, c := range []struct {
+		flag     string
+		v, least int
+	}{
+		{"--epochs", opt.Epochs, 1}, {"--batch", opt.BatchSize, 1}, {"--max-seq-len", opt.MaxSeqLen, 1},
+		{"--max-steps", opt.MaxSteps, 0}, {"--hold-out", opt.HoldOut, 0}, {"--eval-every", opt.EvalEvery, 0},
+		{"--log-every", logEvery, 0},
+	} {
+		if c.v < c.least {
+			return fmt.Errorf("pretrain: %s must be >= %d, got %d", c.flag, c.least, c.v)
+		}
+	}
+	if !(opt.LR > 0) || math.IsInf(opt.LR, 0) {
+		return fmt.Errorf("pretrain: --lr must be > 0, got %v", opt.LR)
+	}
+	if !(opt.StopLoss >= 0) || math.IsInf(opt.StopLoss, 0) {
+		return fmt.Errorf("pretrain: --stop-loss must be >= 0, got %v", opt.StopLoss)
+	}
+	return nil
 }
 
 // progressPrinter prints every n-th step (and the last, and any with a

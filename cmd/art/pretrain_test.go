@@ -92,3 +92,37 @@ func TestPretrain(t *testing.T) {
 		})
 	}
 }
+
+// Ensure out-of-range numbers are errors naming their flag, checked before
+// anything is read (the data file here does not exist) or written, never
+// silently read as pretrain's defaults (0 batch → 32, 0 epochs → 1).
+func TestPretrainCmd_BadNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--epochs", "0"}, "pretrain: --epochs must be >= 1, got 0"},
+		{[]string{"--batch", "0"}, "pretrain: --batch must be >= 1, got 0"},
+		{[]string{"--batch", "-4"}, "pretrain: --batch must be >= 1, got -4"},
+		{[]string{"--max-seq-len", "0"}, "pretrain: --max-seq-len must be >= 1, got 0"},
+		{[]string{"--max-steps", "-1"}, "pretrain: --max-steps must be >= 0, got -1"},
+		{[]string{"--hold-out", "-1"}, "pretrain: --hold-out must be >= 0, got -1"},
+		{[]string{"--eval-every", "-1"}, "pretrain: --eval-every must be >= 0, got -1"},
+		{[]string{"--log-every", "-1"}, "pretrain: --log-every must be >= 0, got -1"},
+		{[]string{"--lr", "0"}, "pretrain: --lr must be > 0, got 0"},
+		{[]string{"--stop-loss", "-1"}, "pretrain: --stop-loss must be >= 0, got -1"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			args := append([]string{"pretrain", "--model", filepath.Join(dir, "model"), "--data", filepath.Join(dir, "missing.jsonl"), "--out", out}, tt.args...)
+			code, _, errOut := runArgs(t, args...)
+			if code != 1 || errOut != "art: "+tt.want+"\n" {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut, "art: "+tt.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Fatalf("%s was created (%v)", out, err)
+			}
+		})
+	}
+}

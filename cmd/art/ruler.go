@@ -43,12 +43,20 @@ again); each judge call is bounded by --timeout.`,
 			if judgeSpec == "" {
 				return fmt.Errorf("ruler: --judge is required (for example openai/o4-mini)")
 			}
+			// ruler.Options reads a zero timeout as its default, which a
+			// flag given 0 must not silently get.
+			if maxExplanation < 0 {
+				return fmt.Errorf("ruler: --max-explanation must be >= 0, got %d", maxExplanation)
+			}
+			if maxTokens < 0 {
+				return fmt.Errorf("ruler: --max-tokens must be >= 0, got %d", maxTokens)
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("ruler: --timeout must be > 0, got %v", timeout)
+			}
 			judge, err := judgeFromFlags(judgeSpec, baseURL, keyEnv, "--api-key-env")
 			if err != nil {
 				return fmt.Errorf("ruler: %w", err)
-			}
-			if maxExplanation < 0 || maxTokens < 0 {
-				return fmt.Errorf("ruler: --max-explanation and --max-tokens must be >= 0")
 			}
 			judge.MaxTokens = maxTokens
 			opts := ruler.Options{Timeout: timeout, NoCache: noCache, Stats: &ruler.Stats{}, MaxExplanation: maxExplanation}

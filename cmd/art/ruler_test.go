@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +108,29 @@ func TestRuler(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want an error with %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// Ensure out-of-range numbers are errors naming their flag, checked before
+// the file is read, never silently read as RULER's defaults (a 0 timeout is
+// ruler.Options' 3 minutes).
+func TestRulerCmd_BadNumbers(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--timeout", "0s"}, "ruler: --timeout must be > 0, got 0s"},
+		{[]string{"--timeout", "-1s"}, "ruler: --timeout must be > 0, got -1s"},
+		{[]string{"--max-tokens", "-1"}, "ruler: --max-tokens must be >= 0, got -1"},
+		{[]string{"--max-explanation", "-2"}, "ruler: --max-explanation must be >= 0, got -2"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			missing := filepath.Join(t.TempDir(), "missing.parquet")
+			args := append([]string{"ruler", missing, "--judge", "judge@0", "--base-url", "http://127.0.0.1:1/v1"}, tt.args...)
+			code, _, errOut := runArgs(t, args...)
+			if code != 1 || errOut != "art: "+tt.want+"\n" {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut, "art: "+tt.want)
+			}
+		})
 	}
 }

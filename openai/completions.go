@@ -28,6 +28,8 @@ type CompletionRequest struct {
 	Stream           bool            `json:"stream,omitempty"`
 	StreamOptions    *StreamOptions  `json:"stream_options,omitempty"`
 	User             string          `json:"user,omitempty"`
+
+	VLLMExtras
 }
 
 // Completion is a legacy completion (and, with one choice holding the new

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // ChatCompletionRequest is the body of POST /v1/chat/completions. Optional
@@ -66,6 +67,8 @@ type ChatCompletionRequest struct {
 	// ChatTemplateKwargs are vLLM's extra variables for the chat template
 	// (for example {"enable_thinking": false}).
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+
+	VLLMExtras
 }
 
 // MaxTokensParam returns the requested completion length and the name of
@@ -182,4 +185,75 @@ func (c *ToolChoice) UnmarshalJSON(data []byte) error {
 	}
 	*c = ToolChoice{Mode: ToolChoiceFunction, Function: o.Function.Name}
 	return nil
+}
+
+// VLLMExtras are vLLM's sampling and prompt extras that this server does
+// not implement. They are decoded only to refuse a value that would change
+// the answer: ignored like other unknown fields, it would change it
+// silently, as a refused presence_penalty would. Their neutral values
+// (which clients and frameworks send) pass.
+type VLLMExtras struct {
+	RepetitionPenalty      json.RawMessage `json:"repetition_penalty,omitempty"`
+	MinP                   json.RawMessage `json:"min_p,omitempty"`
+	MinTokens              json.RawMessage `json:"min_tokens,omitempty"`
+	IgnoreEOS              json.RawMessage `json:"ignore_eos,omitempty"`
+	StopTokenIDs           json.RawMessage `json:"stop_token_ids,omitempty"`
+	IncludeStopStrInOutput json.RawMessage `json:"include_stop_str_in_output,omitempty"`
+	UseBeamSearch          json.RawMessage `json:"use_beam_search,omitempty"`
+	AddGenerationPrompt    json.RawMessage `json:"add_generation_prompt,omitempty"`
+	ContinueFinalMessage   json.RawMessage `json:"continue_final_message,omitempty"`
+	GuidedJSON             json.RawMessage `json:"guided_json,omitempty"`
+	GuidedRegex            json.RawMessage `json:"guided_regex,omitempty"`
+	GuidedChoice           json.RawMessage `json:"guided_choice,omitempty"`
+	GuidedGrammar          json.RawMessage `json:"guided_grammar,omitempty"`
+	StructuredOutputs      json.RawMessage `json:"structured_outputs,omitempty"`
+}
+
+// Unsupported returns the first extra set to a value other than its
+// neutral one, and a hint of what to send instead ("" when none is set).
+func (x *VLLMExtras) Unsupported() (param, hint string) {
+	const useFormat = "use response_format (json_schema) instead"
+	for _, e := range []struct {
+		param   string
+		raw     json.RawMessage
+		neutral string // the JSON of the value that changes nothing; "" means only null
+		hint    string
+	}{
+		{"repetition_penalty", x.RepetitionPenalty, "1", "omit it or send 1"},
+		{"min_p", x.MinP, "0", "omit it or send 0"},
+		{"min_tokens", x.MinTokens, "0", "omit it or send 0"},
+		{"ignore_eos", x.IgnoreEOS, "false", "omit it or send false"},
+		{"stop_token_ids", x.StopTokenIDs, "[]", "use stop strings"},
+		{"include_stop_str_in_output", x.IncludeStopStrInOutput, "false", "omit it or send false"},
+		{"use_beam_search", x.UseBeamSearch, "false", "omit it or send false"},
+		{"add_generation_prompt", x.AddGenerationPrompt, "true", "omit it or send true"},
+		{"continue_final_message", x.ContinueFinalMessage, "false", "omit it or send false"},
+		{"guided_json", x.GuidedJSON, "", useFormat},
+		{"guided_regex", x.GuidedRegex, "", "omit it"},
+		{"guided_choice", x.GuidedChoice, "", useFormat + " with an enum"},
+		{"guided_grammar", x.GuidedGrammar, "", "omit it"},
+		{"structured_outputs", x.StructuredOutputs, "", useFormat},
+	} {
+		if !neutralJSON(e.raw, e.neutral) {
+			return e.param, e.hint
+		}
+	}
+	return "", ""
+}
+
+// neutralJSON reports whether raw is absent, null, or the same JSON value
+// as neutral (numbers compared as numbers: 1 and 1.0 are equal).
+func neutralJSON(raw json.RawMessage, neutral string) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return true
+	}
+	if neutral == "" {
+		return false
+	}
+	var got, want any
+	if json.Unmarshal(raw, &got) != nil || json.Unmarshal([]byte(neutral), &want) != nil {
+		return false
+	}
+	return reflect.DeepEqual(got, want)
 }

@@ -219,6 +219,9 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (host.ChatReques
 	if len(req.LogitBias) > 0 {
 		return out, unsupported("logit_bias", "logit_bias is not supported yet")
 	}
+	if p, hint := req.Unsupported(); p != "" {
+		return out, unsupported(p, "vLLM's %s is not supported here; %s", p, hint)
+	}
 	if rf := req.ResponseFormat; rf != nil {
 		switch rf.Type {
 		case "", "text":

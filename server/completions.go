@@ -123,7 +123,8 @@ func (s *Server) completionRequest(req *openai.CompletionRequest) (host.ChatRequ
 	}
 	chat := openai.ChatCompletionRequest{Model: req.Model, Messages: []json.RawMessage{json.RawMessage(`{"role":"user","content":""}`)},
 		N: req.N, Temperature: req.Temperature, TopP: req.TopP, MaxTokens: &maxTokens, Stop: req.Stop, Seed: req.Seed,
-		TopLogprobs: req.Logprobs, FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, LogitBias: req.LogitBias}
+		TopLogprobs: req.Logprobs, FrequencyPenalty: req.FrequencyPenalty, PresencePenalty: req.PresencePenalty, LogitBias: req.LogitBias,
+		VLLMExtras: req.VLLMExtras}
 	creq, e := s.chatRequest(&chat)
 	if e != nil {
 		if e.Param == "top_logprobs" {

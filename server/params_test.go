@@ -102,3 +102,18 @@ func TestResponses_ContextLengthParam(t *testing.T) {
 		}
 	}
 }
+
+// Ensure vLLM's extras are accepted at their neutral values (clients and
+// frameworks send them so), while other values are refused
+// (TestBadRequests).
+func TestVLLMExtrasNeutral(t *testing.T) {
+	_, ts := newTestServer(t, Config{APIKey: testKey})
+	neutral := `"repetition_penalty":1,"min_p":0,"min_tokens":0,"ignore_eos":false,"stop_token_ids":[],"guided_json":null,` +
+		`"include_stop_str_in_output":false,"add_generation_prompt":true,"continue_final_message":false,"use_beam_search":false`
+	if status, body := do(t, "POST", ts.URL+"/v1/chat/completions", testKey, chatBody(neutral)); status != 200 {
+		t.Fatalf("chat: %d %s", status, body)
+	}
+	if status, body := do(t, "POST", ts.URL+"/v1/completions", testKey, `{"model":"agent","prompt":"hi","max_tokens":2,`+neutral+`}`); status != 200 {
+		t.Fatalf("completions: %d %s", status, body)
+	}
+}

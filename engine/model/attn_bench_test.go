@@ -94,11 +94,12 @@ func BenchmarkDecodeAttention(b *testing.B) {
 }
 
 // BenchmarkDecodeGroupAttention is one decoding step's attention over all
-// 24 layers of the Qwen2.5-0.5B shape for a group of 8 samples forked
-// from one prompt of tk-1 positions (KVCache.Fork: the prompt's keys and
-// values shared), each with its new token: the group's rows over the
-// shared prefix in one product (attentionShared) against one unit per
-// sample, interleaved in one process, ms a step.
+// 24 layers of the Qwen2.5-0.5B shape for a group of 8 samples of one
+// prompt of tk positions, as the Batcher makes them: the prompt's cache
+// and 7 forks of it (KVCache.Fork: the prompt's keys and values shared),
+// each with its new token. The group's rows over the shared prefix in one
+// product (attentionShared) against one unit per sample, interleaved in one
+// process, ms a step.
 func BenchmarkDecodeGroupAttention(b *testing.B) {
 	defer func(v bool) { shareDecodeRows = v }(shareDecodeRows)
 	cfg := presets["qwen2.5-0.5b"]
@@ -111,19 +112,23 @@ func BenchmarkDecodeGroupAttention(b *testing.B) {
 		b.Run(fmt.Sprint("tk=", tk), func(b *testing.B) {
 			prompt := m.NewKVCache(tk + 64)
 			for l := range L {
-				prompt.put(l, randVec(rng, (tk-1)*KVH*HD, 1), randVec(rng, (tk-1)*KVH*HD, 1), tk-1)
+				prompt.put(l, randVec(rng, tk*KVH*HD, 1), randVec(rng, tk*KVH*HD, 1), tk)
 			}
-			prompt.Len = tk - 1
-			segs, offs := make([]Segment, n), make([]int, n)
-			for i := range n {
-				f, err := prompt.Fork(tk-1, prompt.Cap)
+			prompt.Len = tk
+			caches := []*KVCache{prompt}
+			for range n - 1 {
+				f, err := prompt.Fork(tk, prompt.Cap)
 				if err != nil {
 					b.Fatal(err)
 				}
+				caches = append(caches, f)
+			}
+			segs, offs := make([]Segment, n), make([]int, n)
+			for i, c := range caches {
 				for l := range L {
-					f.put(l, randVec(rng, KVH*HD, 1), randVec(rng, KVH*HD, 1), 1)
+					c.put(l, randVec(rng, KVH*HD, 1), randVec(rng, KVH*HD, 1), 1)
 				}
-				segs[i], offs[i] = Segment{Cache: f, N: 1}, i
+				segs[i], offs[i] = Segment{Cache: c, N: 1}, i
 			}
 			q, out := randVec(rng, n*NH*HD, 1), make([]float32, n*NH*HD)
 			times := map[bool][]float64{}

@@ -64,6 +64,7 @@ type fakeService struct {
 	failNext   string // the next job fails with this message
 	hang       bool   // jobs never end
 	endless    bool   // event pages always say has_more, with no events
+	chatHang   bool   // chats start a stream and send nothing more
 	unavailGET int    // the next GETs answer 503
 	unavailAll int    // the next requests, POSTs too, answer 503
 	requests   map[string]int
@@ -346,7 +347,16 @@ func (f *fakeService) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.lastChat = maps.Clone(req)
+	hang := f.chatHang
 	f.mu.Unlock()
+	if hang {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, ": started\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	}
 	name, _ := req["model"].(string)
 	rest, ok := strings.CutPrefix(name, artifactPfx+fakeEntity+"/")
 	project, model, _ := strings.Cut(rest, "/")

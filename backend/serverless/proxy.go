@@ -47,10 +47,20 @@ func startProxy(upstream, apiKey string, hc *http.Client, timeout time.Duration,
 	return p, nil
 }
 
+// closeGrace is how long close lets requests in flight finish.
+const closeGrace = 5 * time.Second
+
+// close stops the proxy, letting requests in flight finish for closeGrace,
+// then cutting them: a stream the service keeps open would otherwise hold
+// its connection and goroutines for the proxy's whole request bound.
 func (p *proxy) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
-	return p.srv.Shutdown(ctx)
+	if err := p.srv.Shutdown(ctx); err != nil {
+		p.srv.Close()
+		return fmt.Errorf("stop the inference proxy: requests still in flight after %s were cut off: %w", closeGrace, err)
+	}
+	return nil
 }
 
 // toService maps a model id of ours to the service's name; other ids pass

@@ -3,6 +3,7 @@ package serverless_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -194,6 +195,40 @@ func TestSFTNeedsUpload(t *testing.T) {
 func TestNewNeedsKey(t *testing.T) {
 	if _, err := serverless.New(serverless.Options{}); err == nil || !strings.Contains(err.Error(), "WANDB_API_KEY") {
 		t.Fatalf("New without a key = %v; want an error naming WANDB_API_KEY", err)
+	}
+}
+
+// Ensure Close ends a stream through the proxy that the service keeps open
+// without sending anything: after the grace period, the connection is cut
+// instead of being left open (with its goroutines) until the proxy's
+// 10-minute request bound.
+func TestClose_CutsHangingStreams(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	f.mu.Lock()
+	f.chatHang = true
+	f.mu.Unlock()
+	ep, err := b.InferenceEndpoint(context.Background(), m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ep.BaseURL+"/chat/completions", strings.NewReader(`{"model":"agent@0","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+ep.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ended := make(chan error, 1)
+	go func() { _, err := io.Copy(io.Discard, resp.Body); ended <- err }()
+	time.Sleep(100 * time.Millisecond) // the stream is under way
+	closed := time.Now()
+	b.Close()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a hanging stream is still open %s after Close", time.Since(closed))
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/artgo/art/internal/atomicfile"
 )
 
 // AppendHistory appends row to history.jsonl as one line of JSON.
@@ -36,6 +38,8 @@ func (d *ModelDir) AppendHistory(row map[string]any) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	path := filepath.Join(d.path, HistoryFile)
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("store: open history: %w", err)
@@ -53,6 +57,13 @@ func (d *ModelDir) AppendHistory(row map[string]any) error {
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("store: sync %s: %w", path, err)
+	}
+	if created {
+		// The file's data is synced, but a new file's name lives in the
+		// directory: without this a crash could lose the whole history.
+		if err := atomicfile.SyncDir(d.path); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
 	}
 	return nil
 }

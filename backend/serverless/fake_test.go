@@ -65,6 +65,7 @@ type fakeService struct {
 	hang       bool   // jobs never end
 	endless    bool   // event pages always say has_more, with no events
 	chatHang   bool   // chats start a stream and send nothing more
+	onList     func() // called as each checkpoint listing is served
 	unavailGET int    // the next GETs answer 503
 	unavailAll int    // the next requests, POSTs too, answer 503
 	requests   map[string]int
@@ -172,6 +173,13 @@ func (f *fakeService) model(w http.ResponseWriter, id string) *art.TrainableMode
 }
 
 func (f *fakeService) listCheckpoints(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	onList := f.onList
+	f.mu.Unlock()
+	if onList != nil {
+		onList()
+		time.Sleep(100 * time.Millisecond) // the client sees what onList did first
+	}
 	m := f.model(w, r.PathValue("id"))
 	if m == nil {
 		return

@@ -476,7 +476,10 @@ func (b *Backend) runJob(ctx context.Context, rm *remoteModel, path string, req 
 				}
 				json.Unmarshal(ev.Data, &d) //nolint:errcheck // both fields are optional
 				res.Skipped, res.SkipReason = d.Skipped, d.SkipReason
-				steps, err := b.checkpoints(ctx, rm)
+				// The job ended and its checkpoint is saved: its step is
+				// asked for even if ctx ended meanwhile (each request is
+				// still bounded by Timeout), or the step would go unlogged.
+				steps, err := b.checkpoints(context.WithoutCancel(ctx), rm)
 				if err != nil {
 					return art.TrainResult{}, fmt.Errorf("serverless: job %s of %q ended: %w", job.ID, rm.Name, err)
 				}

@@ -126,6 +126,22 @@ func TestTrainJobTimeout_EndlessPages(t *testing.T) {
 	}
 }
 
+// Ensure a job that ended is reported with its step even when the
+// caller's context ends as the client asks for that step: the checkpoint
+// is saved on the service, and an error would leave it unlogged.
+func TestTrain_CancelledAsTheJobEnds(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.mu.Lock()
+	f.onList = cancel
+	f.mu.Unlock()
+	res, err := b.Train(ctx, m, group(), art.TrainConfig{})
+	if err != nil || res.Step != 1 {
+		t.Fatalf("Train = %+v, %v; want step 1: the job ended", res, err)
+	}
+}
+
 // Ensure reads are retried over transient 5xx answers, a bounded number of
 // times, and that creating calls are sent once.
 func TestRetries(t *testing.T) {

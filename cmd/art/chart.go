@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,9 @@ written atomically, by default to MODEL_DIR/reward.png.`,
 			dir, err := store.Open(args[0])
 			if err != nil {
 				return err
+			}
+			if out != "" && !strings.EqualFold(filepath.Ext(out), ".png") {
+				return fmt.Errorf("chart: --out %s: the reward chart is a PNG; name the file .png (art plot also draws SVG)", out)
 			}
 			rows, err := dir.ReadHistory()
 			var corrupt *store.CorruptLinesError

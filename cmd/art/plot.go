@@ -56,6 +56,11 @@ benchmarking helpers draw. The format follows the file's extension.`,
 					bars = append(bars, chart.Bar{Label: label, Value: pts[len(pts)-1].Y})
 				}
 			}
+			if len(bars) == 0 {
+				// Said here, not by the drawing inside the file's atomic
+				// write, whose error would wrap it in the write's.
+				return fmt.Errorf("plot: no model has logged %s (under %s)", metric, data)
+			}
 			if title == "" {
 				title = metric
 			}

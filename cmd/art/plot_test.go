@@ -76,4 +76,27 @@ func TestPlot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x.png")); err == nil {
 		t.Error("a failed plot left a file behind")
 	}
+	if _, _, errOut := runArgs(t, "plot", "--data", data, "--metric", "loss/nothing", "--out", filepath.Join(dir, "x.png")); strings.Contains(errOut, "atomicfile") {
+		t.Errorf("an unlogged metric's error names the file write: %q", errOut)
+	}
+}
+
+// Ensure `art chart` refuses an --out it would not write as named (it
+// draws PNG only) before reading anything, and leaves no file.
+func TestChart_RefusesNonPNG(t *testing.T) {
+	data := t.TempDir()
+	d, _ := store.New(data, "p", "a")
+	d.AppendHistory(map[string]any{"step": float64(1), "train/reward": 0.5})
+	out := filepath.Join(t.TempDir(), "curve.svg")
+	code, _, errOut := runArgs(t, "chart", filepath.Join(data, "p", "models", "a"), "--out", out)
+	if code != 1 || !strings.Contains(errOut, "name the file .png") {
+		t.Errorf("chart --out curve.svg: exit %d, %q; want a refusal naming .png", code, errOut)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused chart left a file behind")
+	}
+	png := filepath.Join(t.TempDir(), "curve.PNG")
+	if code, _, errOut := runArgs(t, "chart", filepath.Join(data, "p", "models", "a"), "--out", png); code != 0 {
+		t.Errorf("chart --out curve.PNG: exit %d, %s", code, errOut)
+	}
 }

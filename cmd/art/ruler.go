@@ -100,7 +100,7 @@ again); each judge call is bounded by --timeout.`,
 				}
 				fmt.Fprintf(out, "group %d (%d trajectories)\n", gi, len(g.Trajectories))
 				for ti, t := range g.Trajectories {
-					fmt.Fprintf(out, "  #%d  reward %7.3f  score %.3f  %s\n", ti+1, t.Metrics["independent_reward"], t.Reward, explanation(t))
+					fmt.Fprintf(out, "  #%d  reward %7.3f  score %.3f  %s\n", ti+1, t.Metrics["independent_reward"]+0, t.Reward+0, explanation(t)) // +0: a -0 prints as 0.000
 				}
 			}
 			m := opts.Stats.Take("eval")

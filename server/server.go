@@ -3,10 +3,13 @@
 // endpoints.
 //
 //	POST /v1/chat/completions         chat completions, plain or streamed (SSE)
+//	POST /v1/responses                the Responses API, plain or streamed
+//	POST /v1/completions              legacy text completions
 //	GET  /v1/models, /v1/models/{id}  the served ids, "name@step" per checkpoint
 //	/v1/art/...                       the training API (package server/api)
 //	GET  /healthz                     liveness, never needs the API key
 //	GET  /metrics                     Prometheus text format
+//	/dashboard/                       the dashboard, if Config.Dashboard is set
 //
 // # Model names
 //
@@ -81,7 +84,8 @@ const (
 // with the defaults above.
 type Config struct {
 	// APIKey, if set, must be sent as "Authorization: Bearer KEY" on every
-	// route but /healthz.
+	// route but /healthz and the dashboard's, which checks the key itself
+	// (see Dashboard).
 	APIKey string
 	// MaxBodyBytes bounds request bodies (0 means DefaultMaxBodyBytes).
 	MaxBodyBytes int64

@@ -1,7 +1,6 @@
 package generate
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -141,10 +140,10 @@ type seq struct {
 	sample  int
 	cache   *model.KVCache // nil while waiting for from
 	sampler *Sampler
-	fed     int   // prompt tokens already in the cache (prefill)
-	next    []int // tokens to feed in the next pass (decode)
-	text    []byte
-	root    bool // the sample that decodes in its job's prefill cache
+	fed     int    // prompt tokens already in the cache (prefill)
+	next    []int  // tokens to feed in the next pass (decode)
+	text    []byte // the end of the sampled text a stop string could still complete (stopMatch)
+	root    bool   // the sample that decodes in its job's prefill cache
 
 	from  *seq // a prefill waiting until from's cache holds its first share tokens
 	share int
@@ -418,12 +417,8 @@ func (s *seq) record(smp Sample) bool {
 	case slices.Contains(j.req.StopTokenIDs, smp.ID):
 		finish = FinishStop
 	case len(j.req.Stop) > 0:
-		s.text = append(s.text, j.req.TokenBytes(smp.ID)...)
-		for _, stop := range j.req.Stop {
-			if stop != "" && bytes.Contains(s.text, []byte(stop)) {
-				finish, r.StopString = FinishStop, stop
-				break
-			}
+		if stop := stopMatch(&s.text, j.req.TokenBytes(smp.ID), j.req.Stop); stop != "" {
+			finish, r.StopString = FinishStop, stop
 		}
 	}
 	if finish == "" && len(r.Tokens) == j.req.MaxTokens {

@@ -115,12 +115,9 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 			return res, nil
 		}
 		if len(req.Stop) > 0 {
-			text = append(text, req.TokenBytes(s.ID)...)
-			for _, stop := range req.Stop {
-				if stop != "" && bytes.Contains(text, []byte(stop)) {
-					res.FinishReason, res.StopString = FinishStop, stop
-					return res, nil
-				}
+			if stop := stopMatch(&text, req.TokenBytes(s.ID), req.Stop); stop != "" {
+				res.FinishReason, res.StopString = FinishStop, stop
+				return res, nil
 			}
 		}
 		if len(res.Tokens) == req.MaxTokens {
@@ -129,4 +126,27 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 		}
 		input = []int{s.ID}
 	}
+}
+
+// stopMatch appends b, the bytes of a sampled token, to tail, the end of
+// the text sampled so far, and returns the first of stops that the text
+// now contains ("" if none). Each token is checked as it comes, so a match
+// ends in b: only the bytes before b that a stop could start in (the
+// longest stop's length less one) are kept in tail, and each token's check
+// reads those and b, not the whole text again (a long answer with many
+// stop strings made every token of every request in the batch slower).
+func stopMatch(tail *[]byte, b []byte, stops []string) string {
+	t := append(*tail, b...)
+	found, keep := "", 0
+	for _, stop := range stops {
+		if found == "" && stop != "" && bytes.Contains(t, []byte(stop)) {
+			found = stop
+		}
+		keep = max(keep, len(stop)-1)
+	}
+	if len(t) > keep {
+		t = t[:copy(t, t[len(t)-keep:])]
+	}
+	*tail = t
+	return found
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -179,5 +180,40 @@ func TestSampler_NucleusMatchesFullSort(t *testing.T) {
 		if len(nucleus) <= 5 && len(seen) != len(nucleus) {
 			t.Errorf("top_p %v T %v: drew %d of the %d nucleus tokens", tc.topP, tc.temp, len(seen), len(nucleus))
 		}
+	}
+}
+
+// Ensure stopMatch finds a stop string however the sampled text is cut
+// into tokens, reports the first of several in the request's order, ignores
+// an empty one, and keeps only the end of the text a stop could complete.
+func TestStopMatch(t *testing.T) {
+	stops := []string{"", "</tool_call>", "END", "ND!"}
+	text := strings.Repeat("some long answer text. ", 200) + "and then </tool_call> more"
+	for _, piece := range []int{1, 2, 3, 5, 7, 64} {
+		var tail []byte
+		got, at := "", -1
+		for i := 0; i < len(text); i += piece {
+			if got = stopMatch(&tail, []byte(text[i:min(i+piece, len(text))]), stops); got != "" {
+				at = min(i+piece, len(text))
+				break
+			}
+			if len(tail) > len("</tool_call>")-1 {
+				t.Fatalf("pieces of %d: kept %d bytes of text, want at most %d", piece, len(tail), len("</tool_call>")-1)
+			}
+		}
+		want := strings.Index(text, "</tool_call>") + len("</tool_call>")
+		if got != "</tool_call>" || at < want || at >= want+piece {
+			t.Errorf("pieces of %d: found %q after %d bytes; want </tool_call> within the piece ending it at %d", piece, got, at, want)
+		}
+	}
+	// Both END and ND! end in the same token: the request's order decides.
+	var tail []byte
+	stopMatch(&tail, []byte("THE E"), stops)
+	if got := stopMatch(&tail, []byte("ND!"), stops); got != "END" {
+		t.Errorf("END and ND! completed by one token: got %q, want END (listed first)", got)
+	}
+	tail = nil
+	if got := stopMatch(&tail, []byte("no stop here"), []string{""}); got != "" || len(tail) != 0 {
+		t.Errorf("an empty stop string matched %q, kept %q", got, tail)
 	}
 }

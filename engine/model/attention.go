@@ -156,12 +156,12 @@ func attentionSegments(out, q []float32, segs []Segment, offs []int, l, NH, KVH,
 	var units []unit
 	groups := sharedDecodes(segs, l, window)
 	for gi := range groups {
-		// A group's rows in runs: enough units for every goroutine twice
-		// (one descheduled goroutine then delays a layer by half its
-		// share).
+		// A group's rows in as few runs as give every goroutine a unit:
+		// the fewer, the more rows each product has, and the fewer times
+		// the prefix is read.
 		g := &groups[gi]
 		n := len(g.members)
-		runs := min(n, max(1, ceilDiv(2*runtime.GOMAXPROCS(0), KVH*len(groups))))
+		runs := min(n, max(1, ceilDiv(runtime.GOMAXPROCS(0), KVH*len(groups))))
 		for r := range runs {
 			for h := range KVH {
 				units = append(units, unit{head: h, group: g, run: g.members[r*n/runs : (r+1)*n/runs]})

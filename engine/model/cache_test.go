@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 )
 
@@ -155,6 +156,50 @@ func TestKVCache_SlidingLayersBounded(t *testing.T) {
 			compareRows(t, "decode vs full recompute", inc, recompute, m.Config.VocabSize)
 			t.Logf("%s: sliding layers held at most %d rows over %d tokens (full layers %d)", arch, maxRows, T, T)
 		})
+	}
+}
+
+// Ensure a decoding group whose samples are split into several runs
+// (attentionShared's units: as many as give each of 6 goroutines one,
+// here runs of 2, 2 and 3 samples per kv head) decodes to the bits of
+// samples with copies.
+func TestKVCache_ForkSharesPrefixInRuns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(6))
+	cfg, err := Preset("qwen2", "tiny", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, RandomWeights(cfg, InitOptions{Seed: 6, Std: 0.1, NormJitter: 0.1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const P, T = 130, 200
+	prompt := randomTokens(P, 300, 41)
+	var ws Workspace
+	root, copied := m.NewKVCache(T), m.NewKVCache(T)
+	for _, c := range []*KVCache{root, copied} {
+		if _, err := m.Forward(&ws, prompt, []Segment{{Cache: c, N: P}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forks, copies := []*KVCache{root}, []*KVCache{copied}
+	for range 6 {
+		f, err := root.Fork(P, T)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := m.NewKVCache(T)
+		if err := c.CopyPrefix(copied, P); err != nil {
+			t.Fatal(err)
+		}
+		forks, copies = append(forks, f), append(copies, c)
+	}
+	if g := sharedDecodes([]Segment{{Cache: forks[0], N: 1}, {Cache: forks[1], N: 1}}, 0, 0); len(g) != 1 || len(g[0].members) != 2 {
+		t.Fatalf("a cache and its fork share no prefix: %+v", g)
+	}
+	for pos := P; pos < P+10; pos++ {
+		sameLogits(t, m, &ws, fmt.Sprintf("decode at %d in runs", pos), [2][]*KVCache{forks, copies},
+			func(i int) []int { return randomTokens(1, 300, uint64(100*i+pos)) })
 	}
 }
 

@@ -127,9 +127,19 @@ func (s *Server) chatError(err error, ctx, clientCtx context.Context, rename fun
 			Msg: fmt.Sprintf("the request did not finish within the server's request timeout (%s)", s.cfg.RequestTimeout)}
 	}
 	e := hostError(err, "model")
-	if p := rename(e.Param); e.Param != "" && p != e.Param {
-		e.Msg = strings.ReplaceAll(e.Msg, e.Param, p)
-		e.Param = p
+	if e.Param != "" {
+		// A context-length error on max_tokens also names the prompt's
+		// field ("shorten the messages"), which is the API's too.
+		named := []string{e.Param}
+		if e.Code == host.CodeContextLength {
+			named = append(named, "messages")
+		}
+		for _, hp := range named {
+			if p := rename(hp); p != hp {
+				e.Msg = strings.ReplaceAll(e.Msg, hp, p)
+			}
+		}
+		e.Param = rename(e.Param)
 	}
 	if e.Status >= 500 {
 		s.log.Error("server: chat completion failed", "err", err)

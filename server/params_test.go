@@ -87,18 +87,26 @@ func TestImagePartRefused(t *testing.T) {
 	}
 }
 
-// Ensure the Responses API names its own fields when the input does not
-// fit the context: "input", not the chat API's "messages".
+// Ensure the Responses API names its own fields when the request does not
+// fit the context: "input", not the chat API's "messages", and
+// "max_output_tokens", not "max_tokens", in the param and the message
+// alike (the max-tokens error also says to shorten the prompt's field).
 func TestResponses_ContextLengthParam(t *testing.T) {
 	_, ts := newTestServer(t, Config{APIKey: testKey})
-	for _, stream := range []string{"false", "true"} {
-		status, body := do(t, "POST", ts.URL+"/v1/responses", testKey, `{"model":"agent","stream":`+stream+`,"input":"`+strings.Repeat("x", 5000)+`"}`)
-		var env openai.ErrorResponse
-		if err := json.Unmarshal(body, &env); err != nil || status != 400 {
-			t.Fatalf("stream %s: %d %s", stream, status, body)
-		}
-		if e := env.Error; e.Param == nil || *e.Param != "input" || e.Code == nil || *e.Code != "context_length_exceeded" || strings.Contains(e.Message, "messages") {
-			t.Errorf("stream %s: %s; want param input, code context_length_exceeded, and no \"messages\" in the message", stream, body)
+	for _, c := range []struct{ fields, param string }{
+		{`"input":"` + strings.Repeat("x", 5000) + `"`, "input"},
+		{`"input":"hi","max_output_tokens":4090`, "max_output_tokens"},
+	} {
+		for _, stream := range []string{"false", "true"} {
+			status, body := do(t, "POST", ts.URL+"/v1/responses", testKey, `{"model":"agent","stream":`+stream+`,`+c.fields+`}`)
+			var env openai.ErrorResponse
+			if err := json.Unmarshal(body, &env); err != nil || status != 400 {
+				t.Fatalf("%s, stream %s: %d %s", c.param, stream, status, body)
+			}
+			if e := env.Error; e.Param == nil || *e.Param != c.param || e.Code == nil || *e.Code != "context_length_exceeded" ||
+				strings.Contains(e.Message, "messages") || strings.Contains(e.Message, "max_tokens") {
+				t.Errorf("%s, stream %s: %s; want param %s, code context_length_exceeded, and neither \"messages\" nor \"max_tokens\" in the message", c.param, stream, body, c.param)
+			}
 		}
 	}
 }

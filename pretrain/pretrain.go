@@ -418,6 +418,10 @@ func copyFile(src, dst string) error {
 }
 
 // copyTree copies the folder src to dst with copyFile, each folder synced.
+// A link to a file is copied as that file, as the chat template loader
+// reads it (a Hugging Face cache's snapshot folder holds only links);
+// anything else that is not a file or a folder is an error naming it, not
+// silently left out.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -435,7 +439,13 @@ func copyTree(src, dst string) error {
 			}
 			return nil
 		case !d.Type().IsRegular():
-			return nil // as os.CopyFS does not follow links, neither do we
+			fi, err := os.Stat(path)
+			if err != nil {
+				return fmt.Errorf("pretrain: copy %s: %w", path, err)
+			}
+			if !fi.Mode().IsRegular() {
+				return fmt.Errorf("pretrain: copy %s: not a file or a link to one (%s)", path, fi.Mode().Type())
+			}
 		}
 		return copyFile(path, target)
 	})

@@ -86,9 +86,12 @@ type Host struct {
 	admit   chan struct{} // held by the one request gathering its slots
 	batcher *generate.Batcher
 
-	mu       sync.Mutex // guards adapters and latest
+	mu       sync.Mutex // guards adapters, latest and loraConfig
 	adapters map[int]*lora.Adapter
 	latest   int
+	// loraConfig is the trainer's adapter's, for Info: Info reads it
+	// while a restore may replace the trainer's adapter.
+	loraConfig lora.Config
 
 	// training is held by the one training step (or restore, or deletion)
 	// at a time and guards trainer. A channel, not a mutex: a call queued
@@ -229,6 +232,7 @@ func (h *Host) resume(ctx context.Context) error {
 		h.log.Info("native: resumed", "model", h.opt.Name, "step", h.latest)
 	}
 	h.adapters[h.latest] = a.Clone()
+	h.loraConfig = a.Config
 	h.trainer = &train.Trainer{Model: h.model, Adapter: a, Opt: opt, Log: h.log,
 		Tokenizer: h.folder.TrainTokenizer(), RecomputeActivations: h.opt.RecomputeActivations}
 	return nil
@@ -265,8 +269,11 @@ func quantName(q model.Quantization) string {
 // Info describes the hosted model; LoRA is the adapter's own configuration
 // (a resumed checkpoint keeps the one it was created with).
 func (h *Host) Info() host.Info {
+	h.mu.Lock()
+	cfg := h.loraConfig
+	h.mu.Unlock()
 	return host.Info{Name: h.opt.Name, Project: h.opt.Project, BaseModel: h.opt.BaseModel, Path: h.opt.Path,
-		MaxModelLen: h.model.Config.MaxPositions, LoRA: sdkLoRAConfig(h.trainer.Adapter.Config),
+		MaxModelLen: h.model.Config.MaxPositions, LoRA: sdkLoRAConfig(cfg),
 		ToolFormat: toolFormat(h.folder.ToolFormat)}
 }
 

@@ -41,6 +41,7 @@ func (h *Host) RestoreCheckpoint(ctx context.Context, step int) (int, error) {
 	}
 	h.trainer.Adapter, h.trainer.Opt = a, opt
 	h.mu.Lock()
+	h.loraConfig = a.Config
 	h.adapters[next] = a.Clone()
 	h.latest = next
 	evicted := h.evictLocked()

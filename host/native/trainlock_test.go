@@ -69,3 +69,37 @@ func TestTrain_QueuedCallHonoursContext(t *testing.T) {
 		t.Errorf("step %d after one SFT step and cancelled calls; want 1", s.Step())
 	}
 }
+
+// Ensure Info may be called while a restore replaces the trainer's adapter
+// (the server answers /v1/art/model during one): under -race this fails
+// if Info reads the adapter the restore writes.
+func TestInfo_DuringRestore(t *testing.T) {
+	s := openTiny(t)
+	defer s.Close()
+	want := s.Info().LoRA
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if got := s.Info().LoRA; got.Rank != want.Rank {
+					t.Errorf("Info during a restore: LoRA rank %d, want %d", got.Rank, want.Rank)
+					return
+				}
+			}
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		if _, err := s.RestoreCheckpoint(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+}

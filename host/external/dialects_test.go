@@ -218,7 +218,10 @@ func TestChat_WaitForAnotherLoadHonoursContext(t *testing.T) {
 	defer stop()
 	firstDone := make(chan error, 1)
 	go func() { _, err := h.Chat(first, chatRequest("agent@1"), nil); firstDone <- err }()
-	for len(engine.requests("/load_lora_adapter")) < 3 { // Open's, Train's, then this one's
+	for deadline := time.Now().Add(15 * time.Second); len(engine.requests("/load_lora_adapter")) < 3; { // Open's, Train's, then this one's
+		if time.Now().After(deadline) {
+			t.Fatal("the first request did not ask the engine to load its adapter within 15 s")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -27,7 +27,13 @@ func TestTrain_QueuedCallHonoursContext(t *testing.T) {
 		})
 		first <- err
 	}()
-	<-held
+	select {
+	case <-held:
+	case err := <-first:
+		t.Fatalf("the SFT step to queue behind ended before its progress callback: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the SFT step to queue behind did not reach its progress callback within a minute")
+	}
 	for name, call := range map[string]func(ctx context.Context) error{
 		"Train": func(ctx context.Context) error {
 			_, err := s.Train(ctx, []art.TrajectoryGroup{{Trajectories: []art.Trajectory{tr, tr}}}, art.TrainConfig{AllowTrainingWithoutLogprobs: true}, nil)
@@ -62,8 +68,13 @@ func TestTrain_QueuedCallHonoursContext(t *testing.T) {
 	if release != nil {
 		close(release)
 	}
-	if err := <-first; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the released SFT step did not end within a minute")
 	}
 	if s.Step() != 1 {
 		t.Errorf("step %d after one SFT step and cancelled calls; want 1", s.Step())

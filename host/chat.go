@@ -30,6 +30,10 @@ type ChatRequest struct {
 	// of Tools (tool_choice "required" or a named function), enforced by
 	// constrained decoding; it needs ParseToolCalls.
 	ToolChoice *ToolChoice
+	// SingleToolCall (parallel_tool_calls false) ends a turn after its
+	// first complete tool call, enforced by constrained decoding where the
+	// tool-call format closes its calls (Hermes' </tool_call>).
+	SingleToolCall bool
 }
 
 // ToolChoice forces a tool call. The call's arguments match the tool's

@@ -36,8 +36,9 @@ type ChatCompletionRequest struct {
 	// Tools are OpenAI tool objects, kept verbatim.
 	Tools      []json.RawMessage `json:"tools,omitempty"`
 	ToolChoice *ToolChoice       `json:"tool_choice,omitempty"`
-	// ParallelToolCalls is accepted and ignored: the model may always make
-	// several calls.
+	// ParallelToolCalls false ends a turn after its first complete tool
+	// call (host.ChatRequest.SingleToolCall); absent or true, the model may
+	// make several.
 	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 
 	N           *int     `json:"n,omitempty"`

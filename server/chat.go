@@ -270,6 +270,8 @@ func (s *Server) chatRequest(req *openai.ChatCompletionRequest) (host.ChatReques
 			return out, badRequest("tool_choice", `tool_choice must be "none", "auto", "required" or a function, got %q`, tc.Mode)
 		}
 	}
+	// A forced tool choice is one call already.
+	out.SingleToolCall = req.ParallelToolCalls != nil && !*req.ParallelToolCalls && out.ParseToolCalls && out.ToolChoice == nil
 	if out.ResponseFormat != nil && out.ParseToolCalls {
 		return out, unsupported("response_format", "response_format %q with tools is not supported yet: the answer is forced to be JSON, so the model could never call a tool; send tools or response_format, or tool_choice \"none\"", req.ResponseFormat.Type)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/artgo/art/openai"
 )
@@ -123,5 +124,49 @@ func TestVLLMExtrasNeutral(t *testing.T) {
 	}
 	if status, body := do(t, "POST", ts.URL+"/v1/completions", testKey, `{"model":"agent","prompt":"hi","max_tokens":2,`+neutral+`}`); status != 200 {
 		t.Fatalf("completions: %d %s", status, body)
+	}
+}
+
+// Ensure parallel_tool_calls false reaches the host as SingleToolCall
+// where a turn could make several calls (tools offered, tool_choice auto),
+// and not where it makes at most one already (a forced call) or none
+// (tool_choice none); the Responses API echoes the setting.
+func TestParallelToolCallsFalse(t *testing.T) {
+	s, ts := newTestServer(t, Config{APIKey: testKey})
+	f, tr := false, true
+	tool := json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}`)
+	msgs := []json.RawMessage{json.RawMessage(`{"role":"user","content":"hi"}`)}
+	for _, c := range []struct {
+		parallel *bool
+		tools    []json.RawMessage
+		choice   *openai.ToolChoice
+		want     bool
+	}{
+		{&f, []json.RawMessage{tool}, nil, true},
+		{&f, []json.RawMessage{tool}, &openai.ToolChoice{Mode: openai.ToolChoiceAuto}, true},
+		{&f, []json.RawMessage{tool}, &openai.ToolChoice{Mode: openai.ToolChoiceRequired}, false},
+		{&f, []json.RawMessage{tool}, &openai.ToolChoice{Mode: openai.ToolChoiceNone}, false},
+		{&f, nil, nil, false},
+		{&tr, []json.RawMessage{tool}, nil, false},
+		{nil, []json.RawMessage{tool}, nil, false},
+	} {
+		req := openai.ChatCompletionRequest{Model: testModel, Messages: msgs, Tools: c.tools, ToolChoice: c.choice, ParallelToolCalls: c.parallel}
+		got, e := s.chatRequest(&req)
+		if e != nil {
+			t.Fatalf("%+v: %v", c, e)
+		}
+		if got.SingleToolCall != c.want {
+			t.Errorf("parallel_tool_calls %v, %d tools, tool_choice %+v: SingleToolCall %v, want %v", c.parallel, len(c.tools), c.choice, got.SingleToolCall, c.want)
+		}
+	}
+	client := newClient(ts.URL)
+	resp, err := client.Responses.New(context.Background(), responses.ResponseNewParams{Model: testModel,
+		Input:             responses.ResponseNewParamsInputUnion{OfString: oai.String("hi")},
+		ParallelToolCalls: oai.Bool(false), MaxOutputTokens: oai.Int(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ParallelToolCalls {
+		t.Error("a response to parallel_tool_calls false says parallel_tool_calls true")
 	}
 }

@@ -149,6 +149,7 @@ func (s *Server) responsesRequest(req *openai.ResponsesRequest) ([]art.Message, 
 		}
 		chat.ToolChoice = choice
 	}
+	chat.ParallelToolCalls = req.ParallelToolCalls
 	if t := req.Text; t != nil && t.Format != nil {
 		f := t.Format
 		switch f.Type {
@@ -225,7 +226,7 @@ func newResponseIDs() responseIDs {
 // without output.
 func responseShell(req *openai.ResponsesRequest, model string, ids responseIDs) openai.Response {
 	out := openai.Response{ID: ids.response, Object: openai.ObjectResponse, CreatedAt: ids.created, Status: openai.ResponseInProgress,
-		Model: model, Instructions: req.Instructions, Output: []openai.OutputItem{}, ParallelToolCalls: true,
+		Model: model, Instructions: req.Instructions, Output: []openai.OutputItem{}, ParallelToolCalls: req.ParallelToolCalls == nil || *req.ParallelToolCalls,
 		Temperature: req.Temperature, TopP: req.TopP, ToolChoice: req.ToolChoice, Tools: req.Tools,
 		Text: openai.ResponsesText{Format: &openai.ResponsesFormat{Type: "text"}}, Store: req.Store == nil || *req.Store, Metadata: req.Metadata}
 	if out.ToolChoice == nil {

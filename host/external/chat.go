@@ -136,6 +136,9 @@ func (h *Host) body(req host.ChatRequest, name string, n int) map[string]any {
 		if !req.ParseToolCalls {
 			b["tool_choice"] = "none"
 		}
+		if req.SingleToolCall {
+			b["parallel_tool_calls"] = false
+		}
 	}
 	if req.MaxTokens > 0 {
 		b["max_tokens"] = req.MaxTokens

@@ -140,6 +140,18 @@ func TestSGLangDialect(t *testing.T) {
 	if sent["lora_path"] != "agent@0" || sent["logprobs"] != true || sent["return_prompt_token_ids"] != true || sent["n"] != 2.0 {
 		t.Errorf("request %v; want lora_path agent@0, logprobs, return_prompt_token_ids and n 2", sent)
 	}
+	if _, ok := sent["parallel_tool_calls"]; ok {
+		t.Errorf("a request without tools sent parallel_tool_calls: %v", sent)
+	}
+	one := chatRequest("agent@0")
+	one.Tools = []json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"f"}}`)}
+	one.ParseToolCalls, one.SingleToolCall = true, true
+	if _, err := h.Chat(context.Background(), one, nil); err != nil {
+		t.Fatal(err)
+	}
+	if chats := engine.requests("/v1/chat/completions"); chats[len(chats)-1]["parallel_tool_calls"] != false {
+		t.Errorf("a request for one tool call sent %v; want parallel_tool_calls false", chats[len(chats)-1])
+	}
 
 	engine.mu.Lock()
 	engine.load = `{"success": false, "error_message": "adapter rank 8 exceeds --max-lora-rank 4"}`

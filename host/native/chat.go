@@ -89,6 +89,9 @@ func (h *Host) Chat(ctx context.Context, req host.ChatRequest, stream func(host.
 			return host.ChatResponse{}, err
 		}
 	}
+	if req.SingleToolCall && req.ParseToolCalls && newConstraint == nil {
+		newConstraint = h.oneCallConstraint()
+	}
 	var baseSeed uint64
 	if req.Seed != nil {
 		baseSeed = uint64(*req.Seed)

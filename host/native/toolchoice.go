@@ -1,8 +1,11 @@
 package native
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/artgo/art/engine/chat"
 	"github.com/artgo/art/engine/generate"
@@ -81,4 +84,63 @@ func toolCallSchema(tools []json.RawMessage, name, argsKey string) (json.RawMess
 		return alts[0], nil
 	}
 	return json.Marshal(map[string][]json.RawMessage{"anyOf": alts})
+}
+
+// oneCallConstraint returns, for parallel_tool_calls false, the
+// per-sequence constraint that ends a turn after its first complete tool
+// call: any token until the format's closing marker has been sampled, then
+// only the end of the turn. nil when the format has no closing marker (a
+// Llama 3 JSON call is the whole turn already).
+func (h *Host) oneCallConstraint() func() generate.Constraint {
+	frame, ok := toolCallFrames[h.folder.ToolFormat]
+	closing := strings.TrimSpace(frame.suffix)
+	if !ok || closing == "" {
+		return nil
+	}
+	return func() generate.Constraint {
+		return &endAfterCall{closing: []byte(closing), tokenBytes: h.tok.TokenBytes, stops: h.folder.StopIDs}
+	}
+}
+
+// endAfterCall is oneCallConstraint's constraint.
+type endAfterCall struct {
+	closing    []byte
+	tokenBytes func(id int) []byte
+	stops      []int
+	tail       []byte // the end of the text a closing marker could still complete
+	called     bool   // the first call is complete: only a stop token may follow
+}
+
+func (c *endAfterCall) Allows(id int) bool { return !c.called || slices.Contains(c.stops, id) }
+
+func (c *endAfterCall) FillMask(mask []uint64) {
+	if !c.called {
+		for i := range mask {
+			mask[i] = ^uint64(0)
+		}
+		return
+	}
+	clear(mask)
+	for _, id := range c.stops {
+		if id >= 0 && id/64 < len(mask) {
+			mask[id/64] |= 1 << (id % 64)
+		}
+	}
+}
+
+func (c *endAfterCall) Accept(id int) error {
+	if !c.Allows(id) {
+		return fmt.Errorf("token %d after the turn's one tool call, which parallel_tool_calls false ends", id)
+	}
+	if c.called {
+		return nil
+	}
+	t := append(c.tail, c.tokenBytes(id)...)
+	c.called = bytes.Contains(t, c.closing)
+	keep := len(c.closing) - 1
+	if len(t) > keep {
+		t = t[:copy(t, t[len(t)-keep:])]
+	}
+	c.tail = t
+	return nil
 }

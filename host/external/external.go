@@ -46,6 +46,7 @@ import (
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/host"
 	"github.com/artgo/art/internal/httpurl"
+	"github.com/artgo/art/internal/turn"
 )
 
 // Dialect is the API an engine speaks beyond OpenAI's chat completions.
@@ -147,7 +148,7 @@ type Host struct {
 	// a channel, not a mutex, so that a request waiting for another's load
 	// (which may take AdapterTimeout, and others may be queued) gives up
 	// when its own context ends.
-	loading chan struct{}
+	loading turn.Turn
 }
 
 var _ host.Model = (*Host)(nil)
@@ -176,7 +177,7 @@ func Open(ctx context.Context, trainer host.Model, opt Options) (*Host, error) {
 		opt.MaxConcurrent = DefaultMaxConcurrent
 	}
 	h := &Host{Model: trainer, opt: opt, log: opt.Logger, client: opt.HTTPClient,
-		slots: make(chan struct{}, opt.MaxConcurrent), loaded: map[int]bool{}, loading: make(chan struct{}, 1)}
+		slots: make(chan struct{}, opt.MaxConcurrent), loaded: map[int]bool{}, loading: turn.New()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -353,12 +354,11 @@ func (h *Host) ensureLoaded(ctx context.Context, step int) error {
 // lockLoading waits for the turn to load or unload an adapter, or for ctx
 // to end, and returns the function that gives the turn back.
 func (h *Host) lockLoading(ctx context.Context) (unlock func(), err error) {
-	select {
-	case h.loading <- struct{}{}:
-		return func() { <-h.loading }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for another adapter load: %w", ctx.Err())
+	unlock, err = h.loading.Take(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for another adapter load: %w", err)
 	}
+	return unlock, nil
 }
 
 // unload unloads step's adapter from the engine.

@@ -30,6 +30,7 @@ import (
 	"github.com/artgo/art/engine/tokenizer"
 	"github.com/artgo/art/engine/train"
 	"github.com/artgo/art/host"
+	"github.com/artgo/art/internal/turn"
 	"github.com/artgo/art/store"
 )
 
@@ -96,7 +97,7 @@ type Host struct {
 	// training is held by the one training step (or restore, or deletion)
 	// at a time and guards trainer. A channel, not a mutex: a call queued
 	// behind a step that may run for minutes gives up when its context ends.
-	training chan struct{}
+	training turn.Turn
 	trainer  *train.Trainer
 	skips    skipWarnings
 
@@ -161,7 +162,7 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		n = DefaultMaxConcurrent
 	}
 	h.slots, h.admit = make(chan struct{}, n), make(chan struct{}, 1)
-	h.training = make(chan struct{}, 1)
+	h.training = turn.New()
 	if h.dir, err = store.New(opt.Path, opt.Project, opt.Name); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
@@ -411,12 +412,11 @@ func (h *Host) DeleteCheckpoints(keep []int) error {
 // checkpoints), or for ctx to end, and returns the function that gives the
 // turn back.
 func (h *Host) lockTraining(ctx context.Context) (unlock func(), err error) {
-	select {
-	case h.training <- struct{}{}:
-		return func() { <-h.training }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the training step in progress: %w", ctx.Err())
+	unlock, err = h.training.Take(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the training step in progress: %w", err)
 	}
+	return unlock, nil
 }
 
 // CheckpointPath returns the folder of a step's checkpoint.

@@ -45,6 +45,14 @@ func (d *ModelDir) AppendHistory(row map[string]any) error {
 		return fmt.Errorf("store: open history: %w", err)
 	}
 	defer f.Close()
+	if created {
+		// A new file's name lives in the directory: synced before the row
+		// is written, so a crash cannot lose the whole history, and a
+		// failure here leaves no row behind for a retry to write twice.
+		if err := atomicfile.SyncDir(d.path); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
 	if err := lockFile(f); err != nil {
 		return fmt.Errorf("store: lock %s: %w", path, err)
 	}
@@ -57,13 +65,6 @@ func (d *ModelDir) AppendHistory(row map[string]any) error {
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("store: sync %s: %w", path, err)
-	}
-	if created {
-		// The file's data is synced, but a new file's name lives in the
-		// directory: without this a crash could lose the whole history.
-		if err := atomicfile.SyncDir(d.path); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
 	}
 	return nil
 }

@@ -161,9 +161,12 @@ func PairedStderr(before, after []art.TrajectoryGroup) float64 {
 func WriteReport(path string, rep Report) error {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("experiment: encode report: %w", err)
 	}
-	return atomicfile.WriteFile(path, append(b, '\n'), 0o644)
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("experiment: write report: %w", err)
+	}
+	return nil
 }
 
 // WriteTranscripts writes trajs to path as JSONL, one art.Trajectory a

@@ -142,7 +142,7 @@ type seq struct {
 	sampler *Sampler
 	fed     int    // prompt tokens already in the cache (prefill)
 	next    []int  // tokens to feed in the next pass (decode)
-	text    []byte // the end of the sampled text a stop string could still complete (stopMatch)
+	text    []byte // the end of the sampled text a stop string could still complete (MatchStop)
 	root    bool   // the sample that decodes in its job's prefill cache
 
 	from  *seq // a prefill waiting until from's cache holds its first share tokens
@@ -417,7 +417,7 @@ func (s *seq) record(smp Sample) bool {
 	case slices.Contains(j.req.StopTokenIDs, smp.ID):
 		finish = FinishStop
 	case len(j.req.Stop) > 0:
-		if stop := stopMatch(&s.text, j.req.TokenBytes(smp.ID), j.req.Stop); stop != "" {
+		if stop := MatchStop(&s.text, j.req.TokenBytes(smp.ID), j.req.Stop); stop != "" {
 			finish, r.StopString = FinishStop, stop
 		}
 	}

@@ -115,7 +115,7 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 			return res, nil
 		}
 		if len(req.Stop) > 0 {
-			if stop := stopMatch(&text, req.TokenBytes(s.ID), req.Stop); stop != "" {
+			if stop := MatchStop(&text, req.TokenBytes(s.ID), req.Stop); stop != "" {
 				res.FinishReason, res.StopString = FinishStop, stop
 				return res, nil
 			}
@@ -128,14 +128,15 @@ func Generate(ctx context.Context, m *model.Model, req Request) (Result, error) 
 	}
 }
 
-// stopMatch appends b, the bytes of a sampled token, to tail, the end of
+// MatchStop appends b, the bytes of a sampled token, to tail, the end of
 // the text sampled so far, and returns the first of stops that the text
 // now contains ("" if none). Each token is checked as it comes, so a match
 // ends in b: only the bytes before b that a stop could start in (the
 // longest stop's length less one) are kept in tail, and each token's check
 // reads those and b, not the whole text again (a long answer with many
 // stop strings made every token of every request in the batch slower).
-func stopMatch(tail *[]byte, b []byte, stops []string) string {
+// Constraints that watch the text for a marker use it too.
+func MatchStop(tail *[]byte, b []byte, stops []string) string {
 	t := append(*tail, b...)
 	found, keep := "", 0
 	for _, stop := range stops {

@@ -183,7 +183,7 @@ func TestSampler_NucleusMatchesFullSort(t *testing.T) {
 	}
 }
 
-// Ensure stopMatch finds a stop string however the sampled text is cut
+// Ensure MatchStop finds a stop string however the sampled text is cut
 // into tokens, reports the first of several in the request's order, ignores
 // an empty one, and keeps only the end of the text a stop could complete.
 func TestStopMatch(t *testing.T) {
@@ -193,7 +193,7 @@ func TestStopMatch(t *testing.T) {
 		var tail []byte
 		got, at := "", -1
 		for i := 0; i < len(text); i += piece {
-			if got = stopMatch(&tail, []byte(text[i:min(i+piece, len(text))]), stops); got != "" {
+			if got = MatchStop(&tail, []byte(text[i:min(i+piece, len(text))]), stops); got != "" {
 				at = min(i+piece, len(text))
 				break
 			}
@@ -208,12 +208,12 @@ func TestStopMatch(t *testing.T) {
 	}
 	// Both END and ND! end in the same token: the request's order decides.
 	var tail []byte
-	stopMatch(&tail, []byte("THE E"), stops)
-	if got := stopMatch(&tail, []byte("ND!"), stops); got != "END" {
+	MatchStop(&tail, []byte("THE E"), stops)
+	if got := MatchStop(&tail, []byte("ND!"), stops); got != "END" {
 		t.Errorf("END and ND! completed by one token: got %q, want END (listed first)", got)
 	}
 	tail = nil
-	if got := stopMatch(&tail, []byte("no stop here"), []string{""}); got != "" || len(tail) != 0 {
+	if got := MatchStop(&tail, []byte("no stop here"), []string{""}); got != "" || len(tail) != 0 {
 		t.Errorf("an empty stop string matched %q, kept %q", got, tail)
 	}
 }

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -98,13 +97,13 @@ func (h *Host) oneCallConstraint() func() generate.Constraint {
 		return nil
 	}
 	return func() generate.Constraint {
-		return &endAfterCall{closing: []byte(closing), tokenBytes: h.tok.TokenBytes, stops: h.folder.StopIDs}
+		return &endAfterCall{closing: []string{closing}, tokenBytes: h.tok.TokenBytes, stops: h.folder.StopIDs}
 	}
 }
 
 // endAfterCall is oneCallConstraint's constraint.
 type endAfterCall struct {
-	closing    []byte
+	closing    []string // the one marker, as generate.MatchStop takes it
 	tokenBytes func(id int) []byte
 	stops      []int
 	tail       []byte // the end of the text a closing marker could still complete
@@ -135,12 +134,6 @@ func (c *endAfterCall) Accept(id int) error {
 	if c.called {
 		return nil
 	}
-	t := append(c.tail, c.tokenBytes(id)...)
-	c.called = bytes.Contains(t, c.closing)
-	keep := len(c.closing) - 1
-	if len(t) > keep {
-		t = t[:copy(t, t[len(t)-keep:])]
-	}
-	c.tail = t
+	c.called = generate.MatchStop(&c.tail, c.tokenBytes(id), c.closing) != ""
 	return nil
 }

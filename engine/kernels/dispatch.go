@@ -348,24 +348,23 @@ func GemmKBlocksSerial(M, N, K, kb int, A []float32, lda int, B []float32, ldb i
 // prefix shared by the samples of a group) sums them so, in the same
 // blocks as over one cache.
 func GemmKBlocksAdd(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
-	if M <= 0 || N <= 0 || K <= 0 {
-		return
-	}
-	checkMat("GemmKBlocksAdd C", C, M, N, ldc)
 	gemmKBlocks(false, "GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
 }
 
 // GemmKBlocksAddSerial is GemmKBlocksAdd on the caller's goroutine alone,
 // with the same bits (see GemmSerial).
 func GemmKBlocksAddSerial(M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
-	if M <= 0 || N <= 0 || K <= 0 {
-		return
-	}
-	checkMat("GemmKBlocksAdd C", C, M, N, ldc)
 	gemmKBlocks(true, "GemmKBlocksAdd", flagAcc, M, N, K, kb, A, lda, B, ldb, C, ldc)
 }
 
 func gemmKBlocks(serial bool, what string, first, M, N, K, kb int, A []float32, lda int, B []float32, ldb int, C []float32, ldc int) {
+	if first == flagAcc {
+		// Adding nothing leaves C as it is.
+		if M <= 0 || N <= 0 || K <= 0 {
+			return
+		}
+		checkMat(what+" C", C, M, N, ldc)
+	}
 	if kb <= 0 {
 		panic(fmt.Sprintf("kernels: %s sum block %d ≤ 0", what, kb))
 	}

@@ -16,6 +16,24 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// intFlag is an integer flag's value and the least value it may take.
+type intFlag struct {
+	name     string
+	v, least int
+}
+
+// atLeast returns the error, prefixed with cmd's name, of the first flag
+// below its least value: libraries read 0 as their default, which a flag
+// given 0 (or a negative) must not silently get.
+func atLeast(cmd string, flags ...intFlag) error {
+	for _, f := range flags {
+		if f.v < f.least {
+			return fmt.Errorf("%s: %s must be >= %d, got %d", cmd, f.name, f.least, f.v)
+		}
+	}
+	return nil
+}
+
 // groupRun is the RunE of a command that only groups subcommands: alone it
 // prints its help; with an argument that names none of them it fails
 // (cobra would print the help and exit 0).

@@ -59,17 +59,11 @@ and logs go under --path/--project/models/--name.`,
 			}
 			// Checked before the model loads. The library reads 0 as its
 			// default, which a flag given 0 must not silently get.
-			for _, c := range []struct {
-				flag     string
-				v, least int
-			}{
-				{"--train-inputs", trainInputs, 1}, {"--test-inputs", testInputs, 1}, {"--groups-per-step", groupsPerStep, 1},
-				{"--epochs", epochs, 1}, {"--max-tokens", maxTokens, 1},
-				{"--judge-max-tokens", judgeMaxTokens, 0}, {"--max-input-length", maxLength, 0}, {"--max-explanation", maxExplanation, 0},
-			} {
-				if c.v < c.least {
-					return fmt.Errorf("autorl: %s must be >= %d, got %d", c.flag, c.least, c.v)
-				}
+			if err := atLeast("autorl",
+				intFlag{"--train-inputs", trainInputs, 1}, intFlag{"--test-inputs", testInputs, 1}, intFlag{"--groups-per-step", groupsPerStep, 1},
+				intFlag{"--epochs", epochs, 1}, intFlag{"--max-tokens", maxTokens, 1},
+				intFlag{"--judge-max-tokens", judgeMaxTokens, 0}, intFlag{"--max-input-length", maxLength, 0}, intFlag{"--max-explanation", maxExplanation, 0}); err != nil {
+				return err
 			}
 			if group < 2 {
 				return fmt.Errorf("autorl: --group-size must be >= 2 (the judge scores an input's answers against each other), got %d", group)

@@ -25,11 +25,8 @@ history.jsonl, trajectory logs and a reward curve (reward.png) under
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Checked before anything is built: the library reads 0 as
 			// its default, which a flag given 0 must not silently get.
-			if opt.RLSteps < 1 {
-				return fmt.Errorf("demo: --steps must be >= 1, got %d", opt.RLSteps)
-			}
-			if opt.EvalGames < 1 {
-				return fmt.Errorf("demo: --eval-games must be >= 1, got %d", opt.EvalGames)
+			if err := atLeast("demo", intFlag{"--steps", opt.RLSteps, 1}, intFlag{"--eval-games", opt.EvalGames, 1}); err != nil {
+				return err
 			}
 			opt.Out = cmd.ErrOrStderr()
 			rep, err := demo.Run(cmd.Context(), opt)

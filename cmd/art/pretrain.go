@@ -78,17 +78,11 @@ appears complete or not at all.`,
 // anything is read or loaded. Package pretrain reads 0 as its default,
 // which a flag given 0 must not silently get.
 func checkPretrainFlags(opt pretrain.Options, logEvery int) error {
-	for _, c := range []struct {
-		flag     string
-		v, least int
-	}{
-		{"--epochs", opt.Epochs, 1}, {"--batch", opt.BatchSize, 1}, {"--max-seq-len", opt.MaxSeqLen, 1},
-		{"--max-steps", opt.MaxSteps, 0}, {"--hold-out", opt.HoldOut, 0}, {"--eval-every", opt.EvalEvery, 0},
-		{"--log-every", logEvery, 0},
-	} {
-		if c.v < c.least {
-			return fmt.Errorf("pretrain: %s must be >= %d, got %d", c.flag, c.least, c.v)
-		}
+	if err := atLeast("pretrain",
+		intFlag{"--epochs", opt.Epochs, 1}, intFlag{"--batch", opt.BatchSize, 1}, intFlag{"--max-seq-len", opt.MaxSeqLen, 1},
+		intFlag{"--max-steps", opt.MaxSteps, 0}, intFlag{"--hold-out", opt.HoldOut, 0}, intFlag{"--eval-every", opt.EvalEvery, 0},
+		intFlag{"--log-every", logEvery, 0}); err != nil {
+		return err
 	}
 	if !(opt.LR > 0) || math.IsInf(opt.LR, 0) {
 		return fmt.Errorf("pretrain: --lr must be > 0, got %v", opt.LR)

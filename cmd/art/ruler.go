@@ -45,11 +45,8 @@ again); each judge call is bounded by --timeout.`,
 			}
 			// ruler.Options reads a zero timeout as its default, which a
 			// flag given 0 must not silently get.
-			if maxExplanation < 0 {
-				return fmt.Errorf("ruler: --max-explanation must be >= 0, got %d", maxExplanation)
-			}
-			if maxTokens < 0 {
-				return fmt.Errorf("ruler: --max-tokens must be >= 0, got %d", maxTokens)
+			if err := atLeast("ruler", intFlag{"--max-explanation", maxExplanation, 0}, intFlag{"--max-tokens", maxTokens, 0}); err != nil {
+				return err
 			}
 			if timeout <= 0 {
 				return fmt.Errorf("ruler: --timeout must be > 0, got %v", timeout)

@@ -253,3 +253,20 @@ func randStepMat(b *testing.B, r *rand.Rand, dt DType, N, K int) *Mat {
 	}
 	return w
 }
+
+// BenchmarkDecodeStepPrefetch is a single sequence's decoding step over
+// Qwen2.5-0.5B's shapes (benchStepRows) on UnitBF16 with the dp panels
+// prefetched 64 bytes to 4 KiB ahead (prefetchDecodeDP).
+func BenchmarkDecodeStepPrefetch(b *testing.B) {
+	if !hasDP() {
+		b.Skip("no AVX512_BF16")
+	}
+	defer func(u Unit, d int) { unit, prefetchDecodeDP = u, d }(currentUnit(), prefetchDecodeDP)
+	unit = UnitBF16
+	var variants []stepVariant
+	for _, d := range []int{64, 128, 256, 1024, 4096} {
+		variants = append(variants, stepVariant{fmt.Sprint("ahead", d), func() { prefetchDecodeDP = d }})
+	}
+	r := rand.New(rand.NewPCG(8, 15))
+	benchStepRows(b, 1, func(N, K int) *Mat { return randMat(r, N, K, BF16) }, variants)
+}

@@ -340,6 +340,17 @@ type bblock struct {
 // contiguous panels prefetches while it streams them from memory.
 const prefetchAhead = 4096
 
+// prefetchDecodeDP is prefetchAhead for a few decoding rows streaming
+// UnitBF16's dp panels (k512dpm1q and the p kernels up to 6 rows; the
+// 8-row kernel keeps its own distance). A single sequence's step over
+// Qwen2.5-0.5B's shapes (BenchmarkDecodeStepPrefetch, alternated in one
+// process, Zen 5, 2026-11-29): with the host's memory fast (15-17 ms a
+// step) 128 bytes ahead took 6-10 % less time than 4 KiB, 64 as 128, 256
+// 2-4 % more than 128; with it slow (23-29 ms) 4 KiB was 1-2 % faster. The
+// hardware prefetchers stream the panels; reaching far ahead only competes
+// with them.
+var prefetchDecodeDP = 128
+
 // part computes rows [m0, m1) and panels [p0, p1) of the job.
 func (j *job) part(m0, m1, p0, p1 int) {
 	if j.scale {
@@ -459,7 +470,10 @@ func (j *job) block(buf **[]float32, m0, m1, pc, kc, jp, np int, stream bool) {
 			t.bf, t.bh, t.f16, t.boff, t.ldb, t.pstride = b.bf, b.bh, b.f16, b.boff, b.ldb, b.pstride
 			t.np, t.ncols, t.q = b.np, b.ncols, b.q
 			t.prefetch = 0
-			if b.prefetch {
+			switch {
+			case b.prefetch && stream && j.dp && j.M <= 8:
+				t.prefetch = prefetchDecodeDP
+			case b.prefetch:
 				t.prefetch = prefetchAhead
 			}
 			col := (jp + b.p0) * panelW

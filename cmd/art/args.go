@@ -16,6 +16,26 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// oneArg is cobra.ExactArgs(1) with a message that names the argument
+// (what, e.g. "FILE.parquet, a trajectories file that training logged")
+// and the command: cobra's "accepts 1 arg(s), received 0" named neither.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch len(args) {
+		case 1:
+			return nil
+		case 0:
+			return fmt.Errorf("%q needs %s; see %s --help", cmd.CommandPath(), what, cmd.CommandPath())
+		}
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = fmt.Sprintf("%q", a)
+		}
+		return fmt.Errorf("%q takes one argument, %s; got %d: %s; see %s --help", cmd.CommandPath(), what, len(args),
+			strings.Join(quoted, " "), cmd.CommandPath())
+	}
+}
+
 // intFlag is an integer flag's value and the least value it may take.
 type intFlag struct {
 	name     string

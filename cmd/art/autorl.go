@@ -49,7 +49,7 @@ http://127.0.0.1:7999/v1). The generator defaults to the judge. Checkpoints
 and logs go under --path/--project/models/--name.`,
 		Example: `  art autorl "Answer questions about a bike shop's opening hours" --base-model ./Qwen2.5-0.5B-Instruct --judge openai/o4-mini
   art autorl "Summarise a support ticket in one line" --base-model ./model --judge judge@0 --judge-base-url http://127.0.0.1:7999/v1`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg(`"TASK", the task described in one quoted argument`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if baseModel == "" || judgeSpec == "" {
 				return fmt.Errorf("autorl: --base-model and --judge are required")

@@ -24,7 +24,7 @@ held-out reward at every step where a "val" split was logged. The PNG is
 written atomically, by default to MODEL_DIR/reward.png.`,
 		Example: `  art chart .art/demo/models/tictactoe
   art chart .art/my-project/models/agent --out curve.png`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("MODEL_DIR, the model folder (<path>/<project>/models/<name>)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := store.Open(args[0])
 			if err != nil {

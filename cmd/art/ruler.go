@@ -38,7 +38,7 @@ http://127.0.0.1:7999/v1). Answers are cached on disk (--no-cache to ask
 again); each judge call is bounded by --timeout.`,
 		Example: `  art ruler .art/p/models/agent/trajectories/val/0010.parquet --judge openai/o4-mini
   art ruler run.parquet --judge judge@0 --base-url http://127.0.0.1:7999/v1 --api-key-env ART_API_KEY --json`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg(trajectoriesFileArg),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if judgeSpec == "" {
 				return fmt.Errorf("ruler: --judge is required (for example openai/o4-mini)")

@@ -24,7 +24,7 @@ value of every metric of each split, and the step with the best val/reward.
 MODEL alone must be unique across DIR's projects; PROJECT/MODEL is exact.`,
 		Example: `  art show tictactoe --data /tmp/demo
   art show my-project/agent`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("[PROJECT/]MODEL, the model to describe"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runs, err := store.Find(data)
 			if err != nil {

@@ -13,6 +13,9 @@ import (
 	"github.com/artgo/art/store"
 )
 
+// trajectoriesFileArg names the argument of art trajectories and art ruler.
+const trajectoriesFileArg = "FILE.parquet, a trajectories file that training logged"
+
 // newTrajectoriesCmd returns `art trajectories`, which prints the
 // trajectories of a logged step, so they can be read without Python.
 func newTrajectoriesCmd() *cobra.Command {
@@ -28,7 +31,7 @@ trajectory: its group, reward, metrics and messages, sampled turns marked with
 "*". --json prints one JSON object per trajectory instead, for jq.`,
 		Example: `  art trajectories .art/demo/models/tictactoe/trajectories/val/0150.parquet
   art trajectories .art/p/models/agent/trajectories/train/0007.parquet --max-reward -1 --limit 3`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg(trajectoriesFileArg),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
 				return fmt.Errorf("trajectories: --limit %d: want 0 (all) or more", limit)

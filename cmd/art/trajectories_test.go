@@ -100,7 +100,7 @@ func TestTrajectories_BadInput(t *testing.T) {
 		{[]string{"trajectories", path, "--limit", "-1"}, "--limit -1"},
 		{[]string{"trajectories", path, "--min-reward", "1", "--max-reward", "0"}, "--min-reward 1 is above --max-reward 0"},
 		{[]string{"trajectories", path, "--max-reward", "NaN"}, "must be numbers"},
-		{[]string{"trajectories"}, "accepts 1 arg"},
+		{[]string{"trajectories"}, `"art trajectories" needs FILE.parquet`},
 	} {
 		code, _, errOut := runArgs(t, tt.args...)
 		if code == 0 || !strings.Contains(errOut, tt.want) {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/artgo/art/engine/gguf"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/atomicfile"
 )
 
 // newExportCmd returns `art export`, which converts a model folder to other
@@ -65,10 +67,16 @@ weights. The file is written atomically.`,
 			default:
 				return fmt.Errorf("--dtype %q: want f32, f16, bf16, q8_0 or q4_0", dtype)
 			}
-			stderr := cmd.ErrOrStderr()
+			if err := checkOutFile("export gguf", out); err != nil {
+				return err
+			}
+			ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
 			start := time.Now()
 			fmt.Fprintf(stderr, "loading %s\n", dir)
-			m, err := model.LoadWith(dir, load)
+			m, err := interruptible(ctx, func() (*model.Model, error) { return model.LoadWith(dir, load) })
+			if ctx.Err() != nil {
+				return fmt.Errorf("export gguf: interrupted while loading %s; %s not written", dir, out)
+			}
 			if err != nil {
 				return err
 			}
@@ -89,8 +97,18 @@ weights. The file is written atomically.`,
 				bar.Set64(done)
 			}}
 			// The tokenizer files live in the model folder, as Hugging Face
-			// ships them.
-			if err := gguf.ExportFile(out, m, dir, opts); err != nil {
+			// ships them. The file is written as gguf.ExportFile writes it
+			// (a temporary file, synced, renamed), through a writer that
+			// fails once ctx is done, so that an interrupt stops the export
+			// and removes the temporary file.
+			err = atomicfile.Write(out, 0o644, func(w io.Writer) error { return gguf.Export(ctxWriter{ctx, w}, m, dir, opts) })
+			if ctx.Err() != nil {
+				if bar != nil {
+					fmt.Fprintln(stderr) // end the bar's line
+				}
+				return fmt.Errorf("export gguf: interrupted; %s not written", out)
+			}
+			if err != nil {
 				return err
 			}
 			if bar != nil {
@@ -133,6 +151,9 @@ The file is written atomically.`,
   llama-cli -m base.gguf --lora agent-12.gguf`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutFile("export gguf-lora", out); err != nil {
+				return err
+			}
 			if baseModel == "" {
 				var err error
 				if baseModel, err = adapterBaseModel(adapterDir); err != nil {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,4 +141,55 @@ func checkGGUFArch(t *testing.T, path, arch string) *gguf.File {
 		t.Errorf("general.architecture = %v; want %s", v, arch)
 	}
 	return f
+}
+
+// cancelOn is a stderr that cancels a command's context once it has
+// printed marker: the stand-in for Ctrl-C at that point.
+type cancelOn struct {
+	marker string
+	cancel context.CancelFunc
+	buf    syncBuffer
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	n, err := c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.marker) {
+		c.cancel()
+	}
+	return n, err
+}
+
+// Ensure `art export gguf` checks --out before it loads the model (a
+// folder, or a file in a missing folder, failed only after the whole model
+// was loaded and converted), and that an interrupt while it writes stops
+// it, says so, exits 1 and leaves neither the file nor its temporary file
+// (SIGINT used to be ignored until the export had finished).
+func TestExportGGUF_OutAndInterrupt(t *testing.T) {
+	base := arttest.TinyModel(t)
+	dir := t.TempDir()
+	for name, tt := range map[string]struct{ out, want string }{
+		"a folder":         {dir, "export gguf: --out " + dir + " is a folder; name the file to write"},
+		"a missing folder": {filepath.Join(dir, "none", "m.gguf"), "export gguf: --out " + filepath.Join(dir, "none", "m.gguf") + ": folder " + filepath.Join(dir, "none") + " does not exist"},
+	} {
+		code, _, errOut := runArgs(t, "export", "gguf", "--model", base, "--out", tt.out)
+		if code != 1 || errOut != "art: "+tt.want+"\n" {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and only %q (before loading)", name, code, errOut, tt.want)
+		}
+	}
+	code, _, errOut := runArgs(t, "export", "gguf-lora", "--adapter", base, "--out", dir)
+	if want := "art: export gguf-lora: --out " + dir + " is a folder; name the file to write\n"; code != 1 || errOut != want {
+		t.Errorf("gguf-lora: exit %d, stderr %q; want %q", code, errOut, want)
+	}
+
+	out := filepath.Join(dir, "m.gguf")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &cancelOn{marker: "writing " + out, cancel: cancel}
+	code = run(ctx, []string{"export", "gguf", "--model", base, "--out", out}, io.Discard, stderr)
+	if code != 1 || !strings.Contains(stderr.buf.String(), "export gguf: interrupted; "+out+" not written") {
+		t.Fatalf("interrupted export: exit %d, stderr %q", code, stderr.buf.String())
+	}
+	if left, _ := os.ReadDir(dir); len(left) > 0 {
+		t.Fatalf("the interrupted export left %v", left)
+	}
 }

@@ -155,13 +155,18 @@ func readBaseInfo(dir string, opt BaseOptions) (baseInfo, bool) {
 // with sampled labels instead, a model this small barely learns in the
 // same number of steps). The folder is an ordinary Hugging Face model
 // folder.
-func BuildBase(ctx context.Context, dir string, opt BaseOptions) error {
+func BuildBase(ctx context.Context, dir string, opt BaseOptions) (err error) {
 	if err := opt.validate(); err != nil {
 		return err
 	}
 	opt.defaults()
 	tmp := dir + ".building"
 	os.RemoveAll(tmp)
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp) // an interrupted or failed build leaves nothing half-built
+		}
+	}()
 	if _, err := initmodel.Write(tmp, initmodel.Options{Arch: "qwen2", Shape: opt.Shape, Tokenizer: initmodel.ByteTokenizer,
 		DType: kernels.F32, Seed: opt.Seed, RopeTheta: 10000, ChatTemplate: chatTemplate}); err != nil {
 		return fmt.Errorf("demo: %w", err)

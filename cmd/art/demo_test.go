@@ -85,3 +85,21 @@ func TestDemoCmd_BadBaseModel(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want one \"art: \" and the command's name", code, errOut)
 	}
 }
+
+// Ensure an interrupted `art demo` says so and leaves no half-built base
+// model folder behind (<path>/demo/base-tictactoe.building stayed, with the
+// random weights in it, until the next run).
+func TestDemoCmd_InterruptedLeavesNoBuild(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "art")
+	code, errOut, took := runCanceled(t, "demo", "--quiet", "--path", path)
+	if code != 1 || !strings.Contains(errOut, "context canceled") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the interrupt", code, errOut)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("took %v", took)
+	}
+	left, _ := filepath.Glob(filepath.Join(path, "demo", "*"))
+	if len(left) > 0 {
+		t.Fatalf("the interrupted demo left %v", left)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -46,14 +47,30 @@ gives it after the tokens before it.`,
 			if err != nil {
 				return err
 			}
-			folder, err := hfmodel.OpenWith(modelDir, model.LoadOptions{Quantize: quant})
+			// The messages are read before the model loads: a typo must not
+			// cost the load.
+			var msgs []json.RawMessage
+			if messagesFile != "" {
+				if msgs, err = readMessages(messagesFile); err != nil {
+					return err
+				}
+			}
+			// Loading and scoring only read, so an interrupt need not wait
+			// for them.
+			ctx := cmd.Context()
+			folder, err := interruptible(ctx, func() (*hfmodel.Folder, error) {
+				return hfmodel.OpenWith(modelDir, model.LoadOptions{Quantize: quant})
+			})
+			if ctx.Err() != nil {
+				return errors.New("logprobs: interrupted")
+			}
 			if err != nil {
 				return err
 			}
 			m, tok := folder.Model, folder.Tokenizer
-			if messagesFile != "" {
-				if text, err = renderMessages(folder, messagesFile); err != nil {
-					return err
+			if msgs != nil {
+				if text, err = folder.Template.Render(msgs, nil, folder.RenderOptions(nil)); err != nil {
+					return fmt.Errorf("logprobs: --messages %s: %w", messagesFile, err)
 				}
 			}
 			var adapter model.Adapter
@@ -68,7 +85,13 @@ gives it after the tokens before it.`,
 			if len(ids) < 2 {
 				return fmt.Errorf("the input has %d token(s); need at least 2 to score", len(ids))
 			}
-			lps, err := m.LogProbs(ids, adapter)
+			if limit := m.Config.MaxPositions; limit > 0 && len(ids) > limit {
+				return fmt.Errorf("logprobs: the input is %d tokens; the model's context (max_position_embeddings) is %d: shorten it", len(ids), limit)
+			}
+			lps, err := interruptible(ctx, func() ([]float64, error) { return m.LogProbs(ids, adapter) })
+			if ctx.Err() != nil {
+				return errors.New("logprobs: interrupted")
+			}
 			if err != nil {
 				return err
 			}
@@ -109,15 +132,18 @@ gives it after the tokens before it.`,
 	return cmd
 }
 
-// renderMessages renders a JSON list of messages with the model's template.
-func renderMessages(folder *hfmodel.Folder, path string) (string, error) {
+// readMessages reads the JSON list of messages in path (--messages).
+func readMessages(path string) ([]json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("logprobs: --messages: %w", err)
 	}
 	var msgs []json.RawMessage
 	if err := json.Unmarshal(b, &msgs); err != nil {
-		return "", fmt.Errorf("%s: want a JSON list of messages: %w", path, err)
+		return nil, fmt.Errorf("logprobs: --messages %s: want a JSON list of messages: %w", path, err)
 	}
-	return folder.Template.Render(msgs, nil, folder.RenderOptions(nil))
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("logprobs: --messages %s: the list has no message to score", path)
+	}
+	return msgs, nil
 }

@@ -53,6 +53,9 @@ again); each judge call is bounded by --timeout.`,
 			}
 			judge, err := judgeFromFlags(judgeSpec, baseURL, keyEnv, "--api-key-env")
 			if err != nil {
+				if strings.HasPrefix(err.Error(), "ruler: ") { // package ruler's errors name themselves
+					return err
+				}
 				return fmt.Errorf("ruler: %w", err)
 			}
 			judge.MaxTokens = maxTokens

@@ -134,3 +134,24 @@ func TestRulerCmd_BadNumbers(t *testing.T) {
 		})
 	}
 }
+
+// Ensure a judge the flags do not make is one error naming the flag, with
+// "ruler: " once (it printed "art: ruler: ruler: judge …").
+func TestRulerCmd_BadJudge(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	missing := filepath.Join(t.TempDir(), "missing.parquet")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--judge", "nope"}, `art: ruler: judge "nope": unknown provider`},
+		{[]string{"--judge", "openai/o4-mini"}, `art: ruler: judge "openai/o4-mini" needs an API key: set OPENAI_API_KEY or pass one`},
+		{[]string{"--judge", "j@0", "--base-url", "x"}, `art: ruler: judge "j@0": base URL "x"`},
+		{[]string{"--judge", "j@0", "--base-url", "http://127.0.0.1:1/v1", "--api-key-env", "ART_TEST_UNSET_KEY"}, "art: ruler: --api-key-env ART_TEST_UNSET_KEY: the variable is empty or unset\n"},
+	} {
+		code, _, errOut := runArgs(t, append([]string{"ruler", missing}, tt.args...)...)
+		if code != 1 || !strings.HasPrefix(errOut, tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}

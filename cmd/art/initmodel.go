@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,6 +15,7 @@ import (
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 	"github.com/artgo/art/engine/model"
+	"github.com/artgo/art/internal/atomicfile"
 )
 
 func newInitModelCmd() *cobra.Command {
@@ -75,7 +80,10 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 			if opt.Arch == "llama" && opt.Tokenizer == initmodel.ByteTokenizer && opt.ChatTemplate == "" {
 				return fmt.Errorf("init-model: --arch llama with --tokenizer %s needs an explicit chat template: pass a Jinja template file with --chat-template FILE", initmodel.ByteTokenizer)
 			}
-			m, err := initmodel.Write(out, opt)
+			if err := checkOutFolder("init-model", out); err != nil {
+				return err
+			}
+			m, err := writeModelFolder(cmd.Context(), out, opt)
 			if err != nil {
 				return err
 			}
@@ -95,4 +103,48 @@ example from scripts/fetch-assets.sh: .assets/qwen3 or .assets/llama3_1), or
 	f.Float64Var(&opt.RopeTheta, "rope-theta", 0, "RoPE base, > 0 (0: the shape's)")
 	f.StringVar(&out, "out", "", "output folder (must not exist or be empty)")
 	return cmd
+}
+
+// writeModelFolder writes the random model into a temporary folder beside
+// out and renames it to out once complete, so that out appears whole or
+// not at all. Drawing and writing the weights of a large shape takes
+// minutes and cannot be stopped inside initmodel.Write, so an interrupt
+// returns at once with the temporary folder removed (the process ends
+// right after, and with it the abandoned write).
+func writeModelFolder(ctx context.Context, out string, opt initmodel.Options) (*model.Model, error) {
+	out = filepath.Clean(out)
+	parent := filepath.Dir(out)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("init-model: --out %s: %w", out, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("init-model: --out %s: %w", out, err)
+	}
+	m, err := interruptible(ctx, func() (*model.Model, error) { return initmodel.Write(tmp, opt) })
+	if ctx.Err() != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("init-model: interrupted; %s not written", out)
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o755) // MkdirTemp's is 0700
+	}
+	if err == nil {
+		if rerr := os.Remove(out); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) { // empty, checked above
+			err = fmt.Errorf("init-model: --out %s: %w", out, rerr)
+		}
+	}
+	if err == nil {
+		if err = os.Rename(tmp, out); err != nil {
+			err = fmt.Errorf("init-model: move the new folder to %s: %w", out, err)
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	if err := atomicfile.SyncDir(parent); err != nil {
+		return nil, fmt.Errorf("init-model: %w", err)
+	}
+	return m, nil
 }

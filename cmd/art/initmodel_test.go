@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/engine/tokenizer"
@@ -138,5 +141,74 @@ func TestInitModel_BadNumbers(t *testing.T) {
 				t.Fatalf("%s was written (%v)", out, err)
 			}
 		})
+	}
+}
+
+// Ensure an --out that cannot become the model folder is refused before
+// any weights are drawn (a file as --out failed only at the save).
+func TestInitModel_BadOut(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ out, want string }{
+		{file, "init-model: --out " + file + " is a file; name a new or empty folder"},
+		{filepath.Join(file, "m"), "init-model: --out " + filepath.Join(file, "m") + ": " + file + " is not a folder"},
+		{dir, "init-model: --out " + dir + " is not empty; name a new or empty folder"},
+	} {
+		code, _, errOut := runArgs(t, "init-model", "--shape", "tiny", "--tokenizer", "bytes", "--out", tt.out)
+		if code != 1 || errOut != "art: "+tt.want+"\n" {
+			t.Errorf("exit %d, stderr %q; want 1 and %q", code, errOut, "art: "+tt.want)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("%s holds %v; want only the file", dir, left)
+	}
+}
+
+// Ensure Ctrl-C stops init-model promptly, says so, and leaves neither
+// the folder nor a temporary one: it ignored SIGINT until every weight was
+// drawn and written (seconds for this 135M shape, minutes for a 7B one).
+func TestInitModel_Interrupt(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send on Windows")
+	}
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "template.jinja")
+	if err := os.WriteFile(tpl, []byte("{{ messages }}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "m")
+	args, _ := json.Marshal([]string{"init-model", "--arch", "llama", "--shape", "smollm2-135m", "--tokenizer", "bytes",
+		"--chat-template", tpl, "--dtype", "bf16", "--out", out})
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), runArtEnv+"="+string(args))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	select {
+	case err := <-done:
+		if took := time.Since(sent); cmd.ProcessState.ExitCode() != 1 || took > 5*time.Second {
+			t.Fatalf("exit %v after %v; want 1 within 5s; stderr %q", err, took, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("init-model still running a minute after SIGINT; stderr %q", stderr.String())
+	}
+	if want := "art: init-model: interrupted; " + out + " not written\n"; stderr.String() != want {
+		t.Errorf("stderr %q; want %q", stderr.String(), want)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Errorf("%s holds %v; want only the template", dir, left)
 	}
 }

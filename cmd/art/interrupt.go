@@ -66,3 +66,40 @@ func checkOutFile(command, path string) error {
 	}
 	return nil
 }
+
+// checkOutFolder refuses, before any work, an --out that cannot become a
+// new folder: a file, a folder with something in it, or a path through a
+// file.
+func checkOutFolder(command, path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("%s: --out %s is a file; name a new or empty folder", command, path)
+	case err == nil:
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return fmt.Errorf("%s: --out: %w", command, err)
+		}
+		if len(entries) > 0 {
+			return fmt.Errorf("%s: --out %s is not empty; name a new or empty folder", command, path)
+		}
+		return nil
+	}
+	// The nearest existing folder above path must be one.
+	for d := filepath.Dir(path); ; d = filepath.Dir(d) {
+		st, serr := os.Stat(d)
+		if serr == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s: --out %s: %s is not a folder", command, path, d)
+			}
+			break
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: --out: %w", command, err)
+	}
+	return nil
+}

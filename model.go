@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/artgo/art/internal/tracing"
+	"github.com/artgo/art/internal/turn"
 	"github.com/artgo/art/store"
 )
 
@@ -190,7 +191,9 @@ func (m *Model) OverwriteState(state map[string]any) error {
 // BaseModel whose checkpoints are served as "name@step".
 //
 // Register must return before the other methods are called; after that the
-// methods are safe for concurrent use.
+// methods are safe for concurrent use. Concurrent Train and TrainSFT calls
+// on one model run one at a time, in turn: each trains, logs and updates
+// InferenceModelName before the next starts.
 type TrainableModel struct {
 	Model
 	// BaseModel is the Hugging Face model folder to train on (config.json,
@@ -205,6 +208,10 @@ type TrainableModel struct {
 
 	backend Backend      // set by Register
 	latest  atomic.Int64 // the latest step this model has seen: at Register, Step, Train and TrainSFT
+	// training is held by one Train or TrainSFT call at a time (made by
+	// Register), so concurrent calls train, log and move the latest step
+	// in order.
+	training turn.Turn
 }
 
 // modelRecord is the content of model.json.
@@ -255,6 +262,9 @@ func (m *TrainableModel) Register(ctx context.Context, b Backend) error {
 		return fmt.Errorf("art: register model %q: %w", m.Name, err)
 	}
 	m.latest.Store(int64(step))
+	if m.training == nil {
+		m.training = turn.New()
+	}
 	m.backend = b
 	return nil
 }
@@ -302,6 +312,16 @@ func (m *TrainableModel) Step(ctx context.Context) (int, error) {
 	}
 	m.latest.Store(int64(step))
 	return step, nil
+}
+
+// takeTraining waits for this model's Train and TrainSFT calls before it
+// (or for ctx to end) and returns the function that lets the next one go.
+func (m *TrainableModel) takeTraining(ctx context.Context, what string) (func(), error) {
+	release, err := m.training.Take(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("art: model %q: %s: gave up waiting for another Train or TrainSFT call on this model to finish: %w", m.Name, what, err)
+	}
+	return release, nil
 }
 
 // setLatest records step, just trained, as the latest one served.
@@ -373,6 +393,11 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 	if err != nil {
 		return TrainResult{}, err
 	}
+	release, err := m.takeTraining(ctx, "train")
+	if err != nil {
+		return TrainResult{}, err
+	}
+	defer release()
 	var rows []map[string]any // the history before this step, for the watch
 	if !m.Watch.Off {
 		rows, err = d.ReadHistory()
@@ -455,6 +480,11 @@ func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory
 	if err := cfg.Validate(len(trajectories)); err != nil {
 		return TrainResult{}, err
 	}
+	release, err := m.takeTraining(ctx, "train sft")
+	if err != nil {
+		return TrainResult{}, err
+	}
+	defer release()
 	res, err := sft.TrainSFT(ctx, m, trajectories, cfg)
 	if err != nil {
 		return TrainResult{}, fmt.Errorf("art: model %q: train sft: %w", m.Name, err)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 
@@ -895,5 +896,89 @@ func TestModel_LogWarnsNonFinite(t *testing.T) {
 	}
 	if len(rows) != 1 || rows[0]["val/ok"] != 1.0 {
 		t.Fatalf("history %v; want one row with val/ok", rows)
+	}
+}
+
+// blockingBackend is a fakeBackend whose Train waits for release once it
+// has said it started.
+type blockingBackend struct {
+	*fakeBackend
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingBackend) Train(ctx context.Context, m *TrainableModel, groups []TrajectoryGroup, cfg TrainConfig) (TrainResult, error) {
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return TrainResult{}, ctx.Err()
+	}
+	return b.fakeBackend.Train(ctx, m, groups, cfg)
+}
+
+// Concurrent Train calls on one model take turns: each trains, logs its row
+// and sets InferenceModelName before the next, so the history is in step
+// order and the model names the last step (the field was written by every
+// call at once: a data race under -race), and a call waiting its turn gives
+// up when its context ends.
+func TestTrainableModel_ConcurrentTrainTakesTurns(t *testing.T) {
+	m := newTrainable(t)
+	b := newFakeBackend("http://127.0.0.1:1/v1")
+	ctx := context.Background()
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 6
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := TrajectoryGroup{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}}
+			if _, err := m.Train(ctx, []TrajectoryGroup{g}, TrainConfig{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if want := fmt.Sprintf("agent-1@%d", calls); m.InferenceModelName != want || m.InferenceName(-1) != want {
+		t.Errorf("after %d concurrent Train calls: InferenceModelName %q, InferenceName(-1) %q; want %q", calls, m.InferenceModelName, m.InferenceName(-1), want)
+	}
+	d, err := m.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, r := range rows {
+		steps = append(steps, int(r["step"].(float64)))
+	}
+	if want := []int{1, 2, 3, 4, 5, 6}; !slices.Equal(steps, want) {
+		t.Errorf("history steps %v; want %v (one row per step, in order)", steps, want)
+	}
+
+	bb := &blockingBackend{fakeBackend: b, started: make(chan struct{}, 2), release: make(chan struct{})}
+	m2 := newTrainable(t)
+	if err := m2.Register(ctx, bb); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := m2.Train(ctx, nil, TrainConfig{})
+		first <- err
+	}()
+	<-bb.started
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := m2.Train(wctx, nil, TrainConfig{}); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "another Train") {
+		t.Errorf("Train waiting behind a running one past its deadline = %v; want its deadline, saying what it waited for", err)
+	}
+	close(bb.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
 	}
 }

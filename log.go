@@ -2,8 +2,11 @@ package art
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -55,6 +58,12 @@ var processStart = time.Now()
 //
 // A prompted Model logs at step 0 unless opts.Step says otherwise. Log works
 // without groups to record only opts.Metrics.
+//
+// Log is safe to retry: a call that failed part-way (a full disk, a damaged
+// state.json) leaves a note in state.json, and the same call made again
+// (same split, step, groups and metrics) completes what is missing without
+// writing any of it twice. Log calls of one model run one at a time, across
+// goroutines and processes.
 func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
 	if ctx == nil {
 		return errNilContext("log")
@@ -107,42 +116,105 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 	if err != nil {
 		return err
 	}
+	var rows []store.TrajectoryRow
 	if len(groups) > 0 {
-		rows, err := trajectoryRows(groups)
-		if err != nil {
-			return fmt.Errorf("art: log model %q: %w", m.Name, err)
-		}
-		if err := d.AppendTrajectories(split, step, rows); err != nil {
+		if rows, err = trajectoryRows(groups); err != nil {
 			return fmt.Errorf("art: log model %q: %w", m.Name, err)
 		}
 	}
-	metrics, dropped := logMetrics(groups, split, opts.Metrics)
-	if len(dropped) > 0 {
-		m.logger().Warn("art: log: metrics left out: a history row holds no NaN or ±Inf", "model", m.Name, "split", split, "step", step, "metrics", dropped)
-	}
-	if split == "train" && len(groups) > 0 {
-		addDataMetrics(groups, metrics)
-	}
-	addTiming(groups, split, metrics)
-	rollUpCosts(metrics)
-	if err := cumulate(d, groups, split, metrics); err != nil {
-		return fmt.Errorf("art: log model %q: %w", m.Name, err)
-	}
-	if len(metrics) == 0 {
-		return nil
-	}
-	row := make(map[string]any, len(metrics)+4)
-	for k, v := range metrics {
-		row[k] = v
-	}
-	row["training_step"] = step
-	row["time/wall_clock_sec"] = time.Since(processStart).Seconds()
-	row["step"] = step
-	row["recorded_at"] = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := d.AppendHistory(row); err != nil {
+	if err := m.logOnce(d, split, step, groups, rows, opts.Metrics); err != nil {
 		return fmt.Errorf("art: log model %q: %w", m.Name, err)
 	}
 	return nil
+}
+
+// logOnce writes a Log call through the store's journal (store.LogCall), so
+// that the same call retried after a failure completes what is missing
+// and repeats nothing: its groups are appended once, its totals added
+// once, its history row written once. A call with the same split, step,
+// groups and metrics as one that failed part-way is taken for its retry.
+func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []TrajectoryGroup, rows []store.TrajectoryRow, extra map[string]float64) error {
+	unlock, err := d.LockLog()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	key := logKey(split, step, rows, extra)
+	call, found, err := d.PendingLog(key)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		if !found {
+			if call, err = d.BeginLog(key); err != nil {
+				return err
+			}
+		}
+		if _, err := d.AppendTrajectoriesOnce(split, step, rows, call.ID); err != nil {
+			return err
+		}
+	}
+	row := call.Row
+	if row == nil {
+		metrics, dropped := logMetrics(groups, split, extra)
+		if len(dropped) > 0 {
+			m.logger().Warn("art: log: metrics left out: a history row holds no NaN or ±Inf", "model", m.Name, "split", split, "step", step, "metrics", dropped)
+		}
+		if split == "train" && len(groups) > 0 {
+			addDataMetrics(groups, metrics)
+		}
+		addTiming(groups, split, metrics)
+		rollUpCosts(metrics)
+		// The totals and the row that shows them are saved together.
+		_, err := d.UpdateState(func(state map[string]any) error {
+			row = nil
+			addTotals(state, groups, split, metrics)
+			if len(metrics) == 0 {
+				store.DropLogCall(state, key)
+				return nil
+			}
+			row = make(map[string]any, len(metrics)+4)
+			for k, v := range metrics {
+				row[k] = v
+			}
+			row["training_step"] = step
+			row["time/wall_clock_sec"] = time.Since(processStart).Seconds()
+			row["step"] = step
+			row["recorded_at"] = time.Now().UTC().Format(time.RFC3339Nano)
+			call.Row = row
+			return store.PutLogCall(state, key, call)
+		})
+		if err != nil {
+			return err
+		}
+		found = false // this call recorded the row: it is not in history yet
+	}
+	if row != nil {
+		written := false
+		if found {
+			at, _ := row["recorded_at"].(string)
+			if written, err = d.HistoryHasRow(at); err != nil {
+				return err
+			}
+		}
+		if !written {
+			if err := d.AppendHistory(row); err != nil {
+				return err
+			}
+		}
+	}
+	return d.EndLog(key)
+}
+
+// logKey names a Log call by its content: split, step, rows and metrics
+// (%v prints floats in their shortest exact form, NaN included).
+func logKey(split string, step int, rows []store.TrajectoryRow, metrics map[string]float64) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d %d %v\n", split, step, len(rows), rows)
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
+		fmt.Fprintf(h, "%q %v\n", k, metrics[k])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // qualifyMetric prefixes key with the split unless its first path element is
@@ -352,13 +424,13 @@ func rollUpCosts(metrics map[string]float64) {
 	}
 }
 
-// cumulate adds the running totals of a log's metrics, kept in state.json
-// so that they survive restarts: data/cum/* and time/cum/* for every
-// data/step_* and time/step_* metric, costs/cum/{train,eval,all} for the
-// cost roll-ups, and, for a "train" log with groups,
+// addTotals adds the running totals of a log's metrics to state (state.json
+// being updated), so that they survive restarts: data/cum/* and time/cum/*
+// for every data/step_* and time/step_* metric, costs/cum/{train,eval,all}
+// for the cost roll-ups, and, for a "train" log with groups,
 // data/cum/num_unique_scenarios. A "train" log with groups shows every
 // total; other logs show the totals they changed.
-func cumulate(d *store.ModelDir, groups []TrajectoryGroup, split string, metrics map[string]float64) error {
+func addTotals(state map[string]any, groups []TrajectoryGroup, split string, metrics map[string]float64) {
 	train := split == "train" && len(groups) > 0
 	changed := map[string]float64{}
 	for k, v := range metrics {
@@ -367,45 +439,41 @@ func cumulate(d *store.ModelDir, groups []TrajectoryGroup, split string, metrics
 		}
 	}
 	if !train && len(changed) == 0 {
-		return nil
+		return
 	}
+	totals, _ := state["metric_totals"].(map[string]any)
+	if totals == nil {
+		totals = map[string]any{}
+	}
+	for cum, v := range changed {
+		total, _ := totals[cum].(float64)
+		totals[cum] = total + v
+		metrics[cum] = total + v
+	}
+	if train {
+		for k, v := range totals {
+			if f, ok := v.(float64); ok {
+				metrics[k] = f
+			}
+		}
+	}
+	state["metric_totals"] = totals
 	ids := scenarioIDs(groups)
-	_, err := d.UpdateState(func(state map[string]any) error {
-		totals, _ := state["metric_totals"].(map[string]any)
-		if totals == nil {
-			totals = map[string]any{}
+	if train && len(ids) > 0 {
+		seen, _ := state["scenario_ids"].([]any)
+		known := make(map[string]bool, len(seen))
+		for _, v := range seen {
+			known[fmt.Sprint(v)] = true
 		}
-		for cum, v := range changed {
-			total, _ := totals[cum].(float64)
-			totals[cum] = total + v
-			metrics[cum] = total + v
-		}
-		if train {
-			for k, v := range totals {
-				if f, ok := v.(float64); ok {
-					metrics[k] = f
-				}
+		for id := range ids {
+			if !known[id] {
+				known[id] = true
+				seen = append(seen, id)
 			}
 		}
-		state["metric_totals"] = totals
-		if train && len(ids) > 0 {
-			seen, _ := state["scenario_ids"].([]any)
-			known := make(map[string]bool, len(seen))
-			for _, v := range seen {
-				known[fmt.Sprint(v)] = true
-			}
-			for id := range ids {
-				if !known[id] {
-					known[id] = true
-					seen = append(seen, id)
-				}
-			}
-			state["scenario_ids"] = seen
-			metrics["data/cum/num_unique_scenarios"] = float64(len(seen))
-		}
-		return nil
-	})
-	return err
+		state["scenario_ids"] = seen
+		metrics["data/cum/num_unique_scenarios"] = float64(len(seen))
+	}
 }
 
 // cumulativeKey names the running total of metric k, or returns "" if k

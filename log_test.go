@@ -175,3 +175,93 @@ func TestNilOrCancelledContext(t *testing.T) {
 		t.Errorf("Register with a cancelled context = %v; want context.Canceled", err)
 	}
 }
+
+// Ensure a Log call that fails after some of its effects landed, retried,
+// completes the rest and repeats none: the groups are in the parquet file
+// once, the running totals count them once and history.jsonl has one row,
+// the one the first attempt computed. Two failure points: before the
+// history row (history.jsonl is a directory, so the append fails after the
+// groups and the totals landed) and just after the groups (the journal
+// entry and the parquet append done by hand, as a crash would leave them).
+func TestLog_RetryAfterPartialFailure(t *testing.T) {
+	ctx := context.Background()
+	step := 2
+	groups := []TrajectoryGroup{{
+		Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}},
+		Metadata:     map[string]any{"scenario_id": "a"},
+	}}
+	opts := LogOptions{Split: "train", Step: &step, Metrics: map[string]float64{"data/step_trainer_tokens": 10}}
+	check := func(t *testing.T, m *Model) {
+		t.Helper()
+		d, _ := m.Dir()
+		rows, err := d.ReadTrajectories("train", step)
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("trajectories: %d rows (%v); want the group's 2 rows once", len(rows), err)
+		}
+		hist, err := d.ReadHistory()
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("history = %v (%v); want one row", hist, err)
+		}
+		if hist[0]["data/cum/trainer_tokens"] != 10.0 || hist[0]["data/cum/num_scenarios"] != 1.0 {
+			t.Fatalf("history row %v; want the totals counted once (trainer tokens 10, scenarios 1)", hist[0])
+		}
+		state, err := d.ReadState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if totals, _ := state["metric_totals"].(map[string]any); totals["data/cum/trainer_tokens"] != 10.0 {
+			t.Fatalf("state totals %v; want trainer tokens 10", state["metric_totals"])
+		}
+		if _, ok := state["log_journal"]; ok {
+			t.Fatalf("state keeps a log journal %v after the call completed", state["log_journal"])
+		}
+	}
+
+	t.Run("history append failed", func(t *testing.T) {
+		m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+		d, _ := m.Dir()
+		hist := filepath.Join(d.Path(), "history.jsonl")
+		if err := os.MkdirAll(hist, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Log(ctx, groups, opts); err == nil {
+			t.Fatal("Log succeeded with history.jsonl a directory")
+		}
+		if err := os.Remove(hist); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Log(ctx, groups, opts); err != nil {
+			t.Fatal(err)
+		}
+		check(t, m)
+		// The same call again, now that the first completed, is a second
+		// log, as before: its groups follow the first's.
+		if err := m.Log(ctx, groups, opts); err != nil {
+			t.Fatal(err)
+		}
+		if rows, err := d.ReadTrajectories("train", step); err != nil || len(rows) != 4 {
+			t.Fatalf("after a deliberate repeat: %d rows (%v); want 4", len(rows), err)
+		}
+	})
+
+	t.Run("stopped after the groups", func(t *testing.T) {
+		m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+		d, _ := m.Dir()
+		rows, err := trajectoryRows(groups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := logKey("train", step, rows, opts.Metrics)
+		call, err := d.BeginLog(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := d.AppendTrajectoriesOnce("train", step, rows, call.ID); !ok || err != nil {
+			t.Fatalf("append = %v, %v", ok, err)
+		}
+		if err := m.Log(ctx, groups, opts); err != nil {
+			t.Fatal(err)
+		}
+		check(t, m)
+	})
+}

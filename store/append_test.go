@@ -222,3 +222,86 @@ func TestAppendTrajectoryRows(t *testing.T) {
 		}
 	}
 }
+
+// Ensure AppendTrajectoriesOnce appends a call's rows once: the same id
+// again appends nothing and says so, another id appends, a plain append
+// keeps the ids the file remembers, and a bad id is refused.
+func TestAppendTrajectoriesOnce(t *testing.T) {
+	d := newDir(t)
+	rows := []TrajectoryRow{{GroupIndex: 0, Reward: 1}, {GroupIndex: 0, Reward: 0}}
+	count := func() int {
+		t.Helper()
+		got, err := d.ReadTrajectories("val", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	for i, c := range []struct {
+		id   string
+		want bool
+		rows int
+	}{{"a1", true, 2}, {"a1", false, 2}, {"b2", true, 4}, {"", true, 6}, {"a1", false, 6}, {"b2", false, 6}} {
+		var ok bool
+		var err error
+		if c.id == "" {
+			err, ok = d.AppendTrajectories("val", 1, rows), true
+		} else {
+			ok, err = d.AppendTrajectoriesOnce("val", 1, rows, c.id)
+		}
+		if err != nil || ok != c.want || count() != c.rows {
+			t.Fatalf("call %d (id %q): appended %v, %v, %d rows; want %v and %d rows", i, c.id, ok, err, count(), c.want, c.rows)
+		}
+	}
+	for _, id := range []string{"", "a,b"} {
+		if _, err := d.AppendTrajectoriesOnce("val", 1, rows, id); err == nil {
+			t.Errorf("id %q accepted", id)
+		}
+	}
+}
+
+// Ensure the log journal keeps an entry per unfinished call, returns the
+// same entry to a retry, drops the oldest past its bound, and is gone from
+// state.json once every call ended.
+func TestLogJournal(t *testing.T) {
+	d := newDir(t)
+	first, err := d.BeginLog("k0")
+	if err != nil || first.ID == "" {
+		t.Fatalf("BeginLog = %+v, %v", first, err)
+	}
+	if again, err := d.BeginLog("k0"); err != nil || again.ID != first.ID {
+		t.Fatalf("BeginLog again = %+v, %v; want the entry %+v", again, err, first)
+	}
+	if c, found, err := d.PendingLog("k0"); err != nil || !found || c.ID != first.ID {
+		t.Fatalf("PendingLog = %+v, %v, %v", c, found, err)
+	}
+	for i := 1; i <= maxLogJournal; i++ {
+		if _, err := d.BeginLog(fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, found, _ := d.PendingLog("k0"); found {
+		t.Fatalf("the oldest of %d entries kept", maxLogJournal+1)
+	}
+	for i := 1; i <= maxLogJournal; i++ {
+		if err := d.EndLog(fmt.Sprint("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.EndLog("never begun"); err != nil {
+		t.Fatal(err)
+	}
+	state, err := d.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := state[logJournalKey]; ok {
+		t.Fatalf("state %v keeps an empty journal", state)
+	}
+	if err := d.OverwriteState(map[string]any{logJournalKey: map[string]any{"bad": map[string]any{"id": 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.PendingLog("bad"); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a damaged entry: %v; want an error saying so", err)
+	}
+}

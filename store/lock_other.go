@@ -4,20 +4,30 @@ package store
 
 import (
 	"os"
+	"path/filepath"
 	"sync"
 )
 
-// processLock is the fallback where flock(2) is unavailable: it serialises
-// writers inside this process only. Appends still go out as one write each,
-// but writers in other processes are not excluded on these platforms.
-var processLock sync.Mutex
+// processLock and logLock are the fallback where flock(2) is unavailable:
+// they serialise writers inside this process only (logLock the Log calls,
+// which take the others inside; processLock everything else). Appends still
+// go out as one write each, but writers in other processes are not excluded
+// on these platforms.
+var processLock, logLock sync.Mutex
 
-func lockFile(*os.File) error {
-	processLock.Lock()
+func mutexFor(f *os.File) *sync.Mutex {
+	if filepath.Base(f.Name()) == logLockFile {
+		return &logLock
+	}
+	return &processLock
+}
+
+func lockFile(f *os.File) error {
+	mutexFor(f).Lock()
 	return nil
 }
 
-func unlockFile(*os.File) error {
-	processLock.Unlock()
+func unlockFile(f *os.File) error {
+	mutexFor(f).Unlock()
 	return nil
 }

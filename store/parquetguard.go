@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -36,25 +37,29 @@ const (
 
 // decodeTrajectories decodes a trajectories file held in data, refusing with
 // an error (never a panic, never an allocation out of proportion to data) a
-// file whose declared sizes do not fit it.
-func decodeTrajectories(data []byte) (rows []TrajectoryRow, err error) {
+// file whose declared sizes do not fit it. ids are the call ids its footer
+// lists (logIDsKey), if any.
+func decodeTrajectories(data []byte) (rows []TrajectoryRow, ids []string, err error) {
 	if err := checkFooter(data); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		// The sizes are bounded; a decoding bug in parquet-go on a damaged
 		// file is still possible, and it runs in this goroutine.
 		if r := recover(); r != nil {
-			rows, err = nil, fmt.Errorf("damaged parquet file: %v", r)
+			rows, ids, err = nil, nil, fmt.Errorf("damaged parquet file: %v", r)
 		}
 	}()
 	file, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
 		parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkPages(data, file.Metadata()); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if v, ok := file.Lookup(logIDsKey); ok && v != "" {
+		ids = strings.Split(v, ",")
 	}
 	reader := parquet.NewGenericReader[TrajectoryRow](file)
 	defer reader.Close()
@@ -75,13 +80,13 @@ func decodeTrajectories(data []byte) (rows []TrajectoryRow, err error) {
 					}
 				}
 			}
-			return rows, nil
+			return rows, ids, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if int64(len(rows)) > file.NumRows() {
-			return nil, fmt.Errorf("damaged parquet file: more rows than the %d it declares", file.NumRows())
+			return nil, nil, fmt.Errorf("damaged parquet file: more rows than the %d it declares", file.NumRows())
 		}
 	}
 }

@@ -164,10 +164,10 @@ func hostileTrajectoryFiles(t testing.TB, good []byte) []hostileFile {
 // fuzzer found) or runs on into the data.
 func TestReadTrajectories_HostileSizes(t *testing.T) {
 	good := goodTrajectoriesFile(t)
-	if rows, err := decodeTrajectories(good); err != nil || len(rows) != 2 || rows[0].Messages[1].Logprobs[0].TokenID != 18 {
+	if rows, _, err := decodeTrajectories(good); err != nil || len(rows) != 2 || rows[0].Messages[1].Logprobs[0].TokenID != 18 {
 		t.Fatalf("the good file: %d rows, %v", len(rows), err)
 	}
-	if _, err := decodeTrajectories(withFirstFrameSize(t, good, 0)); err == nil {
+	if _, _, err := decodeTrajectories(withFirstFrameSize(t, good, 0)); err == nil {
 		t.Fatal("a frame stating 0 bytes read without error: the frame edit is not where the reader looks")
 	}
 	for _, c := range hostileTrajectoryFiles(t, good) {

@@ -51,6 +51,9 @@ const (
 	// trajectoriesLockFile is locked around every trajectories parquet write
 	// so that AppendTrajectories' read-modify-write is atomic.
 	trajectoriesLockFile = ".trajectories.lock"
+	// logLockFile is held for the whole of a Log call (LockLog), around
+	// the others.
+	logLockFile = ".log.lock"
 )
 
 // maxNameLen bounds project, model and split names; real file systems allow
@@ -245,8 +248,9 @@ func (d *ModelDir) lockState() (unlock func(), err error) {
 }
 
 // lock takes an exclusive lock on the lock file name in the model directory
-// and returns its release function. Never hold two of these locks at once:
-// where flock(2) is unavailable they share one mutex.
+// and returns its release function. Never hold two of these locks at once,
+// except the log lock around the others (where flock(2) is unavailable,
+// the others share one mutex).
 func (d *ModelDir) lock(name string) (unlock func(), err error) {
 	if err := os.MkdirAll(d.path, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)

@@ -72,16 +72,35 @@ func (d *ModelDir) WriteTrajectories(split string, step int, rows []TrajectoryRo
 		return err
 	}
 	defer unlock()
-	if err := writeTrajectoriesFile(path, rows); err != nil {
+	if err := writeTrajectoriesFile(path, rows, nil); err != nil {
 		return fmt.Errorf("store: write trajectories: %w", err)
 	}
 	return nil
 }
 
-// writeTrajectoriesFile atomically writes rows, ZSTD-compressed, to path.
-func writeTrajectoriesFile(path string, rows []TrajectoryRow) error {
+// logIDsKey is the parquet footer key listing the ids of the calls
+// (AppendTrajectoriesOnce) whose rows a trajectories file holds, comma
+// separated, the latest maxLogIDs of them. Readers that do not know it
+// (DuckDB, Polars, ART) ignore it.
+const (
+	logIDsKey = "art.log_ids"
+	maxLogIDs = 64
+)
+
+// encodeTrajectories encodes rows, ZSTD-compressed, with ids in the footer.
+func encodeTrajectories(w io.Writer, rows []TrajectoryRow, ids []string) error {
+	opts := []parquet.WriterOption{parquet.Compression(&parquet.Zstd)}
+	if len(ids) > 0 {
+		opts = append(opts, parquet.KeyValueMetadata(logIDsKey, strings.Join(ids[max(0, len(ids)-maxLogIDs):], ",")))
+	}
+	return parquet.Write(w, rows, opts...)
+}
+
+// writeTrajectoriesFile atomically writes rows, ZSTD-compressed, to path,
+// with ids in the footer.
+func writeTrajectoriesFile(path string, rows []TrajectoryRow, ids []string) error {
 	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-		return parquet.Write(w, rows, parquet.Compression(&parquet.Zstd))
+		return encodeTrajectories(w, rows, ids)
 	})
 }
 
@@ -97,46 +116,69 @@ func writeTrajectoriesFile(path string, rows []TrajectoryRow) error {
 // too large for ReadTrajectoriesFile, are an error, and the file is left as
 // it was. Appending no rows to an existing file changes nothing.
 func (d *ModelDir) AppendTrajectories(split string, step int, rows []TrajectoryRow) error {
+	_, err := d.appendTrajectories(split, step, rows, "")
+	return err
+}
+
+// AppendTrajectoriesOnce is AppendTrajectories for one call named by id (not
+// empty, no comma): the file's footer records the ids of the calls whose
+// rows it holds, written with the rows in the same atomic replacement, and
+// a call whose id is already there appends nothing and returns false. So a
+// call retried after a failure that followed the landing of its rows does
+// not add them twice. The file remembers the latest 64 ids.
+func (d *ModelDir) AppendTrajectoriesOnce(split string, step int, rows []TrajectoryRow, id string) (appended bool, err error) {
+	if id == "" || strings.Contains(id, ",") {
+		return false, fmt.Errorf("store: append trajectories: call id %q is empty or has a comma", id)
+	}
+	return d.appendTrajectories(split, step, rows, id)
+}
+
+func (d *ModelDir) appendTrajectories(split string, step int, rows []TrajectoryRow, id string) (bool, error) {
 	path, unlock, err := d.lockTrajectories("append", split, step)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer unlock()
-	old, err := readTrajectoriesFile(path)
+	old, ids, err := readTrajectoriesFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		old = nil
 	case err != nil:
-		return fmt.Errorf("store: append trajectories: the existing file %s cannot be read, so it is left as it is: %w", path, err)
+		return false, fmt.Errorf("store: append trajectories: the existing file %s cannot be read, so it is left as it is: %w", path, err)
+	case id != "" && slices.Contains(ids, id):
+		return false, nil
 	case len(rows) == 0:
-		return nil
+		return false, nil
+	}
+	if id != "" {
+		ids = append(ids, id)
 	}
 	if len(old) == 0 { // no rows to keep: a plain write
-		if err := writeTrajectoriesFile(path, rows); err != nil {
-			return fmt.Errorf("store: append trajectories: %w", err)
+		if err := writeTrajectoriesFile(path, rows, ids); err != nil {
+			return false, fmt.Errorf("store: append trajectories: %w", err)
 		}
-		return nil
+		return true, nil
 	}
 	all, err := appendTrajectoryRows(old, rows)
 	if err != nil {
-		return fmt.Errorf("store: append trajectories to %s: %w", path, err)
+		return false, fmt.Errorf("store: append trajectories to %s: %w", path, err)
 	}
 	var buf bytes.Buffer
-	if err := parquet.Write(&buf, all, parquet.Compression(&parquet.Zstd)); err != nil {
-		return fmt.Errorf("store: append trajectories to %s: %w", path, err)
+	if err := encodeTrajectories(&buf, all, ids); err != nil {
+		return false, fmt.Errorf("store: append trajectories to %s: %w", path, err)
 	}
 	// The rows already logged must stay readable: refuse a file past the
 	// reader's limits rather than write it.
 	if buf.Len() > maxTrajectoriesFile {
-		return fmt.Errorf("store: append trajectories to %s: the file would be larger than %d bytes", path, maxTrajectoriesFile)
+		return false, fmt.Errorf("store: append trajectories to %s: the file would be larger than %d bytes", path, maxTrajectoriesFile)
 	}
-	if _, err := decodeTrajectories(buf.Bytes()); err != nil {
-		return fmt.Errorf("store: append trajectories to %s: the file with %d more rows would not read back (%w); it is left as it is", path, len(rows), err)
+	if _, _, err := decodeTrajectories(buf.Bytes()); err != nil {
+		return false, fmt.Errorf("store: append trajectories to %s: the file with %d more rows would not read back (%w); it is left as it is", path, len(rows), err)
 	}
 	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("store: append trajectories: %w", err)
+		return false, fmt.Errorf("store: append trajectories: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // appendTrajectoryRows returns old followed by a copy of rows whose group
@@ -204,25 +246,27 @@ func (d *ModelDir) ReadTrajectories(split string, step int) ([]TrajectoryRow, er
 // A damaged or hostile file gives an error, with memory and time bounded by
 // its size (see decodeTrajectories).
 func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
-	rows, err := readTrajectoriesFile(path)
+	rows, _, err := readTrajectoriesFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("store: read trajectories %s: %w", path, err)
 	}
 	return rows, nil
 }
 
-func readTrajectoriesFile(path string) ([]TrajectoryRow, error) {
+// readTrajectoriesFile reads the rows of the file at path and the call ids
+// in its footer (logIDsKey).
+func readTrajectoriesFile(path string) (rows []TrajectoryRow, ids []string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxTrajectoriesFile+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(data) > maxTrajectoriesFile {
-		return nil, fmt.Errorf("larger than %d bytes", maxTrajectoriesFile)
+		return nil, nil, fmt.Errorf("larger than %d bytes", maxTrajectoriesFile)
 	}
 	return decodeTrajectories(data)
 }

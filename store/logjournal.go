@@ -1,0 +1,181 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Log call (the SDK's Model.Log) lands in three files: its groups in a
+// trajectories parquet file, its running totals in state.json and its
+// aggregate row in history.jsonl. A call that fails part-way and is retried
+// must not add what already landed a second time, so each call is written
+// through a journal kept in state.json under logJournalKey, keyed by the
+// call's content (the caller's key): while the model's log lock is held
+// (LockLog, so no other call runs), an entry left there can only be an
+// earlier call with the same content that did not finish, and the call
+// resumes it. The entry's ID names the call in the parquet file's footer
+// (AppendTrajectoriesOnce); its Row is the history row, saved in the same
+// state.json write as the totals it holds, so a retry writes that row, not
+// a recomputed one, and adds no totals twice; the row's recorded_at tells
+// whether it reached history.jsonl. EndLog removes the entry.
+const (
+	logJournalKey = "log_journal"
+	// maxLogJournal bounds the entries of calls that failed and were
+	// never retried; the oldest go first.
+	maxLogJournal = 16
+)
+
+// LogCall is a Log call's journal entry.
+type LogCall struct {
+	ID      string `json:"id"`
+	Started string `json:"started"` // RFC 3339
+	// Row is the call's history row, once its totals are in state.json
+	// (nil before, or when the call has no row to write).
+	Row map[string]any `json:"row,omitempty"`
+}
+
+// LockLog takes the model's log lock, held for the whole of a Log call so
+// that calls of one model, in one process or several, run one at a time,
+// and returns its release function.
+func (d *ModelDir) LockLog() (unlock func(), err error) {
+	return d.lock(logLockFile)
+}
+
+// PendingLog returns the journal entry of an unfinished call with the
+// content key, if there is one.
+func (d *ModelDir) PendingLog(key string) (c LogCall, found bool, err error) {
+	state, err := d.ReadState()
+	if err != nil {
+		return c, false, err
+	}
+	return logCall(state, key)
+}
+
+// BeginLog returns the journal entry for key, creating it (with a fresh
+// ID) if there is none.
+func (d *ModelDir) BeginLog(key string) (LogCall, error) {
+	var c LogCall
+	_, err := d.UpdateState(func(state map[string]any) error {
+		var found bool
+		var err error
+		if c, found, err = logCall(state, key); err != nil || found {
+			return err
+		}
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return fmt.Errorf("store: log journal: %w", err)
+		}
+		c = LogCall{ID: hex.EncodeToString(id[:]), Started: time.Now().UTC().Format(time.RFC3339Nano)}
+		return PutLogCall(state, key, c)
+	})
+	return c, err
+}
+
+// PutLogCall sets key's journal entry in state (a state.json map being
+// updated), dropping the oldest entries past maxLogJournal.
+func PutLogCall(state map[string]any, key string, c LogCall) error {
+	journal, _ := state[logJournalKey].(map[string]any)
+	if journal == nil {
+		journal = map[string]any{}
+	}
+	var v map[string]any
+	b, err := json.Marshal(c)
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
+		return fmt.Errorf("store: log journal: encode entry: %w", err)
+	}
+	journal[key] = v
+	for len(journal) > maxLogJournal {
+		keys := make([]string, 0, len(journal))
+		for k := range journal {
+			keys = append(keys, k)
+		}
+		started := func(k string) string {
+			e, _ := journal[k].(map[string]any)
+			s, _ := e["started"].(string)
+			return s
+		}
+		oldest := slices.MinFunc(keys, func(a, b string) int {
+			if c := strings.Compare(started(a), started(b)); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		delete(journal, oldest)
+	}
+	state[logJournalKey] = journal
+	return nil
+}
+
+// DropLogCall removes key's journal entry from state (a state.json map
+// being updated).
+func DropLogCall(state map[string]any, key string) {
+	journal, _ := state[logJournalKey].(map[string]any)
+	if _, ok := journal[key]; !ok {
+		return
+	}
+	delete(journal, key)
+	if len(journal) == 0 {
+		delete(state, logJournalKey)
+	}
+}
+
+// EndLog removes key's journal entry: the call is complete.
+func (d *ModelDir) EndLog(key string) error {
+	state, err := d.ReadState()
+	if err != nil {
+		return err
+	}
+	if _, found, _ := logCall(state, key); !found {
+		return nil
+	}
+	_, err = d.UpdateState(func(state map[string]any) error {
+		DropLogCall(state, key)
+		return nil
+	})
+	return err
+}
+
+// HistoryHasRow reports whether history.jsonl has a row recorded at
+// recordedAt (its "recorded_at" value). Corrupt lines are skipped.
+func (d *ModelDir) HistoryHasRow(recordedAt string) (bool, error) {
+	rows, err := d.ReadHistory()
+	var corrupt *CorruptLinesError
+	if err != nil && !errors.As(err, &corrupt) {
+		return false, err
+	}
+	for _, r := range rows {
+		if r["recorded_at"] == recordedAt {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// logCall decodes key's journal entry from state.
+func logCall(state map[string]any, key string) (c LogCall, found bool, err error) {
+	journal, _ := state[logJournalKey].(map[string]any)
+	v, ok := journal[key]
+	if !ok {
+		return c, false, nil
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err == nil && c.ID == "" {
+		err = errors.New("no id")
+	}
+	if err != nil {
+		return LogCall{}, false, fmt.Errorf("store: %s: log journal entry %s is damaged (fix or delete it: it only lets a failed Log call be retried): %w", StateFile, key, err)
+	}
+	return c, true, nil
+}

@@ -70,6 +70,10 @@ type fakeService struct {
 	unavailAll int    // the next requests, POSTs too, answer 503
 	requests   map[string]int
 	lastChat   map[string]any // the last chat request as received
+	// The last training job's experimental_config as sent, and the last
+	// SFT job's config as read.
+	lastConfig    json.RawMessage
+	lastSFTConfig art.TrainSFTConfig
 }
 
 func newFakeService(t *testing.T) *fakeService {
@@ -264,12 +268,20 @@ func (f *fakeService) startTraining(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ModelID string                `json:"model_id"`
 		Groups  []art.TrajectoryGroup `json:"trajectory_groups"`
-		Config  art.TrainConfig       `json:"experimental_config"`
+		Config  json.RawMessage       `json:"experimental_config"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		fakeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	cfg, err := decodeExperimentalConfig(req.Config)
+	if err != nil {
+		fakeError(w, http.StatusUnprocessableEntity, "experimental_config: "+err.Error())
+		return
+	}
+	f.mu.Lock()
+	f.lastConfig = req.Config
+	f.mu.Unlock()
 	m := f.model(w, req.ModelID)
 	if m == nil {
 		return
@@ -279,20 +291,118 @@ func (f *fakeService) startTraining(w http.ResponseWriter, r *http.Request) {
 		n += len(g.Trajectories)
 	}
 	f.startJob(w, func(ctx context.Context) (art.TrainResult, error) {
-		return f.local.Train(ctx, m, req.Groups, req.Config)
+		return f.local.Train(ctx, m, req.Groups, cfg)
 	}, n)
+}
+
+// decodeExperimentalConfig reads ART's ExperimentalTrainingConfig (the
+// keyword arguments of ART's backend.train) into an art.TrainConfig. A
+// field ART does not have is an error: the real service would not apply it.
+func decodeExperimentalConfig(raw json.RawMessage) (art.TrainConfig, error) {
+	var ec struct {
+		AdvantageBalance                             *float64 `json:"advantage_balance"`
+		AllowTrainingWithoutLogprobs                 *bool    `json:"allow_training_without_logprobs"`
+		Epsilon                                      *float64 `json:"epsilon"`
+		EpsilonHigh                                  *float64 `json:"epsilon_high"`
+		ImportanceSamplingLevel                      *string  `json:"importance_sampling_level"`
+		KimiK2Tau                                    *float64 `json:"kimi_k2_tau"`
+		KLPenaltyCoef                                *float64 `json:"kl_penalty_coef"`
+		KLPenaltyReferenceStep                       *int     `json:"kl_penalty_reference_step"`
+		KLPenaltySource                              *string  `json:"kl_penalty_source"`
+		KLPenaltyStepLag                             *int     `json:"kl_penalty_step_lag"`
+		KLRefAdapterPath                             *string  `json:"kl_ref_adapter_path"`
+		LearningRate                                 *float64 `json:"learning_rate"`
+		LogprobCalculationChunkSize                  *int     `json:"logprob_calculation_chunk_size"`
+		LossFn                                       *string  `json:"loss_fn"`
+		MaskProbRatio                                *bool    `json:"mask_prob_ratio"`
+		MaxNegativeAdvantageImportanceSamplingWeight *float64 `json:"max_negative_advantage_importance_sampling_weight"`
+		NormalizeAdvantages                          *bool    `json:"normalize_advantages"`
+		NumTrajectoriesLearningRateMultiplierPower   *float64 `json:"num_trajectories_learning_rate_multiplier_power"`
+		PackedSequenceLength                         *int     `json:"packed_sequence_length"`
+		PlotTensors                                  *bool    `json:"plot_tensors"`
+		PPO                                          *bool    `json:"ppo"`
+		PrecalculateLogprobs                         *bool    `json:"precalculate_logprobs"`
+		ScaleLearningRateByRewardStdDev              *bool    `json:"scale_learning_rate_by_reward_std_dev"`
+		ScaleRewards                                 *bool    `json:"scale_rewards"`
+		TruncatedImportanceSampling                  *float64 `json:"truncated_importance_sampling"`
+	}
+	var cfg art.TrainConfig
+	if len(raw) == 0 || string(raw) == "null" {
+		return cfg, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ec); err != nil {
+		return cfg, err
+	}
+	f := func(p *float64) float64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	b := func(p *bool, unset bool) bool {
+		if p == nil {
+			return unset
+		}
+		return *p
+	}
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	cfg.AdvantageBalance = f(ec.AdvantageBalance)
+	cfg.AllowTrainingWithoutLogprobs = b(ec.AllowTrainingWithoutLogprobs, false)
+	cfg.Epsilon, cfg.EpsilonHigh = f(ec.Epsilon), f(ec.EpsilonHigh)
+	cfg.ImportanceSamplingLevel = art.ImportanceSamplingLevel(s(ec.ImportanceSamplingLevel))
+	cfg.KimiK2Tau, cfg.KLPenaltyCoef = f(ec.KimiK2Tau), f(ec.KLPenaltyCoef)
+	cfg.KLPenaltyReferenceStep = ec.KLPenaltyReferenceStep
+	cfg.KLPenaltySource = art.KLPenaltySource(s(ec.KLPenaltySource))
+	cfg.LearningRate = f(ec.LearningRate)
+	cfg.Loss = art.Loss(s(ec.LossFn))
+	cfg.MaskProbRatio = b(ec.MaskProbRatio, false)
+	cfg.MaxNegativeAdvantageImportanceSamplingWeight = f(ec.MaxNegativeAdvantageImportanceSamplingWeight)
+	cfg.DisableAdvantageNormalization = !b(ec.NormalizeAdvantages, true)
+	cfg.NumTrajectoriesLearningRateMultiplierPower = f(ec.NumTrajectoriesLearningRateMultiplierPower)
+	if ec.PackedSequenceLength != nil {
+		cfg.PackedSequenceLength = *ec.PackedSequenceLength
+	}
+	cfg.PrecalculateLogprobs = b(ec.PrecalculateLogprobs, false)
+	cfg.DisableRewardScaling = !b(ec.ScaleRewards, true)
+	cfg.TruncatedImportanceSampling = f(ec.TruncatedImportanceSampling)
+	return cfg, nil
 }
 
 func (f *fakeService) startSFT(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		ModelID string             `json:"model_id"`
-		DataURL string             `json:"training_data_url"`
-		Config  art.TrainSFTConfig `json:"config"`
+		ModelID string `json:"model_id"`
+		DataURL string `json:"training_data_url"`
+		Config  struct {
+			BatchSize    int             `json:"batch_size"`
+			LearningRate json.RawMessage `json:"learning_rate"` // a number or a per-batch list
+		} `json:"config"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		fakeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	sft := art.TrainSFTConfig{BatchSize: req.Config.BatchSize}
+	if lr := bytes.TrimSpace(req.Config.LearningRate); len(lr) > 0 && lr[0] == '[' {
+		if err := json.Unmarshal(lr, &sft.LearningRates); err != nil {
+			fakeError(w, http.StatusUnprocessableEntity, "config.learning_rate: "+err.Error())
+			return
+		}
+	} else if len(lr) > 0 {
+		if err := json.Unmarshal(lr, &sft.LearningRate); err != nil {
+			fakeError(w, http.StatusUnprocessableEntity, "config.learning_rate: "+err.Error())
+			return
+		}
+	}
+	f.mu.Lock()
+	f.lastSFTConfig = sft
+	f.mu.Unlock()
 	m := f.model(w, req.ModelID)
 	if m == nil {
 		return
@@ -316,7 +426,7 @@ func (f *fakeService) startSFT(w http.ResponseWriter, r *http.Request) {
 		tr.AddMessage(row.Messages...)
 		trajs = append(trajs, tr)
 	}
-	f.startJob(w, func(ctx context.Context) (art.TrainResult, error) { return f.local.TrainSFT(ctx, m, trajs, req.Config) }, len(trajs))
+	f.startJob(w, func(ctx context.Context) (art.TrainResult, error) { return f.local.TrainSFT(ctx, m, trajs, sft) }, len(trajs))
 }
 
 func (f *fakeService) events(w http.ResponseWriter, r *http.Request) {

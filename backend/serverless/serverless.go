@@ -11,7 +11,10 @@
 // GET /preview/training-jobs/{id}/events?after= until training_ended or
 // training_failed; checkpoints are listed and deleted at
 // /preview/models/{id}/checkpoints; TrainSFT uploads a train.jsonl through
-// Options.UploadSFT and POSTs /preview/sft-training-jobs. The service serves
+// Options.UploadSFT and POSTs /preview/sft-training-jobs. Training options
+// go under ART's names (ExperimentalTrainingConfig, SFTTrainingConfig); an
+// art.TrainConfig option the service lacks fails with errors.ErrUnsupported.
+// The service serves
 // checkpoints as "wandb-artifact:///{entity}/{project}/{name}:step{N}".
 //
 // So that a training loop written for backend/local runs unchanged, the
@@ -381,8 +384,79 @@ func (b *Backend) Train(ctx context.Context, m *art.TrainableModel, groups []art
 	if err != nil {
 		return art.TrainResult{}, err
 	}
-	req := map[string]any{"model_id": rm.ID, "trajectory_groups": groups, "experimental_config": cfg}
+	ec, err := experimentalConfig(cfg)
+	if err != nil {
+		return art.TrainResult{}, fmt.Errorf("serverless: train %q: %w", m.Name, err)
+	}
+	req := map[string]any{"model_id": rm.ID, "trajectory_groups": groups, "experimental_config": ec}
 	return b.runJob(ctx, rm, "/preview/training-jobs", req)
+}
+
+// experimentalConfig returns cfg as the service reads it: ART's
+// ExperimentalTrainingConfig, whose field names are ART's keyword
+// arguments (scale_rewards, normalize_advantages, ...), not the JSON names
+// of art.TrainConfig. A field left at its zero value is left out, so the
+// service applies ART's default. Options the service has no field for are
+// an error wrapping errors.ErrUnsupported rather than dropped.
+func experimentalConfig(cfg art.TrainConfig) (map[string]any, error) {
+	var unsupported []string
+	if cfg.EntropyCoef != 0 {
+		unsupported = append(unsupported, fmt.Sprintf("EntropyCoef = %v", cfg.EntropyCoef))
+	}
+	if cfg.MaxGradNorm != 0 && cfg.MaxGradNorm != art.DefaultMaxGradNorm {
+		unsupported = append(unsupported, fmt.Sprintf("MaxGradNorm = %v", cfg.MaxGradNorm))
+	}
+	if cfg.GradAccumulationSequences > 1 {
+		unsupported = append(unsupported, fmt.Sprintf("GradAccumulationSequences = %d", cfg.GradAccumulationSequences))
+	}
+	if len(unsupported) > 0 {
+		return nil, fmt.Errorf("TrainConfig.%s: W&B Training has no such option (ART's ExperimentalTrainingConfig), so nothing was sent; leave it 0 on this backend: %w",
+			strings.Join(unsupported, ", TrainConfig."), errors.ErrUnsupported)
+	}
+	ec := map[string]any{}
+	set := func(k string, v any, on bool) {
+		if on {
+			ec[k] = v
+		}
+	}
+	set("learning_rate", cfg.LearningRate, cfg.LearningRate != 0)
+	set("loss_fn", cfg.Loss, cfg.Loss != "")
+	set("epsilon", cfg.Epsilon, cfg.Epsilon != 0)
+	set("epsilon_high", cfg.EpsilonHigh, cfg.EpsilonHigh != 0)
+	set("scale_rewards", false, cfg.DisableRewardScaling)
+	set("normalize_advantages", false, cfg.DisableAdvantageNormalization)
+	set("advantage_balance", cfg.AdvantageBalance, cfg.AdvantageBalance != 0)
+	set("importance_sampling_level", cfg.ImportanceSamplingLevel, cfg.ImportanceSamplingLevel != "")
+	set("max_negative_advantage_importance_sampling_weight", cfg.MaxNegativeAdvantageImportanceSamplingWeight, cfg.MaxNegativeAdvantageImportanceSamplingWeight != 0)
+	set("mask_prob_ratio", true, cfg.MaskProbRatio)
+	set("kimi_k2_tau", cfg.KimiK2Tau, cfg.KimiK2Tau != 0)
+	set("kl_penalty_coef", cfg.KLPenaltyCoef, cfg.KLPenaltyCoef != 0)
+	set("kl_penalty_source", cfg.KLPenaltySource, cfg.KLPenaltySource != "")
+	if s := cfg.KLPenaltyReferenceStep; s != nil {
+		ec["kl_penalty_reference_step"] = *s
+	}
+	set("precalculate_logprobs", true, cfg.PrecalculateLogprobs)
+	set("truncated_importance_sampling", cfg.TruncatedImportanceSampling, cfg.TruncatedImportanceSampling != 0)
+	set("allow_training_without_logprobs", true, cfg.AllowTrainingWithoutLogprobs)
+	set("num_trajectories_learning_rate_multiplier_power", cfg.NumTrajectoriesLearningRateMultiplierPower, cfg.NumTrajectoriesLearningRateMultiplierPower != 0)
+	set("packed_sequence_length", cfg.PackedSequenceLength, cfg.PackedSequenceLength != 0)
+	return ec, nil
+}
+
+// sftConfig returns cfg as the service reads it: ART's SFTTrainingConfig,
+// whose learning_rate is a number or the per-batch schedule.
+func sftConfig(cfg art.TrainSFTConfig) map[string]any {
+	sc := map[string]any{}
+	switch {
+	case len(cfg.LearningRates) > 0:
+		sc["learning_rate"] = cfg.LearningRates
+	case cfg.LearningRate != 0:
+		sc["learning_rate"] = cfg.LearningRate
+	}
+	if cfg.BatchSize != 0 {
+		sc["batch_size"] = cfg.BatchSize
+	}
+	return sc
 }
 
 // TrainSFT uploads trajectories as a train.jsonl through Options.UploadSFT
@@ -410,7 +484,7 @@ func (b *Backend) TrainSFT(ctx context.Context, m *art.TrainableModel, trajector
 	if err != nil {
 		return art.TrainResult{}, fmt.Errorf("serverless: SFT: upload train.jsonl: %w", err)
 	}
-	req := map[string]any{"model_id": rm.ID, "training_data_url": dataURL, "config": cfg}
+	req := map[string]any{"model_id": rm.ID, "training_data_url": dataURL, "config": sftConfig(cfg)}
 	return b.runJob(ctx, rm, "/preview/sft-training-jobs", req)
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,52 @@ func TestProxy(t *testing.T) {
 	}
 	if _, err := b.InferenceEndpoint(ctx, m, 5); err == nil || !strings.Contains(err.Error(), "no checkpoint at step 5") {
 		t.Fatalf("InferenceEndpoint(5) = %v; want no checkpoint at step 5", err)
+	}
+}
+
+// Ensure the training options reach the service under ART's names (its
+// ExperimentalTrainingConfig and SFTTrainingConfig), not art.TrainConfig's
+// JSON names, which the service does not know: DisableRewardScaling was
+// sent as "disable_reward_scaling" and an SFT schedule as "learning_rates",
+// both silently ignored. An option the service lacks fails before a job
+// starts.
+func TestTrainConfig_ARTFieldNames(t *testing.T) {
+	f, _, m := registered(t, serverless.Options{})
+	ctx := context.Background()
+	cfg := art.TrainConfig{LearningRate: 1e-5, Loss: art.LossPPO, DisableRewardScaling: true, MaskProbRatio: true}
+	if _, err := m.Train(ctx, group(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	got := string(f.lastConfig)
+	f.mu.Unlock()
+	if want := `{"learning_rate":0.00001,"loss_fn":"ppo","mask_prob_ratio":true,"scale_rewards":false}`; got != want {
+		t.Errorf("experimental_config sent %s; want %s", got, want)
+	}
+
+	jobs := f.count("POST /v1/preview/training-jobs")
+	_, err := m.Train(ctx, group(), art.TrainConfig{EntropyCoef: 0.01})
+	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "EntropyCoef") {
+		t.Errorf("Train with EntropyCoef = %v; want ErrUnsupported naming the field", err)
+	}
+	if n := f.count("POST /v1/preview/training-jobs"); n != jobs {
+		t.Errorf("a job was started for a config the service cannot apply")
+	}
+
+	var trajs []art.Trajectory
+	for range 2 {
+		var tr art.Trajectory
+		tr.AddMessage(art.UserMsg("hi"), art.AssistantMsg("yo"))
+		trajs = append(trajs, tr)
+	}
+	sched := []float64{1e-4, 5e-5}
+	if _, err := m.TrainSFT(ctx, trajs, art.TrainSFTConfig{LearningRates: sched, BatchSize: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	sft := f.lastSFTConfig
+	f.mu.Unlock()
+	if !slices.Equal(sft.LearningRates, sched) || sft.BatchSize != 1 {
+		t.Errorf("the service read SFT config %+v; want the schedule %v and batch size 1", sft, sched)
 	}
 }

@@ -111,7 +111,7 @@ func (h *Host) send(ctx context.Context, req host.ChatRequest, name string, n in
 		case se.status == http.StatusNotFound:
 			return answer{}, fmt.Errorf("%w %q: %s", host.ErrUnknownModel, name, se.msg)
 		case se.status == http.StatusBadRequest || se.status == http.StatusUnprocessableEntity:
-			return answer{}, &host.RequestError{Msg: fmt.Sprintf("%s: %s", h.opt.Dialect, se.msg)}
+			return answer{}, requestError(h.opt.Dialect, se)
 		}
 	}
 	if err != nil {
@@ -122,6 +122,22 @@ func (h *Host) send(ctx context.Context, req host.ChatRequest, name string, n in
 		return answer{}, fmt.Errorf("external: %s answered with malformed JSON: %w", h.opt.Dialect, err)
 	}
 	return a, nil
+}
+
+// requestError is the client's error for a request the engine refused:
+// the engine's param and code pass through, and a prompt too long for the
+// context is OpenAI's context_length_exceeded with the engine's message
+// first (frameworks trim a conversation on the code or on the message's
+// start, "This model's maximum context length is").
+func requestError(engine Dialect, se *statusError) *host.RequestError {
+	e := &host.RequestError{Param: se.param, Code: se.code, Msg: fmt.Sprintf("%s: %s", engine, se.msg)}
+	if isContextLength(se.msg) {
+		e.Code, e.Msg = host.CodeContextLength, fmt.Sprintf("%s (%s)", se.msg, engine)
+		if e.Param == "" {
+			e.Param = "messages"
+		}
+	}
+	return e
 }
 
 // body is the chat request in the engine's dialect: the OpenAI fields plus

@@ -24,6 +24,9 @@ type statusError struct {
 	path   string
 	status int
 	msg    string // the engine's message
+	// param and code are the OpenAI error object's, when the engine sent
+	// them (vLLM's numeric code is not one: it is the status).
+	param, code string
 }
 
 func (e *statusError) Error() string {
@@ -66,6 +69,7 @@ func (h *Host) call(parent context.Context, path string, body any, timeout time.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		msg := engineMessage(b)
 		se := &statusError{engine: h.opt.Dialect, path: path, status: resp.StatusCode, msg: msg}
+		se.param, se.code = engineParamCode(b)
 		if isOOM(msg) {
 			return nil, fmt.Errorf("%w: %w", ErrEngineOOM, se)
 		}
@@ -120,6 +124,39 @@ func engineMessage(b []byte) string {
 		}
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// engineParamCode returns the param and code of an error answer's OpenAI
+// error object ({"error":{"param","code"}}, or vLLM's top-level ones), where
+// they are strings.
+func engineParamCode(b []byte) (param, code string) {
+	type fields struct {
+		Param any `json:"param"`
+		Code  any `json:"code"`
+	}
+	var e struct {
+		fields
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil {
+		return "", ""
+	}
+	var inner fields
+	if json.Unmarshal(e.Error, &inner) == nil && (inner.Param != nil || inner.Code != nil) {
+		e.fields = inner
+	}
+	param, _ = e.Param.(string)
+	code, _ = e.Code.(string)
+	return param, code
+}
+
+// isContextLength reports whether an engine's message says the prompt (with
+// the tokens asked for) does not fit the model's context: vLLM's "This
+// model's maximum context length is …" (OpenAI's words), SGLang's "… is
+// longer than the model's context length …".
+func isContextLength(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "maximum context length") || strings.Contains(m, "model's context length")
 }
 
 // isOOM reports whether an engine's message is about running out of

@@ -273,6 +273,38 @@ func TestEngineFailures(t *testing.T) {
 		})
 	}
 
+	// A request the engine refuses keeps the engine's param and code, and
+	// a prompt past the context is OpenAI's context_length_exceeded with
+	// the engine's message first, as frameworks look for it.
+	t.Run("refused", func(t *testing.T) {
+		for _, c := range []struct {
+			name, body             string
+			param, code, msgPrefix string
+		}{
+			{"vllm context", `{"object":"error","message":"This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2090 in the messages, 10 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
+				"messages", host.CodeContextLength, "This model's maximum context length is 2048 tokens."},
+			{"sglang context", `{"object":"error","message":"The input (3000 tokens) is longer than the model's context length (2048 tokens).","type":"BadRequestError","param":null,"code":400}`,
+				"messages", host.CodeContextLength, "The input (3000 tokens)"},
+			{"openai object", `{"error":{"message":"'temperature' must be at most 2","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}`,
+				"temperature", "invalid_value", "vLLM: 'temperature' must be"},
+			{"plain", `{"object":"error","message":"bad things","type":"BadRequestError","code":400}`,
+				"", "", "vLLM: bad things"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				script(func(w http.ResponseWriter) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(400)
+					w.Write([]byte(c.body))
+				}, load)
+				_, err := h.Chat(ctx, req, nil)
+				var re *host.RequestError
+				if !errors.As(err, &re) || re.Param != c.param || re.Code != c.code || !strings.HasPrefix(re.Msg, c.msgPrefix) {
+					t.Fatalf("Chat = %#v (%v); want a RequestError with param %q, code %q, message starting %q", re, err, c.param, c.code, c.msgPrefix)
+				}
+			})
+		}
+	})
+
 	t.Run("adapter rejected", func(t *testing.T) {
 		script(chat, func(w http.ResponseWriter) {
 			vllmError(w, 400, "Loading lora agent@1 failed: max_loras reached")

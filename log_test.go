@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -264,4 +265,47 @@ func TestLog_RetryAfterPartialFailure(t *testing.T) {
 		}
 		check(t, m)
 	})
+}
+
+// Ensure concurrent Log calls on one model, some with the same content,
+// lose nothing and merge nothing: every call's groups, its history row and
+// its share of the running totals land once, and no journal entry is left.
+func TestLog_Concurrent(t *testing.T) {
+	ctx := context.Background()
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	step := 1
+	const calls = 8
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Calls i and i+4 log the same content.
+			g := TrajectoryGroup{Trajectories: []Trajectory{{Reward: float64(i % 4)}, {Reward: 0}}}
+			opts := LogOptions{Split: "train", Step: &step, Metrics: map[string]float64{"data/step_trainer_tokens": 1}}
+			if err := m.Log(ctx, []TrajectoryGroup{g}, opts); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	d, _ := m.Dir()
+	rows, err := d.ReadTrajectories("train", step)
+	if err != nil || len(rows) != 2*calls {
+		t.Fatalf("%d rows (%v); want %d", len(rows), err, 2*calls)
+	}
+	hist, err := d.ReadHistory()
+	if err != nil || len(hist) != calls {
+		t.Fatalf("%d history rows (%v); want %d", len(hist), err, calls)
+	}
+	state, err := d.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if totals, _ := state["metric_totals"].(map[string]any); totals["data/cum/trainer_tokens"] != float64(calls) {
+		t.Fatalf("totals %v; want trainer tokens %d", state["metric_totals"], calls)
+	}
+	if _, ok := state["log_journal"]; ok {
+		t.Fatalf("a journal entry is left: %v", state["log_journal"])
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,19 +190,47 @@ func (f *fakeService) listCheckpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := m.Dir()
-	if err == nil {
-		var steps []int
-		if steps, err = d.ListCheckpoints(); err == nil {
-			data := []map[string]any{}
-			for _, s := range steps {
-				data = append(data, map[string]any{"step": s, "aliases": []string{"step" + strconv.Itoa(s)}})
-			}
-			writeJSON(w, map[string]any{"data": data})
+	if err != nil {
+		fakeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	steps, err := d.ListCheckpoints()
+	if err != nil {
+		fakeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	// A cursor page, as the service's (OpenAI-style) list: limit (default
+	// fakePageSize), order asc (default) or desc, after an item's id;
+	// has_more says there are more.
+	q := r.URL.Query()
+	limit := fakePageSize
+	if l := q.Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 {
+			fakeError(w, http.StatusBadRequest, "bad limit")
 			return
 		}
 	}
-	fakeError(w, http.StatusInternalServerError, err.Error())
+	if q.Get("order") == "desc" {
+		slices.Reverse(steps)
+	}
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(steps, func(s int) bool { return fakeCheckpointID(s) == after })
+		steps = steps[i+1:] // i = -1 (gone) restarts the list, as good as any
+	}
+	more := len(steps) > limit
+	steps = steps[:min(limit, len(steps))]
+	data := []map[string]any{}
+	for _, s := range steps {
+		data = append(data, map[string]any{"id": fakeCheckpointID(s), "step": s, "metrics": map[string]float64{}})
+	}
+	writeJSON(w, map[string]any{"data": data, "has_more": more})
 }
+
+// fakePageSize is the fake's default page of checkpoints: small, so that
+// a run of a few steps already spans pages.
+const fakePageSize = 2
+
+func fakeCheckpointID(step int) string { return "ckpt-" + strconv.Itoa(step) }
 
 func (f *fakeService) deleteCheckpoints(w http.ResponseWriter, r *http.Request) {
 	m := f.model(w, r.PathValue("id"))
@@ -213,11 +242,17 @@ func (f *fakeService) deleteCheckpoints(w http.ResponseWriter, r *http.Request) 
 		fakeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	var req struct {
+		Steps []int `json:"steps"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fakeError(w, http.StatusUnprocessableEntity, "body: "+err.Error())
+		return
+	}
 	all, _ := d.ListCheckpoints()
 	drop := map[int]bool{}
-	for _, s := range r.URL.Query()["steps"] {
-		n, _ := strconv.Atoi(s)
-		drop[n] = true
+	for _, s := range req.Steps {
+		drop[s] = true
 	}
 	var keep []int
 	for _, s := range all {
@@ -229,7 +264,7 @@ func (f *fakeService) deleteCheckpoints(w http.ResponseWriter, r *http.Request) 
 		fakeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, map[string]any{"deleted": len(all) - len(keep)})
+	writeJSON(w, map[string]any{"deleted_count": len(all) - len(keep), "not_found_steps": []int{}})
 }
 
 // startJob registers a job and runs train in the background, turning its

@@ -324,34 +324,64 @@ func latest(steps []int) int {
 	return l
 }
 
-// checkpoints lists the model's checkpoint steps.
-func (b *Backend) checkpoints(ctx context.Context, rm *remoteModel) ([]int, error) {
-	var ans struct {
-		Data []struct {
-			Step int `json:"step"`
-		} `json:"data"`
-	}
-	if err := b.call(ctx, http.MethodGet, "/preview/models/"+url.PathEscape(rm.ID)+"/checkpoints", nil, &ans); err != nil {
-		return nil, fmt.Errorf("serverless: list checkpoints of %q: %w", rm.Name, err)
-	}
-	steps := make([]int, len(ans.Data))
-	for i, c := range ans.Data {
-		steps[i] = c.Step
-	}
-	return steps, nil
+// checkpointPage is one page of the service's checkpoint list, a cursor
+// page as in OpenAI's lists: the next page starts after the last item's id.
+type checkpointPage struct {
+	Data []struct {
+		ID   string `json:"id"`
+		Step int    `json:"step"`
+	} `json:"data"`
+	HasMore bool `json:"has_more"`
 }
 
-// Step returns the latest checkpoint step on the service.
+// maxCheckpointPages bounds the pages checkpoints reads, so that a service
+// answering has_more for ever cannot keep it listing.
+const maxCheckpointPages = 10000
+
+// checkpoints lists the model's checkpoint steps: every page of the list,
+// not only the first.
+func (b *Backend) checkpoints(ctx context.Context, rm *remoteModel) ([]int, error) {
+	base := "/preview/models/" + url.PathEscape(rm.ID) + "/checkpoints?limit=100"
+	var steps []int
+	after := ""
+	for range maxCheckpointPages {
+		path := base
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		var page checkpointPage
+		if err := b.call(ctx, http.MethodGet, path, nil, &page); err != nil {
+			return nil, fmt.Errorf("serverless: list checkpoints of %q: %w", rm.Name, err)
+		}
+		for _, c := range page.Data {
+			steps = append(steps, c.Step)
+		}
+		if !page.HasMore {
+			return steps, nil
+		}
+		if len(page.Data) == 0 || page.Data[len(page.Data)-1].ID == "" || page.Data[len(page.Data)-1].ID == after {
+			return nil, fmt.Errorf("serverless: list checkpoints of %q: the service says there are more but gave no cursor to ask for them", rm.Name)
+		}
+		after = page.Data[len(page.Data)-1].ID
+	}
+	return nil, fmt.Errorf("serverless: list checkpoints of %q: more than %d pages", rm.Name, maxCheckpointPages)
+}
+
+// Step returns the latest checkpoint step on the service (0 if it has
+// none): the first of the list in descending order, as ART asks for it.
 func (b *Backend) Step(ctx context.Context, m *art.TrainableModel) (int, error) {
 	rm, err := b.lookup(m)
 	if err != nil {
 		return 0, err
 	}
-	steps, err := b.checkpoints(ctx, rm)
-	if err != nil {
-		return 0, err
+	var page checkpointPage
+	if err := b.call(ctx, http.MethodGet, "/preview/models/"+url.PathEscape(rm.ID)+"/checkpoints?limit=1&order=desc", nil, &page); err != nil {
+		return 0, fmt.Errorf("serverless: latest checkpoint of %q: %w", rm.Name, err)
 	}
-	return latest(steps), nil
+	if len(page.Data) == 0 {
+		return 0, nil
+	}
+	return page.Data[0].Step, nil
 }
 
 // InferenceEndpoint returns the model's loopback proxy, which serves
@@ -597,17 +627,18 @@ func (b *Backend) DeleteCheckpointsExcept(ctx context.Context, m *art.TrainableM
 	for _, s := range keep {
 		kept[s] = true
 	}
-	q := url.Values{}
+	drop := []int{}
 	for _, s := range steps {
 		if !kept[s] {
-			q.Add("steps", strconv.Itoa(s))
+			drop = append(drop, s)
 		}
 	}
-	if len(q) == 0 {
+	if len(drop) == 0 {
 		return nil
 	}
-	path := "/preview/models/" + url.PathEscape(rm.ID) + "/checkpoints?" + q.Encode()
-	if err := b.call(ctx, http.MethodDelete, path, nil, nil); err != nil {
+	// The steps go in the body, as ART's client sends them.
+	path := "/preview/models/" + url.PathEscape(rm.ID) + "/checkpoints"
+	if err := b.call(ctx, http.MethodDelete, path, map[string]any{"steps": drop}, nil); err != nil {
 		return fmt.Errorf("serverless: delete checkpoints of %q: %w", m.Name, err)
 	}
 	return nil

@@ -342,3 +342,37 @@ func TestTrainConfig_ARTFieldNames(t *testing.T) {
 		t.Errorf("the service read SFT config %+v; want the schedule %v and batch size 1", sft, sched)
 	}
 }
+
+// Ensure the checkpoint list is read as the service pages it (the fake's
+// pages hold 2): Step asks for the latest (order=desc, limit=1) as ART
+// does, listing follows has_more, and deletion sends its steps in the
+// body as ART's client does. Step read only the first page (step 1 of 3)
+// and the steps to delete went in the query.
+func TestCheckpoints_Paged(t *testing.T) {
+	f, b, m := registered(t, serverless.Options{})
+	ctx := context.Background()
+	for range 3 {
+		if _, err := b.Train(ctx, m, group(), art.TrainConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if step, err := b.Step(ctx, m); err != nil || step != 3 {
+		t.Fatalf("Step = %d, %v; want 3", step, err)
+	}
+	if ep, err := b.InferenceEndpoint(ctx, m, -1); err != nil || ep.Model != m.Name+"@3" {
+		t.Fatalf("InferenceEndpoint(-1) = %+v, %v; want %s@3", ep, err, m.Name)
+	}
+	if err := b.DeleteCheckpointsExcept(ctx, m, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	cloud := f.models[m.Project+"."+m.Name]
+	f.mu.Unlock()
+	d, err := cloud.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps, err := d.ListCheckpoints(); err != nil || !slices.Equal(steps, []int{1, 3}) {
+		t.Fatalf("checkpoints on the service after keeping 1 = %v, %v; want [1 3]", steps, err)
+	}
+}

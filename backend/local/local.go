@@ -130,7 +130,8 @@ func key(m *art.TrainableModel) string { return m.Project + "/" + m.Name }
 // Register opens the model (loading the base model and resuming its latest
 // checkpoint, or creating step 0) and starts serving it. If m.BasePath is
 // empty it is set to Options.Path. Registering a model this backend already
-// serves is a no-op, provided the base model and path are the same.
+// serves is a no-op, provided the base model, path and LoRA config are the
+// same.
 func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err error) {
 	ctx, span := tracing.Start(ctx, "local.register", tracing.Model.String(key(m)), attribute.String("art.base_model", m.BaseModel))
 	defer func() { tracing.End(span, err) }()
@@ -144,7 +145,7 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err erro
 		if filepath.Clean(h.baseModel) != filepath.Clean(m.BaseModel) || h.basePath != m.BasePath {
 			return fmt.Errorf("local: model %s is already registered with base model %q under %q", key(m), h.baseModel, h.basePath)
 		}
-		return nil
+		return checkLoRA(m, h.model.Info().LoRA)
 	} else if !errors.Is(err, art.ErrNotRegistered) {
 		return err
 	}
@@ -156,10 +157,9 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err erro
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	if have := nh.Info().LoRA; !m.LoRA.IsZero() && !m.LoRA.SameAdapter(have) {
+	if err := checkLoRA(m, nh.Info().LoRA); err != nil {
 		nh.Close()
-		return fmt.Errorf("local: model %s: its checkpoints have an adapter with LoRA config %s, not %s; checkpoints keep the config they were created with (use another name for a new adapter)",
-			key(m), have, m.LoRA)
+		return err
 	}
 	addr := b.opt.Addr
 	if addr == "" {
@@ -190,6 +190,16 @@ func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) (err erro
 	b.mu.Unlock()
 	go func() { h.served <- h.srv.Serve(ln) }()
 	b.log.Info("local: serving model", "model", key(m), "url", h.url+"/v1", "step", model.Step())
+	return nil
+}
+
+// checkLoRA refuses m if it asks for an adapter other than have, the one
+// its checkpoints hold. The zero LoRAConfig asks for none in particular.
+func checkLoRA(m *art.TrainableModel, have art.LoRAConfig) error {
+	if !m.LoRA.IsZero() && !m.LoRA.SameAdapter(have) {
+		return fmt.Errorf("local: model %s: its checkpoints have an adapter with LoRA config %s, not %s; checkpoints keep the config they were created with (use another name for a new adapter)",
+			key(m), have, m.LoRA)
+	}
 	return nil
 }
 

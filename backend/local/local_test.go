@@ -62,3 +62,26 @@ func TestReproducible(t *testing.T) {
 		return local.New(local.Options{Seed: 1, Quiet: true, MaxConcurrent: 16})
 	})
 }
+
+// Ensure a second model of the same name registered with a backend that
+// already serves it is refused when its LoRA config differs from the
+// served adapter's: Register was a no-op then, so the model trained an
+// adapter other than the one it asked for, without a word.
+func TestRegister_LoRAMismatchWhileServed(t *testing.T) {
+	base := arttest.TinyModel(t)
+	ctx := context.Background()
+	b := local.New(local.Options{Path: filepath.Join(t.TempDir(), ".art"), Quiet: true})
+	defer b.Close()
+	m := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base}
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	other := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base, LoRA: art.LoRAConfig{Rank: 4}}
+	if err := other.Register(ctx, b); err == nil || !strings.Contains(err.Error(), "LoRA config") {
+		t.Fatalf("register with rank 4 while the rank-8 adapter is served: %v; want a refusal naming the LoRA config", err)
+	}
+	same := &art.TrainableModel{Model: art.Model{Name: "agent", Project: "p"}, BaseModel: base, LoRA: art.LoRAConfig{Rank: 8}}
+	if err := same.Register(ctx, b); err != nil {
+		t.Fatalf("register again with the served adapter's own config: %v", err)
+	}
+}

@@ -302,6 +302,9 @@ func (m *TrainableModel) InferenceName(step int) string {
 // Step returns the latest checkpoint step, 0 before any training. Start a
 // training loop there to resume.
 func (m *TrainableModel) Step(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return 0, errNilContext("step")
+	}
 	b, err := m.registered()
 	if err != nil {
 		return 0, err
@@ -366,6 +369,9 @@ func LogGroups(groups []TrajectoryGroup) TrainOption {
 // the best checkpoint is served again as the next step, whose number
 // TrainResult.Step then holds.
 func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cfg TrainConfig, opts ...TrainOption) (_ TrainResult, err error) {
+	if ctx == nil {
+		return TrainResult{}, errNilContext("train")
+	}
 	ctx, span := startSpan(ctx, "art.train", tracing.Model.String(m.Name), attribute.Int("art.groups", len(groups)))
 	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
@@ -467,6 +473,9 @@ func (m *TrainableModel) Train(ctx context.Context, groups []TrajectoryGroup, cf
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not an SFTTrainer.
 func (m *TrainableModel) TrainSFT(ctx context.Context, trajectories []Trajectory, cfg TrainSFTConfig) (_ TrainResult, err error) {
+	if ctx == nil {
+		return TrainResult{}, errNilContext("train sft")
+	}
 	ctx, span := startSpan(ctx, "art.train_sft", tracing.Model.String(m.Name), attribute.Int("art.trajectories", len(trajectories)))
 	defer func() { tracing.End(span, err) }()
 	b, err := m.registered()
@@ -521,6 +530,9 @@ const defaultBestCheckpointMetric = "val/reward"
 // It fails with an error wrapping errors.ErrUnsupported if the backend is
 // not a CheckpointDeleter.
 func (m *TrainableModel) DeleteCheckpoints(ctx context.Context, metric string) error {
+	if ctx == nil {
+		return errNilContext("delete checkpoints")
+	}
 	b, err := m.registered()
 	if err != nil {
 		return err

@@ -982,3 +982,30 @@ func TestTrainableModel_ConcurrentTrainTakesTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Ensure the model methods that take a context refuse a nil one with an
+// error, as Register and Log do: Train and TrainSFT panicked in tracing.
+func TestTrainableModel_NilContext(t *testing.T) {
+	m := newTrainable(t)
+	if err := m.Register(context.Background(), newFakeBackend("http://127.0.0.1:1/v1")); err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	for name, call := range map[string]func() error{
+		"Train":             func() error { _, err := m.Train(nilCtx, nil, TrainConfig{}); return err },
+		"TrainSFT":          func() error { _, err := m.TrainSFT(nilCtx, nil, TrainSFTConfig{}); return err },
+		"DeleteCheckpoints": func() error { return m.DeleteCheckpoints(nilCtx, "") },
+		"Step":              func() error { _, err := m.Step(nilCtx); return err },
+	} {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("%s(nil context) panicked: %v", name, v)
+				}
+			}()
+			if err := call(); err == nil || !strings.Contains(err.Error(), "nil context") {
+				t.Errorf("%s(nil context) = %v; want an error saying so", name, err)
+			}
+		}()
+	}
+}

@@ -141,11 +141,23 @@ func runServe(ctx context.Context, o serveOptions, log *slog.Logger) error {
 		o.writeStall = -1
 	}
 	log.Info("serve: loading", "base_model", o.baseModel, "model", o.name, "project", o.project)
-	svc, err := native.Open(ctx, native.Options{
-		BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
-		LoRA: art.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
-		RecomputeActivations: o.recompute, Quantize: o.quantize, PrefixCache: prefixCache,
+	// Loading a large model takes minutes; a signal meanwhile returns at
+	// once. native.Open writes nothing once it sees ctx done, and what it
+	// was writing then (the step-0 checkpoint) is what a kill would leave:
+	// the next start removes it.
+	svc, err := interruptible(ctx, func() (*native.Host, error) {
+		return native.Open(ctx, native.Options{
+			BaseModel: o.baseModel, Name: o.name, Project: o.project, Path: o.data, Seed: o.seed,
+			LoRA: art.LoRAConfig{Rank: o.loraRank, Alpha: o.loraAlpha}, MaxConcurrent: o.maxConcurrent, Logger: log,
+			RecomputeActivations: o.recompute, Quantize: o.quantize, PrefixCache: prefixCache,
+		})
 	})
+	if ctx.Err() != nil {
+		if svc != nil {
+			svc.Close()
+		}
+		return fmt.Errorf("serve: interrupted while loading %s; nothing served", o.baseModel)
+	}
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/artgo/art/arttest"
 	"github.com/artgo/art/engine/initmodel"
 	"github.com/artgo/art/engine/kernels"
 )
@@ -155,5 +157,21 @@ func TestServe_Flags(t *testing.T) {
 	code, _, errOut = runArgs(t, "serve", "--base-model", t.TempDir(), "--name", "agent", "--prefix-cache-mb", "-1")
 	if code != 1 || !strings.Contains(errOut, "--prefix-cache-mb must be >= 0") {
 		t.Fatalf("serve --prefix-cache-mb -1: code %d, stderr %q", code, errOut)
+	}
+}
+
+// Ensure a signal while `art serve` loads its model stops it there, says
+// so and exits 1, and writes nothing: it went on to load the whole model,
+// create the step-0 checkpoint and log "serve: ready" before stopping.
+func TestServe_InterruptedWhileLoading(t *testing.T) {
+	base, data := arttest.TinyModel(t), filepath.Join(t.TempDir(), "data")
+	code, errOut, _ := runCanceled(t, "serve", "--base-model", base, "--name", "agent", "--data", data, "--addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "art: serve: interrupted while loading "+base+"; nothing served\n") ||
+		strings.Contains(errOut, "serve: ready") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	time.Sleep(200 * time.Millisecond) // the abandoned load's goroutine, had it gone on, would write by now
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("%s was written (%v)", data, err)
 	}
 }

@@ -137,6 +137,11 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h.model, h.tok = h.folder.Model, h.folder.Tokenizer
+	// Loading cannot be stopped inside; a caller that gave up meanwhile
+	// (art serve at Ctrl-C) gets nothing written for it.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("native: load %s: %w", opt.BaseModel, err)
+	}
 	if quant != model.NoQuantization {
 		log.Info("native: base weights quantized", "quantize", string(quant), "base_model", opt.BaseModel)
 	}
@@ -157,6 +162,9 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	// Pack the weights now, layer by layer, so the stored copies are gone
 	// before KV caches and training activations are allocated.
 	h.model.W.Prepack()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("native: load %s: %w", opt.BaseModel, err)
+	}
 	n := opt.MaxConcurrent
 	if n <= 0 {
 		n = DefaultMaxConcurrent

@@ -34,7 +34,7 @@ benchmarking helpers draw. The format follows the file's extension.`,
 			if _, err := chart.Format(out); err != nil {
 				return err
 			}
-			runs, err := store.Find(data)
+			runs, err := findRuns("plot", data)
 			if err != nil {
 				return err
 			}

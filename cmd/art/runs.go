@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"text/tabwriter"
 	"time"
 
@@ -49,7 +51,7 @@ last changed.`,
   art runs --data .art --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := store.Find(data)
+			runs, err := findRuns("runs", data)
 			if err != nil {
 				return err
 			}
@@ -71,6 +73,16 @@ last changed.`,
 	cmd.Flags().StringVar(&data, "data", store.DefaultBasePath, "data folder holding <project>/models/<name>")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
+}
+
+// findRuns is store.Find for the command's --data, with an error that
+// says what to give --data when the folder is not there.
+func findRuns(command, data string) ([]store.Run, error) {
+	runs, err := store.Find(data)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: --data %s: no such folder; give --data the folder holding <project>/models/<name> (art serve's --data, art demo's --path)", command, data)
+	}
+	return runs, err
 }
 
 // readRun reads one model's checkpoint steps and history rows and what

@@ -96,3 +96,21 @@ func TestShow(t *testing.T) {
 		t.Errorf("unknown name: exit %d, %q", code, errOut)
 	}
 }
+
+// Ensure runs, show and plot say which flag named a data folder that is
+// not there and what to give it (they printed "store: list runs: open
+// .art: no such file or directory", run from a folder without .art).
+func TestRuns_MissingData(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	for _, args := range [][]string{
+		{"runs", "--data", missing},
+		{"show", "agent", "--data", missing},
+		{"plot", "--metric", "val/reward", "--out", filepath.Join(t.TempDir(), "p.png"), "--data", missing},
+	} {
+		want := "art: " + args[0] + ": --data " + missing + ": no such folder; give --data the folder holding <project>/models/<name> (art serve's --data, art demo's --path)\n"
+		code, _, errOut := runArgs(t, args...)
+		if code != 1 || errOut != want {
+			t.Errorf("%v: exit %d, stderr %q; want %q", args, code, errOut, want)
+		}
+	}
+}

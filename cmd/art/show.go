@@ -26,7 +26,7 @@ MODEL alone must be unique across DIR's projects; PROJECT/MODEL is exact.`,
   art show my-project/agent`,
 		Args: oneArg("[PROJECT/]MODEL, the model to describe"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := store.Find(data)
+			runs, err := findRuns("show", data)
 			if err != nil {
 				return err
 			}

@@ -126,3 +126,20 @@ func TestPretrainCmd_BadNumbers(t *testing.T) {
 		})
 	}
 }
+
+// Ensure an interrupted pretrain says so, exits 1 and leaves no output
+// folder, finished or not.
+func TestPretrain_Interrupted(t *testing.T) {
+	src := arttest.TinyModel(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data.jsonl")
+	writeEcho(t, data, 40)
+	out := filepath.Join(dir, "base")
+	code, errOut, _ := runCanceled(t, "pretrain", "--model", src, "--data", data, "--out", out, "--epochs", "5", "--batch", "8")
+	if code != 1 || !strings.Contains(errOut, "interrupted") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the interrupt", code, errOut)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 {
+		t.Fatalf("%s holds %v; want only the data", dir, left)
+	}
+}

@@ -142,17 +142,25 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // writeJSON writes v, gzip-compressed when the client accepts it (a large
-// run's curves are a few hundred kB of JSON).
+// run's curves are a few hundred kB of JSON). It encodes v before writing
+// anything, so a value JSON cannot hold is a 500 saying so, not an empty
+// 200.
 func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cannot encode the answer: "+err.Error())
+		return
+	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-		json.NewEncoder(w).Encode(v)
+		w.Write(body)
 		return
 	}
 	w.Header().Set("Content-Encoding", "gzip")
 	w.Header().Add("Vary", "Accept-Encoding")
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	json.NewEncoder(zw).Encode(v)
+	zw.Write(body)
 	zw.Close()
 }

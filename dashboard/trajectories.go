@@ -261,7 +261,9 @@ type messageView struct {
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Trainable  bool            `json:"trainable,omitempty"`
-	// Tokens are the sampled tokens of a trainable turn as [text, logprob].
+	// Tokens are the sampled tokens of a trainable turn as [text, logprob]
+	// (a non-finite logprob as the string "-Infinity", "Infinity" or "NaN",
+	// which JavaScript's Number reads).
 	Tokens [][2]any `json:"tokens,omitempty"`
 }
 
@@ -295,7 +297,7 @@ func (d *Dashboard) handleTrajectory(w http.ResponseWriter, r *http.Request) {
 		v := messageView{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Trainable: m.Trainable,
 			ToolCalls: raw(fmt.Sprintf("message %d tool_calls", k), m.ToolCalls)}
 		for _, t := range m.Logprobs {
-			v.Tokens = append(v.Tokens, [2]any{t.Token, t.Logprob})
+			v.Tokens = append(v.Tokens, [2]any{t.Token, logprob(t.Logprob)})
 		}
 		msgs[k] = v
 	}
@@ -318,4 +320,24 @@ func (n number) MarshalJSON() ([]byte, error) {
 		return []byte("null"), nil
 	}
 	return json.Marshal(float64(n))
+}
+
+// logprob is a token's log probability: a number, or, when it is not
+// finite (a token sampled at probability 0 has -Inf), the string JavaScript's
+// Number reads as that value, so the page shows it rather than the whole
+// answer failing to encode.
+type logprob float64
+
+// MarshalJSON writes a finite value as a number, others as "-Infinity",
+// "Infinity" or "NaN".
+func (l logprob) MarshalJSON() ([]byte, error) {
+	switch f := float64(l); {
+	case math.IsNaN(f):
+		return []byte(`"NaN"`), nil
+	case math.IsInf(f, -1):
+		return []byte(`"-Infinity"`), nil
+	case math.IsInf(f, 1):
+		return []byte(`"Infinity"`), nil
+	}
+	return json.Marshal(float64(l))
 }

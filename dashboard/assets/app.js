@@ -404,9 +404,12 @@ $("#t-list").addEventListener("click", (ev) => {
   loadTrajectory(state.t.index);
 });
 
-// tokenColor maps a token's probability to red (unlikely) → yellow → green.
+// tokenColor maps a token's probability to red (unlikely) → yellow → green
+// (grey when the logprob is NaN). A logprob may come as "-Infinity",
+// "Infinity" or "NaN" (JSON has no such numbers).
 function tokenColor(logprob) {
-  const p = Math.exp(logprob);
+  const p = Math.exp(Number(logprob));
+  if (Number.isNaN(p)) return "#ddd";
   return `hsl(${(p * 120).toFixed(0)},${p > 0.5 ? 60 : 85}%,${p > 0.5 ? 85 : 80}%)`;
 }
 
@@ -419,7 +422,7 @@ function messageHTML(m) {
   let body = "";
   if (m.tokens && m.tokens.length) {
     body = `<div class="content tokens">${m.tokens.map(([tok, lp]) =>
-      `<span class="tok" style="background:${tokenColor(lp)}" title="logprob ${fmt(lp)} (p=${fmt(Math.exp(lp))})">${esc(tok)}</span>`).join("")}</div>`;
+      `<span class="tok" style="background:${tokenColor(lp)}" title="logprob ${fmt(Number(lp))} (p=${fmt(Math.exp(Number(lp)))})">${esc(tok)}</span>`).join("")}</div>`;
   } else if (m.content) {
     body = `<div class="content">${esc(m.content)}</div>`;
   }

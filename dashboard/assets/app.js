@@ -426,9 +426,17 @@ function messageHTML(m) {
   } else if (m.content) {
     body = `<div class="content">${esc(m.content)}</div>`;
   }
-  for (const c of m.tool_calls || []) {
-    const f = c.function || {};
-    let args = f.arguments || "";
+  // tool_calls is a JSON array of {id, function: {name, arguments}} as
+  // written by ART; anything else in the file (one object, text that is not
+  // JSON, other values) is shown as written rather than breaking the pane.
+  const calls = m.tool_calls === undefined || m.tool_calls === null ? [] : Array.isArray(m.tool_calls) ? m.tool_calls : [m.tool_calls];
+  for (const c of calls) {
+    const f = c && typeof c === "object" && c.function && typeof c.function === "object" ? c.function : null;
+    if (!f) {
+      body += `<pre class="toolcall">→ ${esc(typeof c === "string" ? c : JSON.stringify(c))}</pre>`;
+      continue;
+    }
+    let args = typeof f.arguments === "string" ? f.arguments : f.arguments === undefined ? "" : JSON.stringify(f.arguments);
     try { args = JSON.stringify(JSON.parse(args), null, 1); } catch (e) { /* shown as sent */ }
     body += `<pre class="toolcall">→ ${esc(f.name || "?")}(${esc(args)})${c.id ? "  [" + esc(c.id) + "]" : ""}</pre>`;
   }

@@ -1,0 +1,90 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runScenario runs testdata/scenarios.mjs's scenario against url and
+// decodes the JSON it prints into out; it fails the test on page errors
+// (uncaught exceptions, dialogs) the scenario saw.
+func runScenario(t *testing.T, url, scenario string, out any) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("drives a browser; the API is raced in the API tests")
+	}
+	nodeModules := browser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "scenarios.mjs"), url, chromiumPath, scenario)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scenarios.mjs %s: %v\n%s", scenario, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := lines[len(lines)-1]
+	var errs struct{ PageErrors []string }
+	if err := json.Unmarshal([]byte(last), &errs); err != nil {
+		t.Fatalf("scenarios.mjs %s printed %q: %v", scenario, last, err)
+	}
+	if len(errs.PageErrors) > 0 {
+		t.Errorf("page errors: %q", errs.PageErrors)
+	}
+	json.Unmarshal([]byte(last), out)
+}
+
+// Ensure trajectories with odd columns open in the browser and show what
+// is there: tool_calls that are a JSON object or not JSON at all (a file
+// written by other code), and a sampled token at probability 0.
+func TestBrowser_OddTrajectories(t *testing.T) {
+	root := t.TempDir()
+	d := writeRun(t, root, testRun{project: "p", name: "odd", steps: 1})
+	rows := trajectoryRows(4, 0)
+	rows[0].Messages[4].Logprobs[1].Logprob = math.Inf(-1)
+	rows[1].Messages[2].ToolCalls = `{"id":"c9","function":{"name":"jump","arguments":"{}"}}`
+	rows[2].Messages[2].ToolCalls = `move(0,0) -- not json`
+	rows[3].Messages[2].ToolCalls = `[null, 7]`
+	if err := d.WriteTrajectories("train", 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newTestServer(t, Config{Root: root})
+	var got struct {
+		Details []struct {
+			Text      string
+			ToolCalls int
+			Tokens    int
+			Titles    []string
+		}
+	}
+	runScenario(t, srv.URL+DefaultBasePath, "odd", &got)
+	if len(got.Details) != 4 {
+		t.Fatalf("details %+v", got.Details)
+	}
+	for i, d := range got.Details {
+		if strings.HasPrefix(d.Text, "NOT OPENED") || d.Tokens != 7 {
+			t.Errorf("trajectory %d: %d tokens, %q; want it open with its 7 tokens", i, d.Tokens, d.Text)
+		}
+	}
+	if d := got.Details[0]; len(d.Titles) < 4 || !strings.Contains(d.Titles[3], "logprob -Infinity (p=0)") {
+		t.Errorf("token at probability 0: titles %q", d.Titles)
+	}
+	if d := got.Details[1]; d.ToolCalls != 1 || !strings.Contains(d.Text, "jump(") {
+		t.Errorf("tool_calls as one object: %d tool calls, %q; want the jump call", d.ToolCalls, d.Text)
+	}
+	if d := got.Details[2]; d.ToolCalls != 1 || !strings.Contains(d.Text, "move(0,0) -- not json") {
+		t.Errorf("tool_calls not JSON: %d tool calls, %q; want one showing the text as written", d.ToolCalls, d.Text)
+	}
+	if d := got.Details[3]; d.ToolCalls != 2 {
+		t.Errorf("tool_calls [null, 7]: %d tool calls, %q; want 2, shown as written", d.ToolCalls, d.Text)
+	}
+}

@@ -1,0 +1,64 @@
+// scenarios.mjs drives one scenario of the dashboard in Debian's headless
+// chromium through playwright-core (dashboard/browser_cases_test.go runs
+// it) and prints one line of JSON with what it saw, page errors included.
+//
+// Usage: node scenarios.mjs URL CHROMIUM SCENARIO  (NODE_PATH pointing at
+// the node_modules holding playwright-core).
+import { createRequire } from "node:module";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const require = createRequire(process.env.NODE_PATH + "/");
+const { chromium } = require("playwright-core");
+const [url, executablePath, scenario] = process.argv.slice(2);
+
+// open loads the page at hash from a blank one.
+async function open(page, hash) {
+  await page.goto("about:blank");
+  await page.goto(url + hash);
+}
+
+const scenarios = {
+  // Trajectories of p/odd, step 0, each opened: what the detail pane shows.
+  async odd(page, out) {
+    out.details = [];
+    for (let i = 0; i < 4; i++) {
+      await open(page, `#run=p/odd&tab=trajectories&split=train&step=0&index=${i}`);
+      let text;
+      try {
+        await page.waitForSelector("#t-detail .msg", { timeout: 8000 });
+        text = await page.textContent("#t-detail");
+      } catch (e) {
+        text = "NOT OPENED: " + (await page.textContent("#t-detail"));
+      }
+      out.details.push({
+        text,
+        toolCalls: await page.locator("#t-detail .toolcall").count(),
+        tokens: await page.locator("#t-detail .tok").count(),
+        titles: await page.$$eval("#t-detail .tok", (ts) => ts.map((t) => t.title)),
+      });
+    }
+  },
+};
+
+const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  headless: true,
+  timeout: 60000,
+  viewport: { width: 1280, height: 800 },
+  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+});
+const out = { pageErrors: [] };
+try {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(20000);
+  page.on("pageerror", (e) => out.pageErrors.push(String(e)));
+  page.on("dialog", (d) => { out.pageErrors.push("dialog: " + d.message()); d.dismiss(); });
+  await scenarios[scenario](page, out);
+} finally {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+console.log(JSON.stringify(out));

@@ -310,14 +310,18 @@ func (c LoRAConfig) Scale() float64 {
 
 // Validate checks c with its defaults filled in. The error names each bad
 // field and its allowed range.
+// maxLoRARank is the largest rank the engine makes an adapter of
+// (engine/lora): past it a rank is refused here, before a model loads.
+const maxLoRARank = 1024
+
 func (c LoRAConfig) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
 	bad := func(field string, v any, rule string) {
 		errs = append(errs, fmt.Errorf("art: LoRAConfig.%s = %v: %s", field, v, rule))
 	}
-	if c.Rank < 0 {
-		bad("Rank", c.Rank, "must be > 0 (0 selects 8)")
+	if c.Rank < 0 || c.Rank > maxLoRARank {
+		bad("Rank", c.Rank, fmt.Sprintf("must be in [1, %d] (0 selects 8)", maxLoRARank))
 	}
 	if !isFinite(c.Alpha) || c.Alpha <= 0 {
 		bad("Alpha", c.Alpha, "must be a finite number > 0 (0 selects 16)")

@@ -141,7 +141,8 @@ func TestLoRAConfig(t *testing.T) {
 		want []string
 	}{
 		{"valid", LoRAConfig{Rank: 4, Alpha: 8, Dropout: 0.1, TargetModules: []string{"q_proj"}, LayersToTransform: []int{0, 3}}, nil},
-		{"negative rank", LoRAConfig{Rank: -1}, []string{"LoRAConfig.Rank = -1: must be > 0"}},
+		{"negative rank", LoRAConfig{Rank: -1}, []string{"LoRAConfig.Rank = -1: must be in [1, 1024]"}},
+		{"rank past the engine's", LoRAConfig{Rank: 1025}, []string{"LoRAConfig.Rank = 1025: must be in [1, 1024]"}},
 		{"alpha", LoRAConfig{Alpha: -2}, []string{"LoRAConfig.Alpha = -2"}},
 		{"dropout", LoRAConfig{Dropout: 1}, []string{"LoRAConfig.Dropout = 1: must be in [0, 1)"}},
 		{"empty targets", LoRAConfig{TargetModules: []string{}}, []string{"TargetModules = []: must name at least one module"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -232,8 +233,8 @@ func (o serveOptions) validate() error {
 		{"--request-timeout", o.requestTimeout < 0, ">= 0 (0: none)", o.requestTimeout},
 		{"--write-stall", o.writeStall < 0, ">= 0 (0: none)", o.writeStall},
 		{"--shutdown-timeout", o.shutdownTimeout < 0, ">= 0 (0 cancels requests in flight at once)", o.shutdownTimeout},
-		{"--lora-rank", o.loraRank < 0, ">= 0 (0: 8)", o.loraRank},
-		{"--lora-alpha", o.loraAlpha < 0, ">= 0 (0: 16)", o.loraAlpha},
+		{"--lora-rank", o.loraRank < 0 || o.loraRank > 1024, "in [0, 1024] (0: 8)", o.loraRank},
+		{"--lora-alpha", !(o.loraAlpha >= 0) || math.IsInf(o.loraAlpha, 1), "a finite number >= 0 (0: 16)", o.loraAlpha},
 	} {
 		if c.bad {
 			return fmt.Errorf("serve: %s must be %s, got %v", c.flag, c.want, c.got)

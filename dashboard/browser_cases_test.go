@@ -88,3 +88,37 @@ func TestBrowser_OddTrajectories(t *testing.T) {
 		t.Errorf("tool_calls [null, 7]: %d tool calls, %q; want 2, shown as written", d.ToolCalls, d.Text)
 	}
 }
+
+// Ensure every chart has a text alternative: an accessible name saying
+// what it shows (svg role="img" and an aria-label with each model's
+// points, last value and range) and a table of its values on demand.
+func TestBrowser_ChartsTextAlternative(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, root, testRun{project: "p", name: "a", steps: 4})
+	writeRun(t, root, testRun{project: "p", name: "b", steps: 3, gain: 0.5})
+	srv, _ := newTestServer(t, Config{Root: root})
+	var got struct {
+		Charts    []struct{ Metric, Role, Label string }
+		TableHead string
+		TableRows []string
+	}
+	runScenario(t, srv.URL+DefaultBasePath, "charts", &got)
+	if len(got.Charts) < 8 {
+		t.Fatalf("%d charts; want 8 or more", len(got.Charts))
+	}
+	for _, c := range got.Charts {
+		if c.Role != "img" || !strings.Contains(c.Label, c.Metric) || !strings.Contains(c.Label, "p/a") {
+			t.Errorf("chart %s: role %q, aria-label %q; want img and a label naming the metric and the models", c.Metric, c.Role, c.Label)
+		}
+	}
+	for _, c := range got.Charts {
+		// train/reward of p/a: 0.2 + 0.6*(1-exp(-x/10)) at steps 0..3.
+		if c.Metric == "train/reward" && !strings.Contains(c.Label, "p/a: 4 points, steps 0 to 3, last 0.3555") || c.Metric == "train/reward" && !strings.Contains(c.Label, "p/b: 3 points") {
+			t.Errorf("train/reward aria-label %q; want each model's points, steps and last value", c.Label)
+		}
+	}
+	if !strings.Contains(got.TableHead, "step") || !strings.Contains(got.TableHead, "p/a") || !strings.Contains(got.TableHead, "p/b") ||
+		len(got.TableRows) != 4 || got.TableRows[0] != "0 0.2 0.2" || !strings.HasPrefix(got.TableRows[3], "3 0.3555 –") {
+		t.Errorf("train/reward table: head %q rows %q; want step, p/a, p/b and a row per step", got.TableHead, got.TableRows)
+	}
+}

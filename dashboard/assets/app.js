@@ -11,6 +11,7 @@ const state = {
   focus: "",           // PROJECT/NAME shown
   overlay: new Set(),  // other runs drawn on the charts
   details: new Map(),  // id → api/run answer
+  openTables: new Set(), // metrics whose data table is open
   tab: "charts",
   t: { split: "", step: null, followLatest: true, sort: "-reward", min: "", max: "", q: "", offset: 0, limit: 50, index: null },
 };
@@ -257,9 +258,48 @@ function chartHTML(key, runs) {
     <text class="axis" x="${ML - 4}" y="${H - MB}" text-anchor="end">${esc(fmt(y0))}</text>
     <text class="axis" x="${ML}" y="${H - 6}">${fmt(x0)}</text>
     <text class="axis" x="${W - MR}" y="${H - 6}" text-anchor="end">step ${fmt(x1)}</text>`;
+  const open = state.openTables.has(key);
   return `<div class="chart" data-metric="${esc(key)}" data-x0="${x0}" data-x1="${x1}"><h3>${esc(key)}</h3>
-    <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none">${axis}${lines}</svg></div>`;
+    <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${esc(chartSummary(key, runs))}">${axis}${lines}</svg>
+    <details class="data"${open ? " open" : ""}><summary>table</summary>${open ? chartTable(key, runs) : ""}</details></div>`;
 }
+
+// chartSummary is a chart's text alternative: for each model, its points,
+// steps, last value and range.
+function chartSummary(key, runs) {
+  return key + ": " + runs.map((r) => {
+    const pts = r.metrics[key] || [];
+    if (!pts.length) return `${r.id}: no points`;
+    const [x, y] = pts[pts.length - 1];
+    if (pts.length === 1) return `${r.id}: 1 point, ${fmt(y)} at step ${fmt(x)}`;
+    let lo = Infinity, hi = -Infinity;
+    for (const p of pts) { lo = Math.min(lo, p[1]); hi = Math.max(hi, p[1]); }
+    return `${r.id}: ${pts.length} points, steps ${fmt(pts[0][0])} to ${fmt(x)}, last ${fmt(y)}, min ${fmt(lo)}, max ${fmt(hi)}`;
+  }).join("; ");
+}
+
+// chartTable is a chart's values as a table: a row per step, a column per
+// model (the last value logged at that step).
+function chartTable(key, runs) {
+  const cols = runs.map((r) => new Map((r.metrics[key] || []).map(([x, y]) => [x, y])));
+  const steps = [...new Set(cols.flatMap((c) => [...c.keys()]))].sort((a, b) => a - b);
+  return `<table><thead><tr><th>step</th>${runs.map((r) => `<th>${esc(r.id)}</th>`).join("")}</tr></thead><tbody>${
+    steps.map((s) => `<tr><td>${fmt(s)}</td>${cols.map((c) => `<td>${fmt(c.get(s))}</td>`).join("")}</tr>`).join("")}</tbody></table>`;
+}
+
+// A chart's table is drawn when opened (a long run has thousands of rows),
+// and stays open across redraws.
+$("#chart-grid").addEventListener("toggle", (ev) => {
+  const det = ev.target;
+  if (!det.matches || !det.matches("details.data")) return;
+  const key = det.closest(".chart").dataset.metric;
+  if (!det.open) { state.openTables.delete(key); det.querySelector("table")?.remove(); return; }
+  state.openTables.add(key);
+  if (det.querySelector("table")) return;
+  const d = state.details.get(state.focus);
+  const runs = [d, ...[...state.overlay].map((id) => state.details.get(id)).filter(Boolean)];
+  det.insertAdjacentHTML("beforeend", chartTable(key, runs));
+}, true);
 
 $("#metric-filter").addEventListener("input", () => renderCharts());
 

@@ -40,6 +40,22 @@ const scenarios = {
       });
     }
   },
+  // The charts of p/a with p/b overlaid: each one's accessible name (its
+  // svg's role and aria-label) and the rows of its data table once opened.
+  async charts(page, out) {
+    await open(page, "#run=p/a&tab=charts&overlay=p/b");
+    await page.waitForSelector('.chart[data-metric="train/reward"] .series[data-run="p/b"]');
+    out.charts = await page.$$eval(".chart", (cs) => cs.map((c) => {
+      const svg = c.querySelector("svg");
+      return { metric: c.dataset.metric, role: svg.getAttribute("role"), label: svg.getAttribute("aria-label") || "" };
+    }));
+    const reward = page.locator('.chart[data-metric="train/reward"]');
+    if (!(await reward.locator("summary").count())) return;
+    await reward.locator("summary").click();
+    await reward.locator("table tbody tr").first().waitFor();
+    out.tableHead = await reward.locator("table thead").textContent();
+    out.tableRows = await reward.locator("table tbody tr").evaluateAll((rs) => rs.map((r) => [...r.cells].map((c) => c.textContent).join(" ")));
+  },
 };
 
 const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));

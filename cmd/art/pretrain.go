@@ -90,6 +90,9 @@ func checkPretrainFlags(opt pretrain.Options, logEvery int) error {
 	if !(opt.StopLoss >= 0) || math.IsInf(opt.StopLoss, 0) {
 		return fmt.Errorf("pretrain: --stop-loss must be >= 0, got %v", opt.StopLoss)
 	}
+	if opt.StopLoss > 0 && (opt.HoldOut == 0 || opt.EvalEvery == 0) {
+		return fmt.Errorf("pretrain: --stop-loss %v needs --hold-out N and --eval-every N (a held-out loss measured during training)", opt.StopLoss)
+	}
 	return nil
 }
 

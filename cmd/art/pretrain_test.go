@@ -111,6 +111,7 @@ func TestPretrainCmd_BadNumbers(t *testing.T) {
 		{[]string{"--log-every", "-1"}, "pretrain: --log-every must be >= 0, got -1"},
 		{[]string{"--lr", "0"}, "pretrain: --lr must be > 0, got 0"},
 		{[]string{"--stop-loss", "-1"}, "pretrain: --stop-loss must be >= 0, got -1"},
+		{[]string{"--stop-loss", "0.5", "--hold-out", "2"}, "pretrain: --stop-loss 0.5 needs --hold-out N and --eval-every N (a held-out loss measured during training)"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			dir := t.TempDir()

@@ -122,3 +122,20 @@ func TestBrowser_ChartsTextAlternative(t *testing.T) {
 		t.Errorf("train/reward table: head %q rows %q; want step, p/a, p/b and a row per step", got.TableHead, got.TableRows)
 	}
 }
+
+// Ensure the keyboard alone reaches everything a click does: another model
+// in the list, the Trajectories tab, and a trajectory (Tab, then Enter).
+func TestBrowser_Keyboard(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, root, testRun{project: "p", name: "a", steps: 2})
+	writeRun(t, root, testRun{project: "p", name: "b", steps: 3, trajectories: 5, every: 1})
+	srv, _ := newTestServer(t, Config{Root: root})
+	var got struct {
+		ReachedRun, ReachedTab, ReachedRow bool
+		RowIndex, DetailHead               string
+	}
+	runScenario(t, srv.URL+DefaultBasePath, "keyboard", &got)
+	if !got.ReachedRun || !got.ReachedTab || !got.ReachedRow || !strings.Contains(got.DetailHead, "trajectory "+got.RowIndex+" ") {
+		t.Errorf("by keyboard: %+v; want model p/b, the Trajectories tab and a trajectory reached, and the trajectory opened", got)
+	}
+}

@@ -112,7 +112,7 @@ function renderRuns() {
     const reward = r.val_reward !== undefined ? "val " + fmt(r.val_reward) : r.train_reward !== undefined ? "train " + fmt(r.train_reward) : "";
     html += `<div class="run${r.id === state.focus ? " active" : ""}" data-id="${esc(r.id)}">
       <input type="checkbox" title="overlay on the charts" ${state.overlay.has(r.id) ? "checked" : ""} ${r.id === state.focus ? "disabled" : ""}>
-      <span class="name">${esc(r.name)}</span>
+      <button type="button" class="name"${r.id === state.focus ? ` aria-current="true"` : ""}>${esc(r.name)}</button>
       <span class="meta">${r.step >= 0 ? "@" + r.step : ""} ${esc(reward)}</span>
       ${r.warning ? `<span class="warn" title="${esc(r.warning)}">⚠</span>` : ""}
     </div>`;
@@ -191,7 +191,10 @@ function renderHead(d) {
 function selectTab(tab) {
   if (!["charts", "trajectories", "checkpoints"].includes(tab)) tab = "charts";
   state.tab = tab;
-  for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === tab);
+  for (const b of document.querySelectorAll("#tabs button")) {
+    b.classList.toggle("active", b.dataset.tab === tab);
+    b.setAttribute("aria-selected", String(b.dataset.tab === tab));
+  }
   for (const s of document.querySelectorAll(".tab")) s.hidden = s.id !== tab;
   writeHash();
   if (tab === "charts") renderCharts();
@@ -394,7 +397,7 @@ async function loadTrajectories() {
   if (seq !== latest.list) return;
   const rw = r.reward || {};
   $("#t-stats").textContent = `${r.total} trajectories at ${t.split} step ${t.step} (reward mean ${fmt(rw.mean)}, min ${fmt(rw.min)}, max ${fmt(rw.max)}); ${r.matched} match.`;
-  $("#t-list tbody").innerHTML = r.items.length ? r.items.map((it) => `<tr data-index="${it.index}"${it.index === t.index ? ` class="active"` : ""}>
+  $("#t-list tbody").innerHTML = r.items.length ? r.items.map((it) => `<tr tabindex="0" data-index="${it.index}"${it.index === t.index ? ` class="active"` : ""}>
     <td>${it.index}</td><td>${it.group}</td><td class="reward">${fmt(it.reward)}</td><td>${it.messages}</td><td class="preview">${esc(it.preview)}</td></tr>`).join("")
     : `<tr><td colspan="5" class="muted">No trajectory matches.</td></tr>`;
   $("#t-page").textContent = r.matched ? `${r.offset + 1}–${r.offset + r.items.length} of ${r.matched}` : "";
@@ -434,15 +437,24 @@ let qTimer;
 $("#t-q").addEventListener("input", () => { clearTimeout(qTimer); qTimer = setTimeout(trajectoryFilterChanged, 250); });
 $("#t-prev").addEventListener("click", () => { state.t.offset = Math.max(0, state.t.offset - state.t.limit); loadTrajectories(); });
 $("#t-next").addEventListener("click", () => { state.t.offset += state.t.limit; loadTrajectories(); });
-$("#t-list").addEventListener("click", (ev) => {
+// A trajectory opens on a click, or on Enter or Space on its focused row
+// (rows are in the Tab order).
+$("#t-list").addEventListener("click", (ev) => openRow(ev.target.closest("tr[data-index]")));
+$("#t-list").addEventListener("keydown", (ev) => {
+  if (ev.key !== "Enter" && ev.key !== " ") return;
   const tr = ev.target.closest("tr[data-index]");
+  if (!tr) return;
+  ev.preventDefault();
+  openRow(tr);
+});
+function openRow(tr) {
   if (!tr) return;
   for (const r of document.querySelectorAll("#t-list tr.active")) r.classList.remove("active");
   tr.classList.add("active");
   state.t.index = Number(tr.dataset.index);
   writeHash();
   loadTrajectory(state.t.index);
-});
+}
 
 // tokenColor maps a token's probability to red (unlikely) → yellow → green
 // (grey when the logprob is NaN). A logprob may come as "-Infinity",

@@ -56,6 +56,34 @@ const scenarios = {
     out.tableHead = await reward.locator("table thead").textContent();
     out.tableRows = await reward.locator("table tbody tr").evaluateAll((rs) => rs.map((r) => [...r.cells].map((c) => c.textContent).join(" ")));
   },
+
+  // The keyboard alone: Tab to model p/b and press Enter, then to the
+  // Trajectories tab, then to a trajectory and press Enter.
+  async keyboard(page, out) {
+    await open(page, "#run=p/a&tab=charts");
+    await page.waitForSelector(".chart");
+    const tabTo = async (test) => {
+      for (let i = 0; i < 80; i++) {
+        await page.keyboard.press("Tab");
+        if (await page.evaluate(test)) return true;
+      }
+      return false;
+    };
+    out.reachedRun = await tabTo(() => document.activeElement.closest('.run[data-id="p/b"]') !== null && document.activeElement.type !== "checkbox");
+    if (!out.reachedRun) return;
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => document.querySelector("#runhead h2")?.textContent === "p/b");
+    out.reachedTab = await tabTo(() => document.activeElement.dataset.tab === "trajectories");
+    if (!out.reachedTab) return;
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#t-list tbody tr[data-index]");
+    out.reachedRow = await tabTo(() => document.activeElement.closest("#t-list tbody tr[data-index]") !== null);
+    if (!out.reachedRow) return;
+    out.rowIndex = await page.evaluate(() => document.activeElement.closest("tr").dataset.index);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#t-detail .msg");
+    out.detailHead = await page.textContent("#t-detail h3");
+  },
 };
 
 const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));

@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -13,9 +15,11 @@ import (
 )
 
 // runScenario runs testdata/scenarios.mjs's scenario against url and
-// decodes the JSON it prints into out; it fails the test on page errors
-// (uncaught exceptions, dialogs) the scenario saw.
-func runScenario(t *testing.T, url, scenario string, out any) {
+// decodes the JSON it prints last into out; it fails the test on page
+// errors (uncaught exceptions, dialogs) the scenario saw. onLine, when not
+// nil, gets each line as it is printed (the scenario's requests to change
+// the store; the last, JSON, too).
+func runScenario(t *testing.T, url, scenario string, onLine func(string), out any) {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("drives a browser; the API is raced in the API tests")
@@ -27,12 +31,26 @@ func runScenario(t *testing.T, url, scenario string, out any) {
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	b, err := cmd.Output()
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		last = lines.Text()
+		if onLine != nil {
+			onLine(last)
+		}
+	}
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("scenarios.mjs %s: %v\n%s", scenario, err, stderr.String())
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	last := lines[len(lines)-1]
 	var errs struct{ PageErrors []string }
 	if err := json.Unmarshal([]byte(last), &errs); err != nil {
 		t.Fatalf("scenarios.mjs %s printed %q: %v", scenario, last, err)
@@ -66,7 +84,7 @@ func TestBrowser_OddTrajectories(t *testing.T) {
 			Titles    []string
 		}
 	}
-	runScenario(t, srv.URL+DefaultBasePath, "odd", &got)
+	runScenario(t, srv.URL+DefaultBasePath, "odd", nil, &got)
 	if len(got.Details) != 4 {
 		t.Fatalf("details %+v", got.Details)
 	}
@@ -102,7 +120,7 @@ func TestBrowser_ChartsTextAlternative(t *testing.T) {
 		TableHead string
 		TableRows []string
 	}
-	runScenario(t, srv.URL+DefaultBasePath, "charts", &got)
+	runScenario(t, srv.URL+DefaultBasePath, "charts", nil, &got)
 	if len(got.Charts) < 8 {
 		t.Fatalf("%d charts; want 8 or more", len(got.Charts))
 	}
@@ -134,8 +152,29 @@ func TestBrowser_Keyboard(t *testing.T) {
 		ReachedRun, ReachedTab, ReachedRow bool
 		RowIndex, DetailHead               string
 	}
-	runScenario(t, srv.URL+DefaultBasePath, "keyboard", &got)
+	runScenario(t, srv.URL+DefaultBasePath, "keyboard", nil, &got)
 	if !got.ReachedRun || !got.ReachedTab || !got.ReachedRow || !strings.Contains(got.DetailHead, "trajectory "+got.RowIndex+" ") {
 		t.Errorf("by keyboard: %+v; want model p/b, the Trajectories tab and a trajectory reached, and the trajectory opened", got)
+	}
+}
+
+// Ensure the open step's list follows its file: trajectories appended to
+// that step while it is shown (a step logged in several calls) appear
+// without a reload, and the open trajectory stays open.
+func TestBrowser_LiveAppendToShownStep(t *testing.T) {
+	root := t.TempDir()
+	d := writeRun(t, root, testRun{project: "p", name: "live", steps: 2, trajectories: 8, every: 1})
+	srv, _ := newTestServer(t, Config{Root: root, PollInterval: 100 * time.Millisecond})
+	var got struct{ Before, After, Detail string }
+	runScenario(t, srv.URL+DefaultBasePath, "live-append", func(line string) {
+		if line == "need-append" {
+			if err := d.AppendTrajectories("train", 1, trajectoryRows(8, 1)); err != nil {
+				t.Error(err)
+			}
+		}
+	}, &got)
+	if !strings.HasPrefix(got.Before, "8 trajectories at train step 1") || !strings.HasPrefix(got.After, "16 trajectories at train step 1") ||
+		!strings.HasPrefix(got.Detail, "trajectory ") {
+		t.Errorf("list before %q, after appending 8 %q, detail %q; want 8, then 16, the trajectory still open", got.Before, got.After, got.Detail)
 	}
 }

@@ -378,7 +378,10 @@ function renderTrajectoryControls(load) {
 // list or trajectory would replace the one asked for last.
 const latest = { list: 0, detail: 0 };
 
-async function loadTrajectories() {
+// loadTrajectories draws the list of the shown step (and the open
+// trajectory). quiet (a live update) leaves the page alone when the list
+// is unchanged, so that focus and the open trajectory stay as they are.
+async function loadTrajectories({ quiet = false } = {}) {
   const t = state.t;
   const params = { run: state.focus, split: t.split, step: t.step, sort: t.sort, offset: t.offset, limit: t.limit };
   if (t.min !== "") params.min = t.min;
@@ -389,12 +392,15 @@ async function loadTrajectories() {
   try {
     r = await api("trajectories", params);
   } catch (e) {
-    if (seq !== latest.list) return;
+    if (seq !== latest.list || quiet) return;
     $("#t-list tbody").innerHTML = `<tr><td colspan="5">${esc(e.message)}</td></tr>`;
     banner(e.message);
     return;
   }
   if (seq !== latest.list) return;
+  const drawn = JSON.stringify([params, r]);
+  if (quiet && drawn === t.drawn) return;
+  t.drawn = drawn;
   const rw = r.reward || {};
   $("#t-stats").textContent = `${r.total} trajectories at ${t.split} step ${t.step} (reward mean ${fmt(rw.mean)}, min ${fmt(rw.min)}, max ${fmt(rw.max)}); ${r.matched} match.`;
   $("#t-list tbody").innerHTML = r.items.length ? r.items.map((it) => `<tr tabindex="0" data-index="${it.index}"${it.index === t.index ? ` class="active"` : ""}>
@@ -542,6 +548,7 @@ function listen() {
         const before = state.t.step;
         renderTrajectoryControls(false);
         if (state.t.step !== before) { state.t.index = null; loadTrajectories(); }
+        else loadTrajectories({ quiet: true }); // the shown step's file may have grown
       }
     } else if (state.tab === "charts") {
       renderCharts();

@@ -84,6 +84,23 @@ const scenarios = {
     await page.waitForSelector("#t-detail .msg");
     out.detailHead = await page.textContent("#t-detail h3");
   },
+
+  // p/live's latest step shown with a trajectory open; the test appends
+  // trajectories to that step's file.
+  async "live-append"(page, out) {
+    await open(page, "#run=p/live&tab=trajectories");
+    await page.waitForSelector("#t-list tbody tr[data-index]");
+    await page.locator("#t-list tbody tr[data-index]").first().click();
+    await page.waitForSelector("#t-detail .msg");
+    await page.waitForSelector("#live.on");
+    out.before = await page.textContent("#t-stats");
+    console.log("need-append");
+    try {
+      await page.waitForFunction(() => document.querySelector("#t-stats").textContent.startsWith("16 "), null, { timeout: 10000 });
+    } catch (e) { /* reported below */ }
+    out.after = await page.textContent("#t-stats");
+    out.detail = await page.textContent("#t-detail h3").catch(() => "");
+  },
 };
 
 const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));

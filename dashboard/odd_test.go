@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,31 @@ func TestAPI_NonFiniteLogprob(t *testing.T) {
 	tok := tr.Messages[4].Tokens
 	if len(tok) != 5 || tok[1][0] != " took" || tok[1][1] != "-Infinity" || tok[2][1] != "NaN" || tok[3][1] != -2.9 {
 		t.Fatalf("tokens %v; want \" took\" at -Infinity, \" the\" at NaN, \" corner\" at -2.9", tok)
+	}
+}
+
+// Ensure malformed paging and index parameters are a 400 naming them, not
+// silently read as 0 or answered as a missing trajectory.
+func TestAPI_BadPaging(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, root, testRun{project: "p", name: "m", steps: 1, trajectories: 5, every: 1})
+	srv, _ := newTestServer(t, Config{Root: root})
+	base := srv.URL + DefaultBasePath + "api/"
+	for _, tc := range []struct{ path, want string }{
+		{"trajectories?run=p/m&split=train&step=0&offset=abc", `offset "abc": want a whole number ≥ 0`},
+		{"trajectories?run=p/m&split=train&step=0&offset=-5", `offset "-5": want a whole number ≥ 0`},
+		{"trajectories?run=p/m&split=train&step=0&limit=ten", `limit "ten": want a whole number ≥ 0`},
+		{"trajectories?run=p/m&split=train&step=0&limit=2.5", `limit "2.5": want a whole number ≥ 0`},
+		{"trajectory?run=p/m&split=train&step=0&index=x", `index "x": want a trajectory's number`},
+		{"trajectory?run=p/m&split=train&step=0", `index "": want a trajectory's number`},
+	} {
+		var e apiError
+		if st := get(t, srv.Client(), base+tc.path, &e); st != 400 || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("GET %s: %d %q; want 400 and %q", tc.path, st, e.Error, tc.want)
+		}
+	}
+	var list struct{ Items []trajectorySummary }
+	if st := get(t, srv.Client(), base+"trajectories?run=p/m&split=train&step=0&offset=4&limit=0", &list); st != 200 || len(list.Items) != 1 {
+		t.Errorf("offset 4, limit 0 (the default): %d, %d items; want 200 and 1", st, len(list.Items))
 	}
 }

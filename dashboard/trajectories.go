@@ -170,9 +170,27 @@ func (d *Dashboard) handleTrajectories(w http.ResponseWriter, r *http.Request) {
 	if !ok2 {
 		return
 	}
-	offset, _ := strconv.Atoi(q.Get("offset"))
-	limit, _ := strconv.Atoi(q.Get("limit"))
-	if limit <= 0 {
+	count := func(name string) (int, bool) {
+		s := q.Get(name)
+		if s == "" {
+			return 0, true
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s %q: want a whole number ≥ 0", name, s))
+			return 0, false
+		}
+		return n, true
+	}
+	offset, ok3 := count("offset")
+	if !ok3 {
+		return
+	}
+	limit, ok4 := count("limit")
+	if !ok4 {
+		return
+	}
+	if limit == 0 {
 		limit = defaultPage
 	}
 	limit = min(limit, maxPage)
@@ -275,7 +293,11 @@ func (d *Dashboard) handleTrajectory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	i, err := strconv.Atoi(r.URL.Query().Get("index"))
-	if err != nil || i < 0 || i >= len(rows) {
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("index %q: want a trajectory's number (its row, from 0)", r.URL.Query().Get("index")))
+		return
+	}
+	if i < 0 || i >= len(rows) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no trajectory %q at %s step %d (it has %d, numbered from 0)", r.URL.Query().Get("index"), split, step, len(rows)))
 		return
 	}

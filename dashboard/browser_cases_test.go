@@ -178,3 +178,21 @@ func TestBrowser_LiveAppendToShownStep(t *testing.T) {
 		t.Errorf("list before %q, after appending 8 %q, detail %q; want 8, then 16, the trajectory still open", got.Before, got.After, got.Detail)
 	}
 }
+
+// Ensure the page follows its URL: a link to another model or tab opened in
+// the same tab (only the hash changes) shows it.
+func TestBrowser_HashChange(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, root, testRun{project: "p", name: "a", steps: 2})
+	writeRun(t, root, testRun{project: "p", name: "b", steps: 3})
+	srv, _ := newTestServer(t, Config{Root: root})
+	var got struct {
+		Head             string
+		CheckpointsShown bool
+		Rows             int
+	}
+	runScenario(t, srv.URL+DefaultBasePath, "hash", nil, &got)
+	if got.Head != "p/b" || !got.CheckpointsShown || got.Rows != 3 {
+		t.Errorf("after the hash became run=p/b&tab=checkpoints: %+v; want p/b's 3 checkpoints", got)
+	}
+}

@@ -556,6 +556,16 @@ function listen() {
   });
 }
 
+// A link followed in this tab that changes only the hash (history.replaceState,
+// which the page uses, fires no hashchange) shows what it names.
+window.addEventListener("hashchange", () => {
+  state.t = { ...state.t, split: "", step: null, followLatest: true, offset: 0, index: null };
+  state.overlay = new Set();
+  readHash();
+  renderRuns();
+  showRun();
+});
+
 async function start() {
   readHash();
   const ok = await loadRuns();

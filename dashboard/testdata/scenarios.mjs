@@ -101,6 +101,20 @@ const scenarios = {
     out.after = await page.textContent("#t-stats");
     out.detail = await page.textContent("#t-detail h3").catch(() => "");
   },
+
+  // A link to another model's checkpoints followed in the same tab (only
+  // the URL's hash changes: the page is not reloaded).
+  async hash(page, out) {
+    await open(page, "#run=p/a&tab=charts");
+    await page.waitForSelector(".chart");
+    await page.evaluate(() => { location.hash = "run=p/b&tab=checkpoints"; });
+    try {
+      await page.waitForFunction(() => document.querySelector("#runhead h2")?.textContent === "p/b" && !document.querySelector("#checkpoints").hidden, null, { timeout: 10000 });
+    } catch (e) { /* reported below */ }
+    out.head = await page.textContent("#runhead h2");
+    out.checkpointsShown = await page.isVisible("#checkpoints");
+    out.rows = await page.locator("#ckpt tbody tr[data-step]").count();
+  },
 };
 
 const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));

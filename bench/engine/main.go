@@ -262,7 +262,7 @@ func ensureAssets(shape benchShape, root, modelDir, ggufPath string, dt kernels.
 		runtime.GC()
 	}
 	t0 := time.Now()
-	m, err := model.LoadWith(modelDir, model.LoadOptions{Quantize: q})
+	m, err := model.LoadWith(context.Background(), modelDir, model.LoadOptions{Quantize: q})
 	if err != nil {
 		return nil, err
 	}
@@ -1231,7 +1231,7 @@ func loadModel(dir, quantize string) (*model.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return model.LoadWith(dir, model.LoadOptions{Quantize: q})
+	return model.LoadWith(context.Background(), dir, model.LoadOptions{Quantize: q})
 }
 
 func runRSS(args []string) error {

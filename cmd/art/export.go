@@ -73,7 +73,7 @@ weights. The file is written atomically.`,
 			ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
 			start := time.Now()
 			fmt.Fprintf(stderr, "loading %s\n", dir)
-			m, err := interruptible(ctx, func() (*model.Model, error) { return model.LoadWith(dir, load) })
+			m, err := interruptible(ctx, func() (*model.Model, error) { return model.LoadWith(ctx, dir, load) })
 			if ctx.Err() != nil {
 				return fmt.Errorf("export gguf: interrupted while loading %s; %s not written", dir, out)
 			}

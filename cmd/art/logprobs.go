@@ -59,7 +59,7 @@ gives it after the tokens before it.`,
 			// for them.
 			ctx := cmd.Context()
 			folder, err := interruptible(ctx, func() (*hfmodel.Folder, error) {
-				return hfmodel.OpenWith(modelDir, model.LoadOptions{Quantize: quant})
+				return hfmodel.OpenWith(ctx, modelDir, model.LoadOptions{Quantize: quant})
 			})
 			if ctx.Err() != nil {
 				return errors.New("logprobs: interrupted")

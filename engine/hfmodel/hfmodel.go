@@ -7,6 +7,7 @@
 package hfmodel
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -33,11 +34,14 @@ type Folder struct {
 }
 
 // Open reads everything in dir, weights included.
-func Open(dir string) (*Folder, error) { return OpenWith(dir, model.LoadOptions{}) }
+func Open(dir string) (*Folder, error) {
+	return OpenWith(context.Background(), dir, model.LoadOptions{})
+}
 
-// OpenWith is Open with the weights loaded as opt says (quantized).
-func OpenWith(dir string, opt model.LoadOptions) (*Folder, error) {
-	m, err := model.LoadWith(dir, opt)
+// OpenWith is Open with the weights loaded as opt says (quantized),
+// stopping between tensors once ctx ends (model.LoadWith).
+func OpenWith(ctx context.Context, dir string, opt model.LoadOptions) (*Folder, error) {
+	m, err := model.LoadWith(ctx, dir, opt)
 	if err != nil {
 		return nil, fmt.Errorf("hfmodel: %w", err)
 	}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,12 +29,13 @@ type Model struct {
 // Matrices keep their stored dtype (F32, BF16 or F16). Every expected tensor
 // must be present with the right shape and every tensor in the files must be
 // used; the error lists all problems at once.
-func Load(dir string) (*Model, error) { return LoadWith(dir, LoadOptions{}) }
+func Load(dir string) (*Model, error) { return LoadWith(context.Background(), dir, LoadOptions{}) }
 
 // LoadWith is Load with options: opt.Quantize stores the matrices quantized,
 // each as soon as it is read, so the checkpoint's copy of only one matrix
-// is held beside the quantized model.
-func LoadWith(dir string, opt LoadOptions) (*Model, error) {
+// is held beside the quantized model. It stops between tensors once ctx
+// ends (a 7B model reads for about a minute), returning ctx's error.
+func LoadWith(ctx context.Context, dir string, opt LoadOptions) (*Model, error) {
 	if _, err := ParseQuantization(string(opt.Quantize)); err != nil {
 		return nil, err
 	}
@@ -51,7 +53,7 @@ func LoadWith(dir string, opt LoadOptions) (*Model, error) {
 	}
 	defer set.Close()
 	m := &Model{Config: cfg, Generation: gen}
-	if err := loadWeights(set, cfg, &m.W, opt.Quantize); err != nil {
+	if err := loadWeights(ctx, set, cfg, &m.W, opt.Quantize); err != nil {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
 	m.derive()
@@ -71,11 +73,14 @@ func New(cfg Config, w Weights) (*Model, error) {
 	return m, nil
 }
 
-func loadWeights(set *safetensors.Set, cfg Config, w *Weights, q Quantization) error {
+func loadWeights(ctx context.Context, set *safetensors.Set, cfg Config, w *Weights, q Quantization) error {
 	refs := tensorTable(cfg, w)
 	var problems []string
 	used := make(map[string]bool, len(refs))
 	for _, r := range refs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		used[r.name] = true
 		info, ok := set.Info(r.name)
 		if !ok {

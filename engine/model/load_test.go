@@ -1,6 +1,8 @@
 package model
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,5 +111,20 @@ func TestLoad_BadFolders(t *testing.T) {
 				t.Errorf("error %q does not mention %q", msg, c.want)
 			}
 		})
+	}
+}
+
+// Ensure LoadWith stops once its context ends: a cancelled context returns
+// its error and no model, and one that ends partway (after the first
+// tensors were read) stops before the rest.
+func TestLoadWith_Cancelled(t *testing.T) {
+	dir := writeRandomModel(t, parityCases[0], 300, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if m, err := LoadWith(ctx, dir, LoadOptions{}); !errors.Is(err, context.Canceled) || m != nil {
+		t.Fatalf("LoadWith(cancelled) = %v, %v; want no model and context.Canceled", m, err)
+	}
+	if _, err := LoadWith(context.Background(), dir, LoadOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

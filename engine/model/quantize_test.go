@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func testLoadWithQuant(t *testing.T, quant Quantization, dt kernels.DType, maxTo
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, err := LoadWith(dir, LoadOptions{Quantize: quant})
+			q, err := LoadWith(context.Background(), dir, LoadOptions{Quantize: quant})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func testLoadWithQuant(t *testing.T, quant Quantization, dt kernels.DType, maxTo
 				}
 			}
 			// The oracle: the same model with each matrix dequantized to fp32.
-			deq, err := LoadWith(dir, LoadOptions{Quantize: quant})
+			deq, err := LoadWith(context.Background(), dir, LoadOptions{Quantize: quant})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +140,7 @@ func TestParseQuantization(t *testing.T) {
 			t.Errorf("ParseQuantization(%q): err = %v, want an unknown-quantization error", s, err)
 		}
 	}
-	if _, err := LoadWith(t.TempDir(), LoadOptions{Quantize: "q3"}); err == nil || !strings.Contains(err.Error(), `"q3"`) {
+	if _, err := LoadWith(context.Background(), t.TempDir(), LoadOptions{Quantize: "q3"}); err == nil || !strings.Contains(err.Error(), `"q3"`) {
 		t.Errorf("LoadWith q3: err = %v, want it named", err)
 	}
 }

@@ -133,7 +133,7 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h := &Host{opt: opt, quant: quant, log: log, adapters: map[int]*lora.Adapter{}}
-	if h.folder, err = hfmodel.OpenWith(opt.BaseModel, model.LoadOptions{Quantize: quant}); err != nil {
+	if h.folder, err = hfmodel.OpenWith(ctx, opt.BaseModel, model.LoadOptions{Quantize: quant}); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
 	h.model, h.tok = h.folder.Model, h.folder.Tokenizer

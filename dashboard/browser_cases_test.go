@@ -196,3 +196,34 @@ func TestBrowser_HashChange(t *testing.T) {
 		t.Errorf("after the hash became run=p/b&tab=checkpoints: %+v; want p/b's 3 checkpoints", got)
 	}
 }
+
+// Ensure a model deleted while it is shown is no longer shown as if it
+// were there: its charts and heading go, a message says it is gone; written
+// again, it is shown again.
+func TestBrowser_DeletedWhileShown(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, root, testRun{project: "p", name: "keep", steps: 2})
+	d := writeRun(t, root, testRun{project: "p", name: "gone", steps: 3})
+	srv, _ := newTestServer(t, Config{Root: root, PollInterval: 100 * time.Millisecond})
+	var got struct {
+		TabsHidden             bool
+		Charts, RestoredCharts int
+		Head, Banner           string
+	}
+	runScenario(t, srv.URL+DefaultBasePath, "deleted", func(line string) {
+		switch line {
+		case "need-delete":
+			if err := os.RemoveAll(d.Path()); err != nil {
+				t.Error(err)
+			}
+		case "need-restore":
+			writeRun(t, root, testRun{project: "p", name: "gone", steps: 3})
+		}
+	}, &got)
+	if got.RestoredCharts < 8 {
+		t.Errorf("the model written again shows %d charts; want them all back", got.RestoredCharts)
+	}
+	if !got.TabsHidden || got.Charts != 0 || strings.Contains(got.Head, "p/gone") || !strings.Contains(got.Banner, `no model "p/gone"`) {
+		t.Errorf("after deleting the shown model: %+v; want no tabs, charts or heading of it, and a message", got)
+	}
+}

@@ -166,10 +166,7 @@ async function showRun() {
   try {
     d = await loadDetail(state.focus);
   } catch (e) {
-    $("#runhead").innerHTML = "";
-    $("#tabs").hidden = true;
-    for (const s of document.querySelectorAll(".tab")) s.hidden = true;
-    banner(e.message);
+    hideRun(e.message);
     return;
   }
   await loadOverlay();
@@ -177,6 +174,16 @@ async function showRun() {
   renderHead(d);
   $("#tabs").hidden = false;
   selectTab(state.tab);
+}
+
+// hideRun clears the shown model (it cannot be read, or is gone) and says
+// why.
+function hideRun(msg) {
+  state.details.delete(state.focus);
+  $("#runhead").innerHTML = "";
+  $("#tabs").hidden = true;
+  for (const s of document.querySelectorAll(".tab")) s.hidden = true;
+  banner(msg);
 }
 
 function renderHead(d) {
@@ -538,9 +545,15 @@ function listen() {
     const visible = [state.focus, ...state.overlay].filter((id) => changed.includes(id));
     if (!visible.length) return;
     for (const id of visible) {
-      try { await loadDetail(id); } catch (e) { banner(e.message); }
+      try {
+        await loadDetail(id);
+      } catch (e) {
+        if (id === state.focus) hideRun(e.message); // deleted, say
+        else { state.overlay.delete(id); state.details.delete(id); banner(e.message); }
+      }
     }
     if (changed.includes(state.focus) && state.details.has(state.focus)) {
+      if ($("#tabs").hidden) { showRun(); return; } // it was gone, or unreadable, and is back
       renderHead(state.details.get(state.focus));
       if (state.tab === "charts") renderCharts();
       if (state.tab === "checkpoints") renderCheckpoints();

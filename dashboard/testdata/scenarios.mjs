@@ -115,6 +115,27 @@ const scenarios = {
     out.checkpointsShown = await page.isVisible("#checkpoints");
     out.rows = await page.locator("#ckpt tbody tr[data-step]").count();
   },
+
+  // p/gone's charts shown; the test deletes its folder, then writes it
+  // again.
+  async deleted(page, out) {
+    await open(page, "#run=p/gone&tab=charts");
+    await page.waitForSelector(".chart .series");
+    await page.waitForSelector("#live.on");
+    console.log("need-delete");
+    try {
+      await page.waitForFunction(() => document.querySelector("#tabs").hidden, null, { timeout: 10000 });
+    } catch (e) { /* reported below */ }
+    out.tabsHidden = await page.evaluate(() => document.querySelector("#tabs").hidden);
+    out.charts = await page.locator(".chart:visible").count();
+    out.head = await page.textContent("#runhead");
+    out.banner = await page.textContent("#banner");
+    console.log("need-restore");
+    try {
+      await page.waitForSelector(".chart .series", { timeout: 10000 });
+    } catch (e) { /* reported below */ }
+    out.restoredCharts = await page.locator(".chart:visible").count();
+  },
 };
 
 const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));

@@ -39,6 +39,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,8 +266,14 @@ func (b *Backend) lookup(m *art.TrainableModel) (*remoteModel, error) {
 }
 
 // Register creates the model on the service, or finds it if it exists
-// (return_existing), and starts serving it on a loopback proxy.
+// (return_existing), and starts serving it on a loopback proxy. The
+// service chooses the adapter's LoRA configuration: a TrainableModel.LoRA
+// other than the default fails with errors.ErrUnsupported instead of
+// being dropped.
 func (b *Backend) Register(ctx context.Context, m *art.TrainableModel) error {
+	if !reflect.DeepEqual(m.LoRA.WithDefaults(), art.LoRAConfig{}.WithDefaults()) {
+		return fmt.Errorf("serverless: register model %q: the service chooses the adapter's LoRA configuration (rank, alpha, modules); leave TrainableModel.LoRA unset: %w", m.Name, errors.ErrUnsupported)
+	}
 	if _, err := b.lookup(m); err == nil {
 		return nil
 	}

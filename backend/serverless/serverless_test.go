@@ -209,6 +209,26 @@ func TestSFTNeedsUpload(t *testing.T) {
 	}
 }
 
+// Ensure a LoRA configuration the service would not apply is refused at
+// Register, and the default one, spelled out or not, is accepted.
+func TestRegister_LoRAUnsupported(t *testing.T) {
+	f := newFakeService(t)
+	b, err := serverless.New(serverless.Options{BaseURL: f.url, APIKey: wandbKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m := arttest.NewEnv(t).Model()
+	m.LoRA = art.LoRAConfig{Rank: 32}
+	if err := m.Register(context.Background(), b); !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "TrainableModel.LoRA") {
+		t.Fatalf("Register with rank 32 = %v; want ErrUnsupported naming TrainableModel.LoRA", err)
+	}
+	m.LoRA = art.LoRAConfig{}.WithDefaults()
+	if err := m.Register(context.Background(), b); err != nil {
+		t.Fatalf("Register with the default LoRA spelled out: %v", err)
+	}
+}
+
 func TestNewNeedsKey(t *testing.T) {
 	if _, err := serverless.New(serverless.Options{}); err == nil || !strings.Contains(err.Error(), "WANDB_API_KEY") {
 		t.Fatalf("New without a key = %v; want an error naming WANDB_API_KEY", err)

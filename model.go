@@ -49,7 +49,10 @@ type Model struct {
 
 	// InferenceBaseURL, InferenceAPIKey and InferenceModelName say where
 	// OpenAIClient sends requests and which model id to ask for. The API key
-	// is never written to disk.
+	// is never written to disk. A TrainableModel's Train and TrainSFT set
+	// InferenceModelName to the new step: while one may be running, read
+	// the latest model id with TrainableModel.InferenceName(-1), which is
+	// safe to call from any goroutine, not from the field.
 	InferenceBaseURL   string `json:"inference_base_url,omitempty"`
 	InferenceAPIKey    string `json:"-"`
 	InferenceModelName string `json:"inference_model_name,omitempty"`

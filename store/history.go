@@ -132,7 +132,7 @@ func (e *CorruptLinesError) Unwrap() error { return e.Err }
 // along with every row that could be read.
 func (d *ModelDir) ReadHistory() ([]map[string]any, error) {
 	path := filepath.Join(d.path, HistoryFile)
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -153,8 +153,8 @@ func (d *ModelDir) ReadHistory() ([]map[string]any, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var row map[string]any
-		if err := json.Unmarshal(line, &row); err != nil || row == nil {
+		row, err := decodeHistoryLine(line)
+		if err != nil || row == nil {
 			if err == nil {
 				err = errors.New("not a JSON object")
 			}
@@ -170,4 +170,73 @@ func (d *ModelDir) ReadHistory() ([]map[string]any, error) {
 		return rows, corrupt
 	}
 	return rows, nil
+}
+
+// decodeHistoryLine decodes one line of history.jsonl. A line with NaN,
+// Infinity or -Infinity (Python's json writes them, so ART's history may
+// hold them; they are not JSON) decodes with those values left out, as
+// AppendHistory leaves them out.
+func decodeHistoryLine(line []byte) (map[string]any, error) {
+	var row map[string]any
+	err := json.Unmarshal(line, &row)
+	if err == nil {
+		return row, nil
+	}
+	fixed, ok := nonFiniteToNull(line)
+	if !ok {
+		return nil, err
+	}
+	row = nil
+	if json.Unmarshal(fixed, &row) != nil {
+		return nil, err
+	}
+	for k, v := range row {
+		if v == nil {
+			delete(row, k)
+		}
+	}
+	return row, nil
+}
+
+// nonFiniteToNull returns line with each NaN, Infinity and -Infinity outside
+// its strings replaced by null, and whether there were any.
+func nonFiniteToNull(line []byte) ([]byte, bool) {
+	out := make([]byte, 0, len(line))
+	found, inString := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if inString {
+			out = append(out, c)
+			switch c {
+			case '\\':
+				if i+1 < len(line) {
+					i++
+					out = append(out, line[i])
+				}
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		if tok := nonFiniteAt(line[i:]); tok > 0 {
+			out = append(out, "null"...)
+			i += tok - 1
+			found = true
+			continue
+		}
+		inString = c == '"'
+		out = append(out, c)
+	}
+	return out, found
+}
+
+// nonFiniteAt returns the length of the NaN, Infinity or -Infinity that b
+// starts with, or 0.
+func nonFiniteAt(b []byte) int {
+	for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
+		if bytes.HasPrefix(b, []byte(tok)) {
+			return len(tok)
+		}
+	}
+	return 0
 }

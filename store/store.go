@@ -133,7 +133,7 @@ func (d *ModelDir) WriteModel(v any) error {
 // satisfying errors.Is(err, fs.ErrNotExist).
 func (d *ModelDir) ReadModel(v any) error {
 	path := filepath.Join(d.path, ModelFile)
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return fmt.Errorf("store: read model: %w", err)
 	}
@@ -160,7 +160,7 @@ func (d *ModelDir) writeFile(name string, data []byte) error {
 // the file does not exist yet.
 func (d *ModelDir) ReadState() (map[string]any, error) {
 	path := filepath.Join(d.path, StateFile)
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -267,6 +267,20 @@ func (d *ModelDir) lock(name string) (unlock func(), err error) {
 		unlockFile(f)
 		f.Close()
 	}, nil
+}
+
+// readRegular reads the file at path, refusing anything but a regular file
+// (a named pipe put in its place would block the read, and every request
+// of the dashboard or a server that makes it, forever).
+func readRegular(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	return os.ReadFile(path)
 }
 
 // deepMerge returns a new map holding base overlaid with patch. Neither input

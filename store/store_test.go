@@ -201,6 +201,29 @@ func TestHistory(t *testing.T) {
 	}
 }
 
+// Ensure history lines written by Python's json (ART's), which writes NaN,
+// Infinity and -Infinity, read with those values left out instead of as
+// corrupted lines; the words inside strings stay as they are, and a line
+// that is broken for another reason is still corrupted.
+func TestHistory_PythonNonFinite(t *testing.T) {
+	d := newDir(t)
+	os.MkdirAll(d.Path(), 0o755)
+	content := `{"step": 1, "train/reward": NaN, "train/loss": Infinity, "train/kl": -Infinity, "note": "NaN \" Infinity", "train/n": 3}` + "\n" +
+		`{"step": 2, "train/reward": NaN, oops}` + "\n"
+	if err := os.WriteFile(filepath.Join(d.Path(), HistoryFile), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadHistory()
+	var ce *CorruptLinesError
+	if !errors.As(err, &ce) || !slices.Equal(ce.Lines, []int{2}) {
+		t.Fatalf("ReadHistory error = %v; want line 2 corrupted", err)
+	}
+	want := []map[string]any{{"step": 1.0, "note": `NaN " Infinity`, "train/n": 3.0}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Fatalf("rows = %v; want %v", rows, want)
+	}
+}
+
 func TestHistory_TornAndCorruptLines(t *testing.T) {
 	d := newDir(t)
 	path := filepath.Join(d.Path(), HistoryFile)

@@ -35,9 +35,14 @@ func (d *Dashboard) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	q := r.URL.Query()
 	if key := q.Get("key"); key != "" && d.sameKey(key) {
+		// Lax, not Strict: a link to the dashboard followed from a chat or
+		// a mail is a navigation from another site, which a Strict cookie
+		// is not sent with (a 401 until the key is given again). Every
+		// route is a read (GET), and Lax still keeps the cookie off other
+		// sites' requests for scripts, frames and fetches.
 		http.SetCookie(w, &http.Cookie{
 			Name: cookieName, Value: d.cookie, Path: strings.TrimSuffix(d.cfg.BasePath, "/"),
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
 		})
 		q.Del("key")
 		u := *r.URL

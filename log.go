@@ -155,6 +155,11 @@ func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []Traj
 		}
 	}
 	row := call.Row
+	if !found && call.ID == "" { // no groups: the entry is made with the row
+		if call, err = store.NewLogCall(); err != nil {
+			return err
+		}
+	}
 	if row == nil {
 		metrics, dropped := logMetrics(groups, split, extra)
 		if len(dropped) > 0 {

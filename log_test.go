@@ -309,3 +309,26 @@ func TestLog_Concurrent(t *testing.T) {
 		t.Fatalf("a journal entry is left: %v", state["log_journal"])
 	}
 }
+
+// Ensure a Log without trajectories (metrics only, or groups of exceptions)
+// made twice logs twice and leaves no journal entry: its entry is made with
+// its history row (the fuzzer found a second such call refused as damaged).
+func TestLog_WithoutTrajectoriesTwice(t *testing.T) {
+	ctx := context.Background()
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	step := 1
+	for _, groups := range [][]TrajectoryGroup{nil, {{Exceptions: []Exception{{Type: "x"}}}}} {
+		for range 2 {
+			if err := m.Log(ctx, groups, LogOptions{Step: &step, Metrics: map[string]float64{"x": 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d, _ := m.Dir()
+	if hist, err := d.ReadHistory(); err != nil || len(hist) != 4 {
+		t.Fatalf("history %v (%v); want 4 rows", hist, err)
+	}
+	if state, err := d.ReadState(); err != nil || state["log_journal"] != nil {
+		t.Fatalf("state %v (%v); want no journal left", state, err)
+	}
+}

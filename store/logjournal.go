@@ -67,19 +67,30 @@ func (d *ModelDir) BeginLog(key string) (LogCall, error) {
 		if c, found, err = logCall(state, key); err != nil || found {
 			return err
 		}
-		var id [8]byte
-		if _, err := rand.Read(id[:]); err != nil {
-			return fmt.Errorf("store: log journal: %w", err)
+		if c, err = NewLogCall(); err != nil {
+			return err
 		}
-		c = LogCall{ID: hex.EncodeToString(id[:]), Started: time.Now().UTC().Format(time.RFC3339Nano)}
 		return PutLogCall(state, key, c)
 	})
 	return c, err
 }
 
+// NewLogCall returns a new call's journal entry, with a fresh ID.
+func NewLogCall() (LogCall, error) {
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return LogCall{}, fmt.Errorf("store: log journal: %w", err)
+	}
+	return LogCall{ID: hex.EncodeToString(id[:]), Started: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+}
+
 // PutLogCall sets key's journal entry in state (a state.json map being
-// updated), dropping the oldest entries past maxLogJournal.
+// updated), dropping the oldest entries past maxLogJournal. c must have an
+// ID (NewLogCall).
 func PutLogCall(state map[string]any, key string, c LogCall) error {
+	if c.ID == "" {
+		return fmt.Errorf("store: log journal: entry %s without an id", key)
+	}
 	journal, _ := state[logJournalKey].(map[string]any)
 	if journal == nil {
 		journal = map[string]any{}
@@ -128,13 +139,14 @@ func DropLogCall(state map[string]any, key string) {
 	}
 }
 
-// EndLog removes key's journal entry: the call is complete.
+// EndLog removes key's journal entry (damaged or not): the call is
+// complete.
 func (d *ModelDir) EndLog(key string) error {
 	state, err := d.ReadState()
 	if err != nil {
 		return err
 	}
-	if _, found, _ := logCall(state, key); !found {
+	if journal, _ := state[logJournalKey].(map[string]any); journal[key] == nil {
 		return nil
 	}
 	_, err = d.UpdateState(func(state map[string]any) error {

@@ -169,13 +169,14 @@ func median(v []float64) float64 {
 
 // BenchmarkDecodeStepChunks is a single sequence's decoding step (one row)
 // over Qwen2.5-0.5B's shapes (benchStepRows) with each product cut into
-// 1, 2, 4 or 8 chunks per goroutine: Q4 and Q8 on UnitInt8, bf16 on
-// UnitBF16, where the CPU has them.
+// 1, 4 or 8 chunks per goroutine, taken from each goroutine's own range
+// (runOwned) or, for 8, also dealt from one counter: Q4 and Q8 on
+// UnitInt8, bf16 on UnitBF16, where the CPU has them.
 func BenchmarkDecodeStepChunks(b *testing.B) {
-	defer func(u Unit, c int) { unit, decodeChunks = u, c }(currentUnit(), decodeChunks)
-	var variants []stepVariant
-	for _, c := range []int{1, 2, 4, 8} {
-		variants = append(variants, stepVariant{fmt.Sprint("chunks", c), func() { decodeChunks = c }})
+	defer func(u Unit, c int, o bool) { unit, decodeChunks, ownedRanges = u, c, o }(currentUnit(), decodeChunks, ownedRanges)
+	variants := []stepVariant{{"counter8", func() { decodeChunks, ownedRanges = 8, false }}}
+	for _, c := range []int{1, 4, 8} {
+		variants = append(variants, stepVariant{fmt.Sprint("owned", c), func() { decodeChunks, ownedRanges = c, true }})
 	}
 	r := rand.New(rand.NewPCG(8, 13))
 	for _, dt := range []DType{Q4, Q8, BF16} {

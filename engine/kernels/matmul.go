@@ -279,27 +279,99 @@ func (j *job) do(p *plan, u int) {
 func runJobs(t int, js []job) {
 	plans := make([]plan, len(js))
 	total := 0
+	decoding := true
 	for i := range js {
 		plans[i] = js[i].plan(t)
 		total += plans[i].units
+		decoding = decoding && js[i].stream() && js[i].M <= 8
 	}
 	t = min(t, total)
+	// do computes unit u of the jobs' units taken in order.
+	do := func(u int) {
+		i := 0
+		for u >= plans[i].units {
+			u -= plans[i].units
+			i++
+		}
+		js[i].do(&plans[i], u)
+	}
+	if decoding && ownedRanges {
+		runOwned(t, total, do)
+		return
+	}
 	var next atomic.Int64
-	work := func() {
-		i, first := 0, 0 // job of the last unit taken, and its first unit
+	parallel.Run(t, func() {
 		for {
 			u := int(next.Add(1) - 1)
 			if u >= total {
 				return
 			}
-			for u-first >= plans[i].units {
-				first += plans[i].units
-				i++
+			do(u)
+		}
+	})
+}
+
+// ownedRanges makes decoding products run on runOwned (a variable for
+// benchmarks).
+var ownedRanges = true
+
+// runOwned computes units [0, total) with do on t goroutines, each owning
+// a contiguous range of them: it takes its own from the front, in order, so
+// the weights it streams are one run of memory, and when its range is done
+// it takes the last unit left of another range, so a goroutine that is
+// descheduled, or joins late, delays the call by one unit, as with a
+// shared counter. With the units dealt from one counter instead, each
+// goroutine's stream jumped over the other's units at every unit.
+func runOwned(t, total int, do func(u int)) {
+	// Each range is one word: its next unit (front) in the high half, its
+	// end (back, exclusive) in the low half, so that the owner taking from
+	// the front and a thief taking from the back agree with one CAS.
+	ranges := make([]atomic.Uint64, t)
+	for r := range ranges {
+		ranges[r].Store(uint64(r*total/t)<<32 | uint64((r+1)*total/t))
+	}
+	var joined atomic.Int64
+	parallel.Run(t, func() {
+		own := int(joined.Add(1)-1) % t
+		for {
+			u, ok := takeFront(&ranges[own])
+			for r := 1; !ok && r < t; r++ {
+				u, ok = takeBack(&ranges[(own+r)%t])
 			}
-			js[i].do(&plans[i], u-first)
+			if !ok {
+				return
+			}
+			do(u)
+		}
+	})
+}
+
+// takeFront takes the next unit from the front of range w.
+func takeFront(w *atomic.Uint64) (int, bool) {
+	for {
+		v := w.Load()
+		front, back := v>>32, v&(1<<32-1)
+		if front >= back {
+			return 0, false
+		}
+		if w.CompareAndSwap(v, (front+1)<<32|back) {
+			return int(front), true
 		}
 	}
-	parallel.Run(t, work)
+}
+
+// takeBack takes the last unit of range w.
+func takeBack(w *atomic.Uint64) (int, bool) {
+	for {
+		v := w.Load()
+		front, back := v>>32, v&(1<<32-1)
+		if front >= back {
+			return 0, false
+		}
+		if w.CompareAndSwap(v, front<<32|(back-1)) {
+			return int(back - 1), true
+		}
+	}
 }
 
 // Pooled scratch buffers: per-goroutine B blocks and transposed A blocks.

@@ -1,14 +1,9 @@
 package dashboard
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,32 +20,7 @@ func runScenario(t *testing.T, url, scenario string, onLine func(string), out an
 		t.Skip("drives a browser; the API is raced in the API tests")
 	}
 	nodeModules := browser(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "scenarios.mjs"), url, chromiumPath, scenario)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var last string
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
-	for lines.Scan() {
-		last = lines.Text()
-		if onLine != nil {
-			onLine(last)
-		}
-	}
-	io.Copy(io.Discard, stdout)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("scenarios.mjs %s: %v\n%s", scenario, err, stderr.String())
-	}
+	last, _ := runNode(t, nodeModules, onLine, "scenarios.mjs", url, chromiumPath, scenario)
 	var errs struct{ PageErrors []string }
 	if err := json.Unmarshal([]byte(last), &errs); err != nil {
 		t.Fatalf("scenarios.mjs %s printed %q: %v", scenario, last, err)

@@ -53,12 +53,24 @@ func findBrowser(t *testing.T) (string, bool) {
 // decodes the last (JSON) into out.
 func runBrowser(t *testing.T, nodeModules, url, mode, outDir string, onLine func(string), out any) {
 	t.Helper()
+	last, stderr := runNode(t, nodeModules, onLine, "browser.mjs", url, chromiumPath, outDir, mode)
+	if err := json.Unmarshal([]byte(last), out); err != nil {
+		t.Fatalf("browser.mjs printed %q: %v\n%s", last, err, stderr)
+	}
+}
+
+// runNode runs the node script testdata/<script> with args (playwright-core
+// from nodeModules), for at most three minutes, calls onLine (if not nil)
+// with each line it prints, and returns the last line and its stderr. A
+// script that fails fails the test.
+func runNode(t *testing.T, nodeModules string, onLine func(string), script string, args ...string) (last, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("testdata", "browser.mjs"), url, chromiumPath, outDir, mode)
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join("testdata", script)}, args...)...)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +78,6 @@ func runBrowser(t *testing.T, nodeModules, url, mode, outDir string, onLine func
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var last string
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(nil, 1<<20)
 	for lines.Scan() {
@@ -77,11 +88,9 @@ func runBrowser(t *testing.T, nodeModules, url, mode, outDir string, onLine func
 	}
 	io.Copy(io.Discard, stdout)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("browser.mjs: %v\n%s", err, stderr.String())
+		t.Fatalf("%s %s: %v\n%s", script, strings.Join(args[min(len(args), 2):], " "), err, errOut.String())
 	}
-	if err := json.Unmarshal([]byte(last), out); err != nil {
-		t.Fatalf("browser.mjs printed %q: %v\n%s", last, err, stderr.String())
-	}
+	return last, errOut.String()
 }
 
 // browserResult is what testdata/browser.mjs prints.

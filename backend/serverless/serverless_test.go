@@ -212,11 +212,7 @@ func TestSFTNeedsUpload(t *testing.T) {
 // Ensure a LoRA configuration the service would not apply is refused at
 // Register, and the default one, spelled out or not, is accepted.
 func TestRegister_LoRAUnsupported(t *testing.T) {
-	f := newFakeService(t)
-	b, err := serverless.New(serverless.Options{BaseURL: f.url, APIKey: wandbKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBackend(t, newFakeService(t), serverless.Options{})
 	defer b.Close()
 	m := arttest.NewEnv(t).Model()
 	m.LoRA = art.LoRAConfig{Rank: 32}

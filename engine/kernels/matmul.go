@@ -334,9 +334,9 @@ func runOwned(t, total int, do func(u int)) {
 	parallel.Run(t, func() {
 		own := int(joined.Add(1)-1) % t
 		for {
-			u, ok := takeFront(&ranges[own])
+			u, ok := take(&ranges[own], false)
 			for r := 1; !ok && r < t; r++ {
-				u, ok = takeBack(&ranges[(own+r)%t])
+				u, ok = take(&ranges[(own+r)%t], true)
 			}
 			if !ok {
 				return
@@ -346,30 +346,21 @@ func runOwned(t, total int, do func(u int)) {
 	})
 }
 
-// takeFront takes the next unit from the front of range w.
-func takeFront(w *atomic.Uint64) (int, bool) {
+// take takes a unit of range w: the next from its front (its owner), or
+// the last from its back (another goroutine, done with its own).
+func take(w *atomic.Uint64, fromBack bool) (int, bool) {
 	for {
 		v := w.Load()
 		front, back := v>>32, v&(1<<32-1)
 		if front >= back {
 			return 0, false
 		}
-		if w.CompareAndSwap(v, (front+1)<<32|back) {
-			return int(front), true
+		u, next := front, (front+1)<<32|back
+		if fromBack {
+			u, next = back-1, front<<32|(back-1)
 		}
-	}
-}
-
-// takeBack takes the last unit of range w.
-func takeBack(w *atomic.Uint64) (int, bool) {
-	for {
-		v := w.Load()
-		front, back := v>>32, v&(1<<32-1)
-		if front >= back {
-			return 0, false
-		}
-		if w.CompareAndSwap(v, front<<32|(back-1)) {
-			return int(back - 1), true
+		if w.CompareAndSwap(v, next) {
+			return int(u), true
 		}
 	}
 }

@@ -7,27 +7,13 @@
 // pointing at the node_modules holding playwright-core). "check" walks
 // through the page on the test's small runs; "perf" times the large run of
 // TestLargeRun (big/agent: 1,000 steps, 10,000 trajectories a step).
-import { createRequire } from "node:module";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { withChromium } from "./chromium.mjs";
 
-const require = createRequire(process.env.NODE_PATH + "/");
-const { chromium } = require("playwright-core");
 const [url, executablePath, outDir, mode] = process.argv.slice(2);
 
-// A fresh profile each run; launchPersistentContext is how playwright
-// takes --user-data-dir.
-const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath,
-  headless: true,
-  timeout: 60000,
-  viewport: { width: 1280, height: 800 },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
 const out = { consoleErrors: [] };
-try {
+await withChromium(executablePath, async (browser) => {
   const page = await browser.newPage();
   page.setDefaultTimeout(45000); // a CI machine runs other test packages beside this one
   // The API's 4xx answers to the bad input below are logged by the browser
@@ -42,10 +28,7 @@ try {
   } else {
     await check(page, out);
   }
-} finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});
 console.log(JSON.stringify(out));
 
 // perf times how long the large run's pages take from navigation to drawn.

@@ -4,13 +4,8 @@
 //
 // Usage: node scenarios.mjs URL CHROMIUM SCENARIO  (NODE_PATH pointing at
 // the node_modules holding playwright-core).
-import { createRequire } from "node:module";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { withChromium } from "./chromium.mjs";
 
-const require = createRequire(process.env.NODE_PATH + "/");
-const { chromium } = require("playwright-core");
 const [url, executablePath, scenario] = process.argv.slice(2);
 
 // open loads the page at hash from a blank one.
@@ -138,23 +133,12 @@ const scenarios = {
   },
 };
 
-const profile = mkdtempSync(join(tmpdir(), "art-chromium-"));
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath,
-  headless: true,
-  timeout: 60000,
-  viewport: { width: 1280, height: 800 },
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-});
 const out = { pageErrors: [] };
-try {
+await withChromium(executablePath, async (browser) => {
   const page = await browser.newPage();
   page.setDefaultTimeout(20000);
   page.on("pageerror", (e) => out.pageErrors.push(String(e)));
   page.on("dialog", (d) => { out.pageErrors.push("dialog: " + d.message()); d.dismiss(); });
   await scenarios[scenario](page, out);
-} finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});
 console.log(JSON.stringify(out));

@@ -144,22 +144,23 @@ func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []Traj
 	if err != nil {
 		return err
 	}
+	switch {
+	case found:
+	case len(rows) > 0: // saved before the rows land, to name them
+		call, err = d.BeginLog(key)
+	default: // saved with the history row
+		call, err = store.NewLogCall()
+	}
+	if err != nil {
+		return err
+	}
 	if len(rows) > 0 {
-		if !found {
-			if call, err = d.BeginLog(key); err != nil {
-				return err
-			}
-		}
 		if _, err := d.AppendTrajectoriesOnce(split, step, rows, call.ID); err != nil {
 			return err
 		}
 	}
-	row := call.Row
-	if !found && call.ID == "" { // no groups: the entry is made with the row
-		if call, err = store.NewLogCall(); err != nil {
-			return err
-		}
-	}
+	row := call.Row // a failed attempt's row, saved with its totals
+	retried := row != nil
 	if row == nil {
 		metrics, dropped := logMetrics(groups, split, extra)
 		if len(dropped) > 0 {
@@ -192,11 +193,10 @@ func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []Traj
 		if err != nil {
 			return err
 		}
-		found = false // this call recorded the row: it is not in history yet
 	}
 	if row != nil {
 		written := false
-		if found {
+		if retried {
 			at, _ := row["recorded_at"].(string)
 			if written, err = d.HistoryHasRow(at); err != nil {
 				return err

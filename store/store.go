@@ -273,14 +273,22 @@ func (d *ModelDir) lock(name string) (unlock func(), err error) {
 // (a named pipe put in its place would block the read, and every request
 // of the dashboard or a server that makes it, forever).
 func readRegular(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
+	if err := checkRegular(path); err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
-	}
 	return os.ReadFile(path)
+}
+
+// checkRegular returns an error unless path is a regular file.
+func checkRegular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	return nil
 }
 
 // deepMerge returns a new map holding base overlaid with patch. Neither input

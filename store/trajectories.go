@@ -256,10 +256,8 @@ func ReadTrajectoriesFile(path string) ([]TrajectoryRow, error) {
 // readTrajectoriesFile reads the rows of the file at path and the call ids
 // in its footer (logIDsKey).
 func readTrajectoriesFile(path string) (rows []TrajectoryRow, ids []string, err error) {
-	if st, err := os.Stat(path); err != nil {
+	if err := checkRegular(path); err != nil {
 		return nil, nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("not a regular file (%v)", st.Mode().Type())
 	}
 	f, err := os.Open(path)
 	if err != nil {

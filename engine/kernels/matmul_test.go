@@ -474,6 +474,34 @@ func TestVectors(t *testing.T) {
 				}
 			}
 
+			// SumSquares: the same bits on every variant (the lanes' order
+			// in Go), and the ordered sum within float64 rounding.
+			got, wantSS := SumSquares(a), sumSquaresLanes(a[:n&^15])
+			for _, v := range a[n&^15:] {
+				wantSS += float64(v) * float64(v)
+			}
+			if math.Float64bits(got) != math.Float64bits(wantSS) {
+				t.Fatalf("SumSquares n=%d: got %v; want %v in the lanes' order", n, got, wantSS)
+			}
+			if ref := SumSquaresRef(a); math.Abs(got-ref) > 1e-14*ref {
+				t.Fatalf("SumSquares n=%d: got %v; the ordered sum is %v", n, got, ref)
+			}
+
+			NormScale(y1, a, b, 0.37)
+			NormScaleRef(y2, a, b, 0.37)
+			for i := range y1 {
+				if math.Float32bits(y1[i]) != math.Float32bits(y2[i]) {
+					t.Fatalf("NormScale n=%d: index %d: got %v; want %v", n, i, y1[i], y2[i])
+				}
+			}
+			copy(y1, a)
+			NormScale(y1, y1, b, 0.37) // in place
+			for i := range y1 {
+				if math.Float32bits(y1[i]) != math.Float32bits(y2[i]) {
+					t.Fatalf("NormScale in place n=%d: index %d: got %v; want %v", n, i, y1[i], y2[i])
+				}
+			}
+
 			src := make([]uint16, n)
 			for i := range src {
 				src[i] = uint16(r.Uint32())

@@ -75,6 +75,69 @@ func SoftmaxGradRef(dp, p []float32, c, scale float32) {
 	}
 }
 
+// SumSquares returns Σ x[i]², each square exact and the sum in float64
+// (the sum of an RMSNorm). The bulk is summed in 16 lanes, element i in
+// lane i mod 16, the lanes added pairwise at the end (sumSquaresLanes),
+// the tail in order: the same bits with or without assembly.
+func SumSquares(x []float32) float64 {
+	done := len(x) &^ 15
+	s, ok := sumSquaresAsm(x[:done])
+	if !ok {
+		s = sumSquaresLanes(x[:done])
+	}
+	for _, v := range x[done:] {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// sumSquaresLanes is SumSquares's bulk (len(x) a multiple of 16) in Go, in
+// the assembly's order: lane l sums elements l, l+16, ...; lanes l and
+// l+4, l+8, l+12 are added as four vectors of four (v0+v1, v2+v3, then
+// the two), then lanes 0+2 and 1+3 of that, then the two.
+func sumSquaresLanes(x []float32) float64 {
+	var lane [16]float64
+	for i := 0; i < len(x); i += 16 {
+		for l, v := range x[i : i+16] {
+			lane[l] += float64(v) * float64(v)
+		}
+	}
+	var v [4]float64
+	for l := range 4 {
+		v[l] = (lane[l] + lane[4+l]) + (lane[8+l] + lane[12+l])
+	}
+	return (v[0] + v[2]) + (v[1] + v[3])
+}
+
+// SumSquaresRef is the reference for SumSquares: the squares summed in
+// order (equal to it within float64 rounding).
+func SumSquaresRef(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// NormScale computes out[i] = x[i]·r·w[i] in fp32, rounding after each
+// product (an RMSNorm's output: r the row's reciprocal rms, w the norm's
+// weight). out may alias x.
+func NormScale(out, x, w []float32, r float32) {
+	checkSame("NormScale", len(out), len(x))
+	checkSame("NormScale", len(w), len(x))
+	done := normScaleAsm(out, x, w, r)
+	NormScaleRef(out[done:], x[done:], w[done:], r)
+}
+
+// NormScaleRef is the reference for NormScale.
+func NormScaleRef(out, x, w []float32, r float32) {
+	checkSame("NormScaleRef", len(out), len(x))
+	checkSame("NormScaleRef", len(w), len(x))
+	for i, v := range x {
+		out[i] = v * r * w[i]
+	}
+}
+
 // WidenBF16 writes the fp32 value of each bfloat16 src[i] to dst[i] (exact).
 // len(dst) must equal len(src).
 func WidenBF16(dst []float32, src []uint16) {

@@ -51,6 +51,12 @@ func widen256(dst *float32, src *uint16, n int)
 //go:noescape
 func softmaxGrad256(dp, p *float32, n int, c, scale float32)
 
+//go:noescape
+func sumSquares256(x *float32, n int) float64
+
+//go:noescape
+func normScale256(out, x, w *float32, r float32, n int)
+
 // vecChunk bounds one assembly call (elements), keeping calls short.
 const vecChunk = 1 << 20
 
@@ -127,6 +133,33 @@ func softmaxGradAsm(dp, p []float32, c, scale float32) int {
 	done := len(dp) / 8 * 8
 	for i := 0; i < done; i += vecChunk {
 		softmaxGrad256(&dp[i], &p[i], min(vecChunk, done-i), c, scale)
+	}
+	return done
+}
+
+// sumSquaresAsm returns SumSquares's bulk (len(x) a multiple of 16) in
+// AVX2 on every variant that has it, and whether it ran: not past
+// vecChunk elements (one call would hold off the scheduler), which
+// sumSquaresLanes sums in the same order.
+func sumSquaresAsm(x []float32) (float64, bool) {
+	if vecBlock() == 0 || len(x) > vecChunk {
+		return 0, false
+	}
+	if len(x) == 0 {
+		return 0, true
+	}
+	return sumSquares256(&x[0], len(x)), true
+}
+
+// normScaleAsm does NormScale's first done elements, in AVX2 on every
+// variant that has it (the same operations per element, so the same bits).
+func normScaleAsm(out, x, w []float32, r float32) int {
+	if vecBlock() == 0 {
+		return 0
+	}
+	done := len(x) / 8 * 8
+	for i := 0; i < done; i += vecChunk {
+		normScale256(&out[i], &x[i], &w[i], r, min(vecChunk, done-i))
 	}
 	return done
 }

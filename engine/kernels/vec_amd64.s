@@ -307,6 +307,62 @@ done:
 	VZEROUPPER
 	RET
 
+// sumSquares256: sum x[i]² in float64, n a multiple of 16 (AVX2).
+TEXT ·sumSquares256(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	TESTQ CX, CX
+	JEQ reduce
+loop16:
+	VCVTPS2PD 0(SI), Y4
+	VFMADD231PD Y4, Y4, Y0
+	VCVTPS2PD 16(SI), Y5
+	VFMADD231PD Y5, Y5, Y1
+	VCVTPS2PD 32(SI), Y6
+	VFMADD231PD Y6, Y6, Y2
+	VCVTPS2PD 48(SI), Y7
+	VFMADD231PD Y7, Y7, Y3
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JNE loop16
+reduce:
+	VADDPD Y1, Y0, Y0
+	VADDPD Y3, Y2, Y2
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VPERMILPD $1, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// normScale256: out[i] = x[i]·r·w[i], each product rounded, n a multiple of 8 (AVX2).
+TEXT ·normScale256(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	VBROADCASTSS r+24(FP), Y8
+	MOVQ n+32(FP), CX
+	TESTQ CX, CX
+	JEQ done
+loop8:
+	VMULPS (SI), Y8, Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNE loop8
+done:
+	VZEROUPPER
+	RET
+
 // widen256: dst[i] = bf16 src[i] as fp32, n a multiple of 8 (AVX2).
 TEXT ·widen256(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI

@@ -164,9 +164,5 @@ func (m *Model) layerBackward(s *layerActs, l int, p *seqPass, dres []float32) {
 	rmsNormBackward(dres, dAttnNorm, dxn, s.in[:T*C], w.AttnNorm, s.rstd1[:T], T, C)
 }
 
-// addInPlace adds src to dst.
-func addInPlace(dst, src []float32) {
-	for i, v := range src {
-		dst[i] += v
-	}
-}
+// addInPlace adds src to dst (Axpy with 1: the same sums, rounded once).
+func addInPlace(dst, src []float32) { kernels.Axpy(1, src, dst) }

@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 
+	"github.com/artgo/art/engine/kernels"
+
 	"github.com/artgo/art/internal/parallel"
 )
 
@@ -43,18 +45,11 @@ func rmsNormBackward(dinp, dweight, dout, inp, weight, rstd []float32, T, C int)
 func rmsNormForwardRows(out, rstd, inp, weight []float32, T, C int, eps float64) {
 	for t := 0; t < T; t++ {
 		x := inp[t*C : (t+1)*C]
-		var ss float64
-		for _, v := range x {
-			ss += float64(v) * float64(v)
-		}
-		r := float32(1 / math.Sqrt(ss/float64(C)+eps))
+		r := float32(1 / math.Sqrt(kernels.SumSquares(x)/float64(C)+eps))
 		if rstd != nil {
 			rstd[t] = r
 		}
-		o := out[t*C : (t+1)*C]
-		for i, v := range x {
-			o[i] = v * r * weight[i]
-		}
+		kernels.NormScale(out[t*C:(t+1)*C], x, weight, r)
 	}
 }
 

@@ -1400,6 +1400,57 @@ func vec256(g *gen) {
 	g.label("done")
 	g.ret()
 
+	// sumSquares256(x *float32, n int) float64; n a multiple of 16.
+	// Four float64 sums of four lanes each: element i goes to sum (i/4)%4,
+	// lane i%4; the 16 lanes are added at the end in a fixed order.
+	g.text("sumSquares256", 24, "sumSquares256: sum x[i]² in float64, n a multiple of 16 (AVX2).")
+	g.p("MOVQ x+0(FP), SI")
+	g.p("MOVQ n+8(FP), CX")
+	for i := 0; i < 4; i++ {
+		g.p("VXORPD Y%d, Y%d, Y%d", i, i, i)
+	}
+	g.p("TESTQ CX, CX")
+	g.p("JEQ reduce")
+	g.label("loop16")
+	for i := 0; i < 4; i++ {
+		g.p("VCVTPS2PD %d(SI), Y%d", 16*i, 4+i)
+		g.p("VFMADD231PD Y%d, Y%d, Y%d", 4+i, 4+i, i)
+	}
+	g.p("ADDQ $64, SI")
+	g.p("SUBQ $16, CX")
+	g.p("JNE loop16")
+	g.label("reduce")
+	g.p("VADDPD Y1, Y0, Y0")
+	g.p("VADDPD Y3, Y2, Y2")
+	g.p("VADDPD Y2, Y0, Y0")
+	g.p("VEXTRACTF128 $1, Y0, X1")
+	g.p("VADDPD X1, X0, X0")
+	g.p("VPERMILPD $1, X0, X1")
+	g.p("VADDSD X1, X0, X0")
+	g.p("VMOVSD X0, ret+16(FP)")
+	g.ret()
+
+	// normScale256(out, x, w *float32, r float32, n int); n a multiple of 8.
+	g.text("normScale256", 40, "normScale256: out[i] = x[i]·r·w[i], each product rounded, n a multiple of 8 (AVX2).")
+	g.p("MOVQ out+0(FP), DI")
+	g.p("MOVQ x+8(FP), SI")
+	g.p("MOVQ w+16(FP), DX")
+	g.p("VBROADCASTSS r+24(FP), Y8")
+	g.p("MOVQ n+32(FP), CX")
+	g.p("TESTQ CX, CX")
+	g.p("JEQ done")
+	g.label("loop8")
+	g.p("VMULPS (SI), Y8, Y0")
+	g.p("VMULPS (DX), Y0, Y0")
+	g.p("VMOVUPS Y0, (DI)")
+	g.p("ADDQ $32, SI")
+	g.p("ADDQ $32, DX")
+	g.p("ADDQ $32, DI")
+	g.p("SUBQ $8, CX")
+	g.p("JNE loop8")
+	g.label("done")
+	g.ret()
+
 	g.text("widen256", 24, "widen256: dst[i] = bf16 src[i] as fp32, n a multiple of 8 (AVX2).")
 	g.p("MOVQ dst+0(FP), DI")
 	g.p("MOVQ src+8(FP), SI")

@@ -12,5 +12,5 @@ func softmaxGradAsm(dp, p []float32, c, scale float32) int { return 0 }
 
 func pairsAsm(dst, src []float32, n int) int { return 0 }
 
-func sumSquaresAsm(x []float32) (float64, bool)      { return 0, false }
+func sumSquaresAsm(x []float32) (float64, bool)       { return 0, false }
 func normScaleAsm(out, x, w []float32, r float32) int { return 0 }

@@ -90,7 +90,9 @@ type TrainConfig struct {
 	// KLPenaltyCoef turns on KL advantage shaping against a reference model
 	// when > 0.
 	KLPenaltyCoef float64 `json:"kl_penalty_coef,omitempty"`
-	// KLPenaltySource is compared with the reference ("" means KLCurrentLearner).
+	// KLPenaltySource is compared with the reference ("" means
+	// KLCurrentLearner; on the serverless backend, as ART's client does,
+	// KLSample when KLPenaltyCoef > 0).
 	KLPenaltySource KLPenaltySource `json:"kl_penalty_source,omitempty"`
 	// KLPenaltyReferenceStep names the checkpoint used as reference; nil
 	// means the base model with the adapter disabled.

@@ -468,7 +468,14 @@ func experimentalConfig(cfg art.TrainConfig) (map[string]any, error) {
 	set("mask_prob_ratio", true, cfg.MaskProbRatio)
 	set("kimi_k2_tau", cfg.KimiK2Tau, cfg.KimiK2Tau != 0)
 	set("kl_penalty_coef", cfg.KLPenaltyCoef, cfg.KLPenaltyCoef != 0)
-	set("kl_penalty_source", cfg.KLPenaltySource, cfg.KLPenaltySource != "")
+	// ART's serverless client asks for the sampled logprobs when the
+	// penalty is on and no source was chosen (the local default is the
+	// learner's own).
+	klSource := cfg.KLPenaltySource
+	if klSource == "" && cfg.KLPenaltyCoef > 0 {
+		klSource = art.KLSample
+	}
+	set("kl_penalty_source", klSource, klSource != "")
 	if s := cfg.KLPenaltyReferenceStep; s != nil {
 		ec["kl_penalty_reference_step"] = *s
 	}

@@ -332,6 +332,26 @@ func TestTrainConfig_ARTFieldNames(t *testing.T) {
 		t.Errorf("experimental_config sent %s; want %s", got, want)
 	}
 
+	// A KL penalty without a source asks for the sampled logprobs, as
+	// ART's serverless client does; a chosen source is sent as chosen.
+	for _, c := range []struct {
+		cfg  art.TrainConfig
+		want string
+	}{
+		{art.TrainConfig{KLPenaltyCoef: 0.1}, `{"kl_penalty_coef":0.1,"kl_penalty_source":"sample"}`},
+		{art.TrainConfig{KLPenaltyCoef: 0.1, KLPenaltySource: art.KLCurrentLearner}, `{"kl_penalty_coef":0.1,"kl_penalty_source":"current_learner"}`},
+	} {
+		if _, err := m.Train(ctx, group(), c.cfg); err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		got := string(f.lastConfig)
+		f.mu.Unlock()
+		if got != c.want {
+			t.Errorf("experimental_config sent %s; want %s", got, c.want)
+		}
+	}
+
 	jobs := f.count("POST /v1/preview/training-jobs")
 	_, err := m.Train(ctx, group(), art.TrainConfig{EntropyCoef: 0.01})
 	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "EntropyCoef") {

@@ -228,7 +228,7 @@ func (o serveOptions) validate() error {
 		got  any
 	}{
 		{"--prefix-cache-mb", o.prefixCacheMB < 0, ">= 0 (0 keeps none)", o.prefixCacheMB},
-		{"--max-concurrent", o.maxConcurrent < 0, ">= 0 (0: 64)", o.maxConcurrent},
+		{"--max-concurrent", o.maxConcurrent < 0 || o.maxConcurrent > native.MaxConcurrentLimit, fmt.Sprintf("in [0, %d] (0: %d)", native.MaxConcurrentLimit, native.DefaultMaxConcurrent), o.maxConcurrent},
 		{"--max-body-bytes", o.maxBodyBytes <= 0, "> 0", o.maxBodyBytes},
 		{"--request-timeout", o.requestTimeout < 0, ">= 0 (0: none)", o.requestTimeout},
 		{"--write-stall", o.writeStall < 0, ">= 0 (0: none)", o.writeStall},

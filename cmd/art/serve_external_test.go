@@ -58,7 +58,8 @@ func TestServe_BadFlagsBeforeLoad(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--max-concurrent", "-3"}, "--max-concurrent must be >= 0"},
+		{[]string{"--max-concurrent", "-3"}, "--max-concurrent must be in [0, 4096]"},
+		{[]string{"--max-concurrent", "100000"}, "--max-concurrent must be in [0, 4096]"},
 		{[]string{"--max-body-bytes", "-5"}, "--max-body-bytes must be > 0"},
 		{[]string{"--request-timeout", "-1s"}, "--request-timeout must be >= 0"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must be >= 0"},

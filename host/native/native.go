@@ -118,8 +118,8 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 	if err := opt.LoRA.Validate(); err != nil {
 		return nil, fmt.Errorf("native: %w", err)
 	}
-	if opt.MaxConcurrent < 0 {
-		return nil, fmt.Errorf("native: MaxConcurrent = %d: must be >= 0 (0 means %d)", opt.MaxConcurrent, DefaultMaxConcurrent)
+	if opt.MaxConcurrent < 0 || opt.MaxConcurrent > MaxConcurrentLimit {
+		return nil, fmt.Errorf("native: MaxConcurrent = %d: must be in [0, %d] (0 means %d)", opt.MaxConcurrent, MaxConcurrentLimit, DefaultMaxConcurrent)
 	}
 	if opt.AnswerMemory < 0 {
 		return nil, fmt.Errorf("native: AnswerMemory = %d: must be >= 0 (0 means %d)", opt.AnswerMemory, DefaultAnswerMemory)
@@ -190,6 +190,11 @@ func Open(ctx context.Context, opt Options) (*Host, error) {
 // DefaultMaxConcurrent is the number of sequences generated at once when
 // Options.MaxConcurrent is 0; they share forward passes.
 const DefaultMaxConcurrent = 64
+
+// MaxConcurrentLimit bounds Options.MaxConcurrent: each sequence decoding
+// holds a KV cache, and a forward pass over more rows than this is past
+// what one machine's cores turn into speed.
+const MaxConcurrentLimit = 4096
 
 // DefaultPrefixCache is the memory kept for finished answers' keys and
 // values when Options.PrefixCache is 0: some 21,000 positions of a

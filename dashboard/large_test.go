@@ -1,10 +1,13 @@
 package dashboard
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/artgo/art/store"
 )
 
 // Ensure the dashboard stays fast on a large run: 1,000 steps of history
@@ -90,6 +93,71 @@ func TestLargeRun(t *testing.T) {
 	for name, ms := range map[string]int{"charts": got.ChartsMs, "trajectory list": got.TrajectoriesMs, "trajectory": got.TrajectoryMs, "checkpoints": got.CheckpointsMs} {
 		if took := time.Duration(ms) * time.Millisecond; took > largeRunBound {
 			t.Errorf("the %s page took %v in the browser; want < %v", name, took, largeRunBound)
+		}
+	}
+}
+
+// Ensure a trajectory of 30,000 sampled tokens (a long agent episode) opens
+// quickly, from the API and drawn in the browser, every token coloured by
+// its probability and showing it on hover.
+func TestLongTrajectory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("times a 30,000-token trajectory (not under -short or -race)")
+	}
+	const (
+		tokens = 30000
+		bound  = 5 * time.Second // the target is < 1 s; the slack is for a loaded CI machine
+	)
+	root := t.TempDir()
+	d := writeRun(t, root, testRun{project: "long", name: "agent", steps: 1})
+	rows := trajectoryRows(8, 0)
+	long := make([]store.TokenRow, tokens)
+	for i := range long {
+		long[i] = store.TokenRow{TokenID: int64(i % 1000), Token: fmt.Sprintf(" w%d", i%1000), Logprob: -float64(i%50) / 10}
+	}
+	msgs := rows[0].Messages
+	msgs[len(msgs)-1].Logprobs = long
+	if err := d.WriteTrajectories("train", 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newTestServer(t, Config{Root: root})
+	base := srv.URL + DefaultBasePath
+	c := &http.Client{Timeout: time.Minute}
+	t0 := time.Now()
+	var tr struct {
+		Messages []struct {
+			Tokens [][2]any `json:"tokens"`
+		} `json:"messages"`
+	}
+	if st := get(t, c, base+"api/trajectory?run=long/agent&split=train&step=0&index=0", &tr); st != 200 {
+		t.Fatalf("trajectory: %d", st)
+	}
+	took := time.Since(t0)
+	t.Logf("api/trajectory of %d tokens: %d ms", tokens, took.Milliseconds())
+	if n := len(tr.Messages[len(tr.Messages)-1].Tokens); n != tokens || took > bound {
+		t.Errorf("api/trajectory: %d tokens in %v; want %d in < %v", n, took, tokens, bound)
+	}
+
+	nodeModules, ok := findBrowser(t)
+	if !ok {
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
+		}
+		t.Log("browser timings skipped: run scripts/install-browser.sh")
+		return
+	}
+	var got struct {
+		ConsoleErrors                  []string
+		TrajectoryMs, ScrollMs, Tokens int
+	}
+	runBrowser(t, nodeModules, base, "long", t.TempDir(), nil, &got)
+	t.Logf("in chromium: a trajectory of %d tokens drawn in %d ms, scrolled to its end in %d ms", got.Tokens, got.TrajectoryMs, got.ScrollMs)
+	if got.Tokens < tokens || len(got.ConsoleErrors) > 0 {
+		t.Errorf("long trajectory in the browser: %d tokens drawn, console errors %q; want %d, none", got.Tokens, got.ConsoleErrors, tokens)
+	}
+	for name, ms := range map[string]int{"drawing": got.TrajectoryMs, "scrolling": got.ScrollMs} {
+		if took := time.Duration(ms) * time.Millisecond; took > bound {
+			t.Errorf("%s the long trajectory took %v in the browser; want < %v", name, took, bound)
 		}
 	}
 }

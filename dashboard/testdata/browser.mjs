@@ -3,10 +3,11 @@
 // "need-step" when it wants the test to log a new step, and at the end one
 // line of JSON with what it saw.
 //
-// Usage: node browser.mjs URL CHROMIUM OUTDIR check|perf  (run with NODE_PATH
-// pointing at the node_modules holding playwright-core). "check" walks
-// through the page on the test's small runs; "perf" times the large run of
-// TestLargeRun (big/agent: 1,000 steps, 10,000 trajectories a step).
+// Usage: node browser.mjs URL CHROMIUM OUTDIR check|perf|long  (run with
+// NODE_PATH pointing at the node_modules holding playwright-core). "check"
+// walks through the page on the test's small runs; "perf" times the large
+// run of TestLargeRun (big/agent: 1,000 steps, 10,000 trajectories a step);
+// "long" the trajectory of 30,000 tokens of TestLongTrajectory.
 import { join } from "node:path";
 import { withChromium } from "./chromium.mjs";
 
@@ -25,6 +26,8 @@ await withChromium(executablePath, async (browser) => {
 
   if (mode === "perf") {
     await perf(page, out);
+  } else if (mode === "long") {
+    await long(page, out);
   } else {
     await check(page, out);
   }
@@ -61,6 +64,23 @@ async function perf(page, out) {
   await page.waitForSelector('#ckpt tbody tr[data-step="999"]');
   out.checkpointsMs = Date.now() - t0;
   out.checkpoints = await page.locator("#ckpt tbody tr").count();
+}
+
+// long times TestLongTrajectory's trajectory of 30,000 sampled tokens,
+// from navigation to every token drawn, and how long the page then takes
+// to answer a scroll to its end.
+async function long(page, out) {
+  const t0 = Date.now();
+  await page.goto(url + "#run=long/agent&tab=trajectories&split=train&step=0&index=0");
+  await page.waitForFunction(() => document.querySelectorAll("#t-detail .tok").length >= 30000, null, { timeout: 60000 });
+  out.trajectoryMs = Date.now() - t0;
+  out.tokens = await page.evaluate(() => document.querySelectorAll("#t-detail .tok").length);
+  const t1 = Date.now();
+  await page.evaluate(() => new Promise((done) => {
+    document.querySelector("#t-detail .tok:last-child").scrollIntoView();
+    requestAnimationFrame(() => requestAnimationFrame(done));
+  }));
+  out.scrollMs = Date.now() - t1;
 }
 
 // check walks through the page on the test's small runs.

@@ -29,6 +29,13 @@ type LogOptions struct {
 	// them; typically TrainResult.Metrics. Keys are prefixed with the split
 	// unless they already start with a metric section or a split.
 	Metrics map[string]float64
+	// CallID, if set, names this call so that it is done at most once: a
+	// Log with the CallID of one that completed on this model logs nothing
+	// and returns nil (a retry whose first answer was lost). 1 to 128
+	// letters, digits and . _ : -; the model remembers its last 256. The
+	// remote backend sends one with every Log, so that it can retry a
+	// request whose answer was lost.
+	CallID string
 }
 
 // processStart anchors "time/wall_clock_sec": seconds since this process
@@ -62,7 +69,8 @@ var processStart = time.Now()
 // Log is safe to retry: a call that failed part-way (a full disk, a damaged
 // state.json) leaves a note in state.json, and the same call made again
 // (same split, step, groups and metrics) completes what is missing without
-// writing any of it twice. Log calls of one model run one at a time, across
+// writing any of it twice. A call that completed is done again unless it
+// carries opts.CallID. Log calls of one model run one at a time, across
 // goroutines and processes.
 func (m *Model) Log(ctx context.Context, groups []TrajectoryGroup, opts LogOptions) error {
 	if ctx == nil {
@@ -109,6 +117,11 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 	if step < 0 {
 		return fmt.Errorf("art: log: negative step %d", step)
 	}
+	if opts.CallID != "" {
+		if err := store.ValidateCallID(opts.CallID); err != nil {
+			return fmt.Errorf("art: log: %w", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("art: log: %w", err)
 	}
@@ -122,7 +135,7 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 			return fmt.Errorf("art: log model %q: %w", m.Name, err)
 		}
 	}
-	if err := m.logOnce(d, split, step, groups, rows, opts.Metrics); err != nil {
+	if err := m.logOnce(d, split, step, groups, rows, opts.Metrics, opts.CallID); err != nil {
 		return fmt.Errorf("art: log model %q: %w", m.Name, err)
 	}
 	return nil
@@ -132,13 +145,19 @@ func (m *Model) log(ctx context.Context, groups []TrajectoryGroup, opts LogOptio
 // that the same call retried after a failure completes what is missing
 // and repeats nothing: its groups are appended once, its totals added
 // once, its history row written once. A call with the same split, step,
-// groups and metrics as one that failed part-way is taken for its retry.
-func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []TrajectoryGroup, rows []store.TrajectoryRow, extra map[string]float64) error {
+// groups and metrics as one that failed part-way is taken for its retry; a
+// call with the callID of one that completed does nothing.
+func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []TrajectoryGroup, rows []store.TrajectoryRow, extra map[string]float64, callID string) error {
 	unlock, err := d.LockLog()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if callID != "" {
+		if _, done, err := d.LoggedCall(callID); err != nil || done {
+			return err
+		}
+	}
 	key := logKey(split, step, rows, extra)
 	call, found, err := d.PendingLog(key)
 	if err != nil {
@@ -208,7 +227,7 @@ func (m *Model) logOnce(d *store.ModelDir, split string, step int, groups []Traj
 			}
 		}
 	}
-	return d.EndLog(key)
+	return d.EndLog(key, callID, step)
 }
 
 // logKey names a Log call by its content: split, step, rows and metrics

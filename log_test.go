@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/artgo/art/store"
 )
 
 // rewardsOf returns the rewards of groups, group by group.
@@ -330,5 +333,98 @@ func TestLog_WithoutTrajectoriesTwice(t *testing.T) {
 	}
 	if state, err := d.ReadState(); err != nil || state["log_journal"] != nil {
 		t.Fatalf("state %v (%v); want no journal left", state, err)
+	}
+}
+
+// Ensure a Log with the CallID of one that completed logs nothing (its
+// groups, totals and history row land once), one that failed part-way and
+// is repeated with its id completes, a different id logs again, the model
+// remembers only its last 256 ids, and a bad id is refused before anything
+// is written.
+func TestLog_CallID(t *testing.T) {
+	ctx := context.Background()
+	m := &Model{Name: "m", Project: "p", BasePath: t.TempDir()}
+	d, _ := m.Dir()
+	step := 3
+	groups := []TrajectoryGroup{{Trajectories: []Trajectory{{Reward: 1}, {Reward: 0}}}}
+	count := func() (rows, hist int) {
+		t.Helper()
+		r, err := d.ReadTrajectories("val", step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := d.ReadHistory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r), len(h)
+	}
+	for range 3 {
+		if err := m.Log(ctx, groups, LogOptions{Step: &step, CallID: "call-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, h := count(); r != 2 || h != 1 {
+		t.Fatalf("three Logs with one call id: %d trajectories, %d history rows; want 2 and 1", r, h)
+	}
+	if s, done, err := d.LoggedCall("call-1"); err != nil || !done || s != step {
+		t.Fatalf("LoggedCall = %d, %v, %v; want step %d, done", s, done, err, step)
+	}
+	if err := m.Log(ctx, groups, LogOptions{Step: &step, CallID: "call-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, h := count(); r != 4 || h != 2 {
+		t.Fatalf("another call id: %d trajectories, %d history rows; want 4 and 2", r, h)
+	}
+
+	// Failed after the groups landed (history.jsonl a directory), then
+	// repeated with its id: completed once.
+	hist := filepath.Join(d.Path(), store.HistoryFile)
+	saved, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(hist)
+	if err := os.Mkdir(hist, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Log(ctx, groups, LogOptions{Step: &step, CallID: "call-3"}); err == nil {
+		t.Fatal("Log with history.jsonl a directory succeeded")
+	}
+	os.Remove(hist)
+	if err := os.WriteFile(hist, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := m.Log(ctx, groups, LogOptions{Step: &step, CallID: "call-3"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, h := count(); r != 6 || h != 3 {
+		t.Fatalf("a failed call repeated with its id: %d trajectories, %d history rows; want 6 and 3", r, h)
+	}
+
+	for _, id := range []string{"has space", "a/b", strings.Repeat("x", 129)} {
+		err := m.Log(ctx, groups, LogOptions{Step: &step, CallID: id})
+		if err == nil || !strings.Contains(err.Error(), "call id") {
+			t.Errorf("Log with call id %q: %v; want an error naming the call id", id, err)
+		}
+	}
+	if r, h := count(); r != 6 || h != 3 {
+		t.Fatalf("refused calls wrote: %d trajectories, %d history rows", r, h)
+	}
+
+	// Only the last 256 ids are kept.
+	for i := range 260 {
+		if err := m.Log(ctx, nil, LogOptions{Step: &step, CallID: fmt.Sprint("many-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state, err := d.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := state["log_done"].(map[string]any); len(done) != 256 || done["many-259"] == nil || done["call-1"] != nil {
+		t.Fatalf("state keeps %d call ids (many-259 %v, call-1 %v); want the last 256", len(done), done["many-259"], done["call-1"])
 	}
 }

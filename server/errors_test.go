@@ -138,6 +138,7 @@ func TestBadRequests(t *testing.T) {
 		{"RestoreOtherModel", "POST", ts.URL + "/v1/art/checkpoints/restore", testKey, `{"model":"other","step":0}`, 404, "not_found_error", "model", "other"},
 		{"RegisterNoName", "POST", ts.URL + "/v1/art/register", testKey, `{}`, 400, "invalid_request_error", "name", "name is required"},
 		{"LogBadSplit", "POST", ts.URL + "/v1/art/log", testKey, `{"split":"../x"}`, 400, "invalid_request_error", "split", "split"},
+		{"LogBadCallID", "POST", ts.URL + "/v1/art/log", testKey, `{"call_id":"a b"}`, 400, "invalid_request_error", "call_id", "call id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -305,9 +305,33 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("split", "split: %v", err))
 		return
 	}
+	if req.CallID != "" {
+		if err := store.ValidateCallID(req.CallID); err != nil {
+			writeError(w, badRequest("call_id", "%v", err))
+			return
+		}
+	}
 	o := s.model.Info()
 	m := art.Model{Name: o.Name, Project: o.Project, BasePath: o.Path, Logger: s.log}
-	err := m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics})
+	var (
+		logged, repeat bool
+		err            error
+	)
+	if req.CallID != "" {
+		// A repeat of a call that completed answers the step it logged at
+		// (the latest step may have moved since).
+		if step, repeat, err = loggedCall(m, req.CallID, step); err == nil && !repeat {
+			err = m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics, CallID: req.CallID})
+			logged = err == nil
+			if logged {
+				// Another request with this id may have logged it first.
+				step, _, err = loggedCall(m, req.CallID, step)
+			}
+		}
+	} else {
+		err = m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics})
+		logged = err == nil
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return
@@ -315,8 +339,24 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		writeError(w, internalError(fmt.Errorf("log: %w", err)))
 		return
 	}
-	s.model.ObserveRewards(split, req.Groups)
+	if logged {
+		s.model.ObserveRewards(split, req.Groups)
+	}
 	writeJSON(w, http.StatusOK, api.LogResponse{Step: step})
+}
+
+// loggedCall returns the step m's Log call named id logged at, and
+// whether it completed; otherwise step itself.
+func loggedCall(m art.Model, id string, step int) (int, bool, error) {
+	d, err := m.Dir()
+	if err != nil {
+		return step, false, err
+	}
+	s, done, err := d.LoggedCall(id)
+	if err != nil || !done {
+		return step, false, err
+	}
+	return s, true, nil
 }
 
 // decodeFor decodes a training-API request body into req and checks that

@@ -284,11 +284,11 @@ func TestLogJournal(t *testing.T) {
 		t.Fatalf("the oldest of %d entries kept", maxLogJournal+1)
 	}
 	for i := 1; i <= maxLogJournal; i++ {
-		if err := d.EndLog(fmt.Sprint("k", i)); err != nil {
+		if err := d.EndLog(fmt.Sprint("k", i), "", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := d.EndLog("never begun"); err != nil {
+	if err := d.EndLog("never begun", "", 0); err != nil {
 		t.Fatal(err)
 	}
 	state, err := d.ReadState()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +32,77 @@ const (
 	// never retried; the oldest go first.
 	maxLogJournal = 16
 )
+
+// A call may also carry an ID of its caller's (the SDK's LogOptions.CallID;
+// the remote backend sends one with every Log), which state.json remembers
+// under logDoneKey once the call completes, with its step: the same ID
+// again (a retry whose first answer was lost on the way back) logs nothing.
+// The last maxLogDone IDs are kept.
+const (
+	logDoneKey = "log_done"
+	maxLogDone = 256
+)
+
+// maxCallID bounds a call ID's length.
+const maxCallID = 128
+
+// ValidateCallID checks a Log call ID: 1 to 128 characters of letters,
+// digits and . _ : -.
+func ValidateCallID(id string) error {
+	if id == "" || len(id) > maxCallID {
+		return fmt.Errorf("call id %q: want 1 to %d characters", id, maxCallID)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			return fmt.Errorf("call id %q: want letters, digits and . _ : - only", id)
+		}
+	}
+	return nil
+}
+
+// LoggedCall returns the step the Log call with the caller's id logged at,
+// if it completed (and is among the last maxLogDone).
+func (d *ModelDir) LoggedCall(id string) (step int, found bool, err error) {
+	state, err := d.ReadState()
+	if err != nil {
+		return 0, false, err
+	}
+	done, _ := state[logDoneKey].(map[string]any)
+	e, ok := done[id].(map[string]any)
+	if !ok {
+		return 0, false, nil
+	}
+	s, ok := e["step"].(float64)
+	if !ok || s < 0 || s != math.Trunc(s) {
+		return 0, false, fmt.Errorf("store: %s: %s entry %s is damaged (no step)", StateFile, logDoneKey, id)
+	}
+	return int(s), true, nil
+}
+
+// markLogDone records in state that the call with the caller's id logged
+// at step, dropping the oldest records past maxLogDone.
+func markLogDone(state map[string]any, id string, step int) {
+	done, _ := state[logDoneKey].(map[string]any)
+	if done == nil {
+		done = map[string]any{}
+	}
+	done[id] = map[string]any{"step": step, "ended": time.Now().UTC().Format(time.RFC3339Nano)}
+	for len(done) > maxLogDone {
+		ended := func(k string) string {
+			e, _ := done[k].(map[string]any)
+			s, _ := e["ended"].(string)
+			return s
+		}
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(done)), func(a, b string) int {
+			if c := strings.Compare(ended(a), ended(b)); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		delete(done, oldest)
+	}
+	state[logDoneKey] = done
+}
 
 // LogCall is a Log call's journal entry.
 type LogCall struct {
@@ -140,17 +213,21 @@ func DropLogCall(state map[string]any, key string) {
 }
 
 // EndLog removes key's journal entry (damaged or not): the call is
-// complete.
-func (d *ModelDir) EndLog(key string) error {
+// complete. A call with the caller's id (not "") is remembered as logged
+// at step in the same write (LoggedCall).
+func (d *ModelDir) EndLog(key, id string, step int) error {
 	state, err := d.ReadState()
 	if err != nil {
 		return err
 	}
-	if journal, _ := state[logJournalKey].(map[string]any); journal[key] == nil {
+	if journal, _ := state[logJournalKey].(map[string]any); journal[key] == nil && id == "" {
 		return nil
 	}
 	_, err = d.UpdateState(func(state map[string]any) error {
 		DropLogCall(state, key)
+		if id != "" {
+			markLogDone(state, id, step)
+		}
 		return nil
 	})
 	return err

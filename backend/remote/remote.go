@@ -27,6 +27,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,9 +86,10 @@ type Options struct {
 	// the slowest sequence and the checkpoint save, or < 0.
 	IdleTimeout time.Duration
 	// RetryFor bounds how long an idempotent request (reads, Register,
-	// checkpoint deletion) is retried while the server cannot be reached,
-	// e.g. while it restarts (0 means DefaultRetryFor, < 0 no retries).
-	// Training and logging are never retried: the error says to ask Step.
+	// checkpoint deletion, Log with its call ID) is retried while the
+	// server cannot be reached, e.g. while it restarts, or its answer was
+	// lost (0 means DefaultRetryFor, < 0 no retries). Training is never
+	// retried: the error says to ask Step.
 	RetryFor time.Duration
 	// HTTPClient carries the requests; nil means a client with a 5-second
 	// connect timeout. Its own Timeout, if any, also applies to training.
@@ -261,12 +264,12 @@ func (b *Backend) call(ctx context.Context, method, path string, body, out any) 
 }
 
 // idempotent reports whether sending a request twice does what sending it
-// once does: reads, registration and deleting checkpoints by a keep list.
-// Logging and training are not: a retry could log twice or train a step
-// twice.
+// once does: reads, registration, deleting checkpoints by a keep list, and
+// logging (Log sends a call ID the server logs once). Training is not: a
+// retry could train a step twice.
 func idempotent(method, path string) bool {
 	path, _, _ = strings.Cut(path, "?")
-	return method == http.MethodGet || path == "/v1/art/register" || path == "/v1/art/checkpoints/delete"
+	return method == http.MethodGet || path == "/v1/art/register" || path == "/v1/art/checkpoints/delete" || path == "/v1/art/log"
 }
 
 func (b *Backend) callOnce(ctx context.Context, method, path string, body, out any) error {
@@ -540,13 +543,22 @@ func (b *Backend) InferenceEndpoint(ctx context.Context, m *art.TrainableModel, 
 
 // Log writes groups and metrics to the server's store (trajectories
 // parquet and history.jsonl), as m.Log does locally. The step defaults to
-// the latest. It returns the step logged at.
+// the latest. It returns the step logged at. The request carries a call ID
+// (opts.CallID, or a fresh one), so a request whose answer was lost is sent
+// again like a read: the server logs it once.
 func (b *Backend) Log(ctx context.Context, m *art.TrainableModel, groups []art.TrajectoryGroup, opts art.LogOptions) (int, error) {
 	if err := b.registered(m); err != nil {
 		return 0, err
 	}
+	if opts.CallID == "" {
+		var id [16]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return 0, fmt.Errorf("remote: log: call id: %w", err)
+		}
+		opts.CallID = hex.EncodeToString(id[:])
+	}
 	var resp api.LogResponse
-	req := api.LogRequest{Model: m.Name, Groups: groups, Split: opts.Split, Step: opts.Step, Metrics: opts.Metrics}
+	req := api.LogRequest{Model: m.Name, Groups: groups, Split: opts.Split, Step: opts.Step, Metrics: opts.Metrics, CallID: opts.CallID}
 	if err := b.call(ctx, http.MethodPost, "/v1/art/log", req, &resp); err != nil {
 		return 0, err
 	}

@@ -3,9 +3,12 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +203,70 @@ func TestReproducible(t *testing.T) {
 		}
 		return backend{b, stop}
 	})
+}
+
+// Ensure a Log whose answer is lost after the server logged it (the
+// connection closed before the answer came back) is sent again and logged
+// once: the retry carries the same call id, and the server answers it with
+// the step the first logged at.
+func TestLog_AnswerLost(t *testing.T) {
+	env := arttest.NewEnv(t)
+	url, _ := serve(t, env)
+	var logs atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, url+r.URL.RequestURI(), r.Body)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if r.URL.Path == "/v1/art/log" && logs.Add(1) == 1 {
+			// Logged on the server; the answer never reaches the client.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(body)
+	}))
+	defer front.Close()
+
+	b, _ := remote.New(remote.Options{BaseURL: front.URL, APIKey: apiKey})
+	m := env.Model()
+	ctx := context.Background()
+	if err := m.Register(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	g := art.TrajectoryGroup{Trajectories: []art.Trajectory{{Reward: 1}, {Reward: 0}}}
+	step, err := b.Log(ctx, m, []art.TrajectoryGroup{g}, art.LogOptions{Split: "val"})
+	if err != nil || step != 0 {
+		t.Fatalf("Log = %d, %v; want step 0 after a retry", step, err)
+	}
+	if n := logs.Load(); n != 2 {
+		t.Fatalf("the server got %d log requests; want 2 (the first's answer lost)", n)
+	}
+	d, err := m.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := d.ReadHistory()
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("history rows %v, %v; want one", rows, err)
+	}
+	trajs, err := d.ReadTrajectories("val", 0)
+	if err != nil || len(trajs) != 2 {
+		t.Fatalf("trajectories %d, %v; want the group's 2 once", len(trajs), err)
+	}
 }

@@ -100,6 +100,10 @@ type LogRequest struct {
 	Split   string                `json:"split,omitempty"` // "" means "val"
 	Step    *int                  `json:"step,omitempty"`  // nil means the latest step
 	Metrics map[string]float64    `json:"metrics,omitempty"`
+	// CallID names the call (art.LogOptions.CallID): the same ID again
+	// logs nothing and answers the step the first logged at, so a client
+	// may resend a request whose answer it lost.
+	CallID string `json:"call_id,omitempty"`
 }
 
 // LogResponse says at which step the groups were logged.

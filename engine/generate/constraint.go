@@ -96,7 +96,7 @@ func (s *Sampler) drawMasked(pick []float32) (int, error) {
 	if s.p.greedy() || math.IsInf(float64(maxv), 1) {
 		return argmax, nil
 	}
-	id := s.sample(s.masked, maxv)
+	id := s.sample(s.masked, maxv, nil, 0)
 	if s.masked[id] == ninf { // a zero-weight tail reached through rounding
 		return argmax, nil
 	}

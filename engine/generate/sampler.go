@@ -111,7 +111,13 @@ func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 	// (nextConstrained); otherwise the unconstrained draw comes first.
 	constrainedOnly := s.c != nil && (s.p.TopK > 0 || s.p.TopP > 0 && s.p.TopP < 1)
 	if !s.p.greedy() && !constrainedOnly {
-		id = s.sample(pick, maxv)
+		// s.buf holds exp(logit − maxv) of the sampled range when the
+		// shift was its maximum: temperature 1 draws from it as it is.
+		var exps []float32
+		if shift == maxv && len(pick) == len(logits) {
+			exps = s.buf
+		}
+		id = s.sample(pick, maxv, exps, sum)
 	}
 	out := Sample{ID: id, Logprob: float64(logits[id]) - logZ}
 	if n := s.p.TopLogprobs; n > 0 {
@@ -125,8 +131,9 @@ func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 	return out, nil
 }
 
-// sample draws from softmax(logits/T) restricted by top-k and top-p.
-func (s *Sampler) sample(logits []float32, maxv float32) int {
+// sample draws from softmax(logits/T) restricted by top-k and top-p. exps,
+// if not nil, is exp(logits − maxv) and sum its sum.
+func (s *Sampler) sample(logits []float32, maxv float32, exps []float32, sum float64) int {
 	V := len(logits)
 	invT := 1 / s.p.Temperature
 	k := s.p.TopK
@@ -135,12 +142,14 @@ func (s *Sampler) sample(logits []float32, maxv float32) int {
 		k = V
 	}
 	if k == V && !nucleus { // plain temperature sampling over the whole vocabulary
-		w := s.buf[:V]
-		for i, v := range logits {
-			w[i] = v * float32(invT)
+		if invT == 1 && exps != nil {
+			return pickBlocks(exps[:V], sum*s.rng.Float64())
 		}
+		w := s.buf[:V]
+		copy(w, logits)
+		kernels.Scale(float32(invT), w)
 		total, _ := kernels.ExpShift(w, maxv*float32(invT))
-		return pick(w, total*s.rng.Float64(), nil)
+		return pickBlocks(w, total*s.rng.Float64())
 	}
 	var idx []int
 	full := -1.0 // the whole vocabulary's mass when idx is only a part of it
@@ -217,6 +226,34 @@ func (s *Sampler) nucleusCandidates(logits []float32, maxv float32, invT float64
 		return 0
 	})
 	return s.idx, total
+}
+
+// pickBlocks is pick over a whole vocabulary's weights: it steps over
+// blocks of 64 whose sum (four partial sums in float64) u does not reach,
+// then runs pick in the block that holds the draw. A whole row one weight
+// at a time waited on each subtraction: ~0.2 ms a sample at 152k tokens.
+// Only the rounding of the running sum differs from pick's.
+func pickBlocks(w []float32, u float64) int {
+	const block = 64
+	i := 0
+	for ; i+block <= len(w); i += block {
+		var s0, s1, s2, s3 float64
+		for j := i; j < i+block; j += 4 {
+			s0 += float64(w[j])
+			s1 += float64(w[j+1])
+			s2 += float64(w[j+2])
+			s3 += float64(w[j+3])
+		}
+		sum := (s0 + s1) + (s2 + s3)
+		if u < sum {
+			return i + pick(w[i:i+block], u, nil)
+		}
+		u -= sum
+	}
+	if i == len(w) { // rounding left u past the last block: its last weight
+		return len(w) - 1
+	}
+	return i + pick(w[i:], u, nil)
 }
 
 // pick returns the index (mapped through idx when non-nil) where the running

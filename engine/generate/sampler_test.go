@@ -217,3 +217,29 @@ func TestStopMatch(t *testing.T) {
 		t.Errorf("an empty stop string matched %q, kept %q", got, tail)
 	}
 }
+
+// Ensure pickBlocks finds the index pick does (a blocked search over the
+// same running sum), on rows with and without a partial last block, for
+// draws across the whole mass and past it.
+func TestPickBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 2))
+	for _, n := range []int{1, 63, 64, 65, 1000, 151936} {
+		w := make([]float32, n)
+		var total float64
+		for i := range w {
+			if r.IntN(4) > 0 { // zero weights too, as a masked row has
+				w[i] = float32(r.Float64())
+			}
+			total += float64(w[i])
+		}
+		for k := range 2000 {
+			u := total * r.Float64()
+			if k == 0 {
+				u = total * 1.5 // past the mass: the last index
+			}
+			if got, want := pickBlocks(w, u), pick(w, u, nil); got != want {
+				t.Fatalf("n=%d u=%v: pickBlocks = %d, pick = %d", n, u, got, want)
+			}
+		}
+	}
+}

@@ -175,7 +175,7 @@ func median(v []float64) float64 {
 func BenchmarkDecodeStepChunks(b *testing.B) {
 	defer func(u Unit, c int, o bool) { unit, decodeChunks, ownedRanges = u, c, o }(currentUnit(), decodeChunks, ownedRanges)
 	variants := []stepVariant{{"counter8", func() { decodeChunks, ownedRanges = 8, false }}}
-	for _, c := range []int{1, 4, 8} {
+	for _, c := range []int{8, 16, 32} {
 		variants = append(variants, stepVariant{fmt.Sprint("owned", c), func() { decodeChunks, ownedRanges = c, true }})
 	}
 	r := rand.New(rand.NewPCG(8, 13))

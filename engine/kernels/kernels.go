@@ -88,9 +88,10 @@
 // variant; a variant's bits still differ from another variant's.
 //
 // Work is split over GOMAXPROCS goroutines in chunks of 64-column panels (or
-// of rows, when there are few panels), two to eight per goroutine, taken from
-// a shared counter so a descheduled goroutine delays a call by one chunk
-// only; each chunk writes its own part of C, with scratch from a sync.Pool,
+// of rows, when there are few panels), two to 32 per goroutine, taken from
+// a shared counter (a decoding product's: each goroutine's own run first,
+// then the others' last) so a descheduled goroutine delays a call by one
+// chunk only; each chunk writes its own part of C, with scratch from a sync.Pool,
 // so concurrent calls are safe; LinearMulti runs several products of one
 // input in a single such region. Calls estimated
 // below ~25 µs stay on the caller's goroutine. Each assembly call is bounded

@@ -225,11 +225,16 @@ type plan struct {
 }
 
 // decodeChunks is the number of chunks per goroutine of a decoding
-// product (a variable for benchmarks).
-var decodeChunks = 8
+// product (a variable for benchmarks). Each goroutine streams its own
+// chunks in order (runOwned), so more of them cost no stream restarts and
+// shorten the tail one goroutine can leave the other: over a cold single
+// sequence's step (BenchmarkDecodeStepChunks, Zen 5, three runs) 32 a
+// goroutine took 0.4-5 % less time than 8 (bf16 1.3-1.6 %, q8 0.6-3.7 %,
+// q4 0.4-5 %), 16 in between; a group of 8 was even.
+var decodeChunks = 32
 
 // plan cuts j into chunks of 64-column panels (or of rows, when there are
-// few panels), two to eight per goroutine for t goroutines.
+// few panels), two to decodeChunks per goroutine for t goroutines.
 func (j *job) plan(t int) plan {
 	np := j.panels()
 	mp := (j.M + 5) / 6 // row micro-panels
@@ -239,9 +244,9 @@ func (j *job) plan(t int) plan {
 		n = np
 	}
 	// Chunks per goroutine: two for the blocked path (each chunk re-reads
-	// A), four when streaming, eight when decoding (A is a few rows; the
-	// tail a late goroutine leaves is one chunk); a blocked chunk holds at
-	// most one N block.
+	// A), four when streaming, decodeChunks when decoding (A is a few
+	// rows; the tail a late goroutine leaves is one chunk); a blocked chunk
+	// holds at most one N block.
 	per := 2
 	switch {
 	case j.stream() && j.M <= 8:

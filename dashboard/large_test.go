@@ -71,12 +71,8 @@ func TestLargeRun(t *testing.T) {
 
 	// The same in the browser, from navigation to drawn, when it is
 	// installed (TestBrowser says how; ART_REQUIRE_ASSETS=1 requires it).
-	nodeModules, ok := findBrowser(t)
+	nodeModules, ok := timingBrowser(t)
 	if !ok {
-		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
-			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
-		}
-		t.Log("browser timings skipped: run scripts/install-browser.sh")
 		return
 	}
 	var got struct {
@@ -138,12 +134,8 @@ func TestLongTrajectory(t *testing.T) {
 		t.Errorf("api/trajectory: %d tokens in %v; want %d in < %v", n, took, tokens, bound)
 	}
 
-	nodeModules, ok := findBrowser(t)
+	nodeModules, ok := timingBrowser(t)
 	if !ok {
-		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
-			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
-		}
-		t.Log("browser timings skipped: run scripts/install-browser.sh")
 		return
 	}
 	var got struct {
@@ -160,4 +152,19 @@ func TestLongTrajectory(t *testing.T) {
 			t.Errorf("%s the long trajectory took %v in the browser; want < %v", name, took, bound)
 		}
 	}
+}
+
+// timingBrowser is findBrowser for a test that also times the API: without
+// a browser it logs that the browser timings were skipped (fails under
+// ART_REQUIRE_ASSETS=1) and says so.
+func timingBrowser(t *testing.T) (string, bool) {
+	t.Helper()
+	nodeModules, ok := findBrowser(t)
+	if !ok {
+		if os.Getenv("ART_REQUIRE_ASSETS") == "1" {
+			t.Fatal("headless chromium or playwright-core not installed: run scripts/install-browser.sh")
+		}
+		t.Log("browser timings skipped: run scripts/install-browser.sh")
+	}
+	return nodeModules, ok
 }

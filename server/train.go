@@ -314,23 +314,23 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 	o := s.model.Info()
 	m := art.Model{Name: o.Name, Project: o.Project, BasePath: o.Path, Logger: s.log}
 	var (
-		logged, repeat bool
-		err            error
+		done bool
+		err  error
 	)
 	if req.CallID != "" {
 		// A repeat of a call that completed answers the step it logged at
 		// (the latest step may have moved since).
-		if step, repeat, err = loggedCall(m, req.CallID, step); err == nil && !repeat {
-			err = m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics, CallID: req.CallID})
-			logged = err == nil
-			if logged {
+		step, done, err = loggedCall(m, req.CallID, step)
+	}
+	if err == nil && !done {
+		err = m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics, CallID: req.CallID})
+		if err == nil {
+			s.model.ObserveRewards(split, req.Groups)
+			if req.CallID != "" {
 				// Another request with this id may have logged it first.
 				step, _, err = loggedCall(m, req.CallID, step)
 			}
 		}
-	} else {
-		err = m.Log(r.Context(), req.Groups, art.LogOptions{Split: split, Step: &step, Metrics: req.Metrics})
-		logged = err == nil
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -338,9 +338,6 @@ func (s *Server) handleLog(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, internalError(fmt.Errorf("log: %w", err)))
 		return
-	}
-	if logged {
-		s.model.ObserveRewards(split, req.Groups)
 	}
 	writeJSON(w, http.StatusOK, api.LogResponse{Step: step})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func groupIndexes(rows []TrajectoryRow) []int64 {
@@ -303,5 +304,21 @@ func TestLogJournal(t *testing.T) {
 	}
 	if _, _, err := d.PendingLog("bad"); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("a damaged entry: %v; want an error saying so", err)
+	}
+}
+
+// Ensure the journal's times sort as strings in time order, trailing zeros
+// included (RFC3339Nano drops them, and "28.5Z" sorted after "28.51Z").
+func TestSortableTime(t *testing.T) {
+	base := time.Date(2026, 11, 29, 17, 34, 28, 500_000_000, time.UTC)
+	prev := base.Format(sortableTime)
+	for _, d := range []time.Duration{10 * time.Millisecond, time.Nanosecond, time.Second} {
+		next := base.Add(d).Format(sortableTime)
+		if next <= prev {
+			t.Errorf("%s does not sort after %s", next, prev)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, next); err != nil {
+			t.Errorf("%s is not RFC 3339: %v", next, err)
+		}
 	}
 }

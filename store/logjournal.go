@@ -43,6 +43,11 @@ const (
 	maxLogDone = 256
 )
 
+// sortableTime is the journal's time layout: RFC 3339 in UTC with all nine
+// fractional digits, so that the strings sort as the times do (RFC3339Nano
+// drops trailing zeros: "…:28.5Z" sorted after "…:28.51Z").
+const sortableTime = "2006-01-02T15:04:05.000000000Z"
+
 // maxCallID bounds a call ID's length.
 const maxCallID = 128
 
@@ -86,7 +91,7 @@ func markLogDone(state map[string]any, id string, step int) {
 	if done == nil {
 		done = map[string]any{}
 	}
-	done[id] = map[string]any{"step": step, "ended": time.Now().UTC().Format(time.RFC3339Nano)}
+	done[id] = map[string]any{"step": step, "ended": time.Now().UTC().Format(sortableTime)}
 	for len(done) > maxLogDone {
 		ended := func(k string) string {
 			e, _ := done[k].(map[string]any)
@@ -107,7 +112,7 @@ func markLogDone(state map[string]any, id string, step int) {
 // LogCall is a Log call's journal entry.
 type LogCall struct {
 	ID      string `json:"id"`
-	Started string `json:"started"` // RFC 3339
+	Started string `json:"started"` // RFC 3339, sortableTime
 	// Row is the call's history row, once its totals are in state.json
 	// (nil before, or when the call has no row to write).
 	Row map[string]any `json:"row,omitempty"`
@@ -154,7 +159,7 @@ func NewLogCall() (LogCall, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return LogCall{}, fmt.Errorf("store: log journal: %w", err)
 	}
-	return LogCall{ID: hex.EncodeToString(id[:]), Started: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+	return LogCall{ID: hex.EncodeToString(id[:]), Started: time.Now().UTC().Format(sortableTime)}, nil
 }
 
 // PutLogCall sets key's journal entry in state (a state.json map being

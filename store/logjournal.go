@@ -92,21 +92,28 @@ func markLogDone(state map[string]any, id string, step int) {
 		done = map[string]any{}
 	}
 	done[id] = map[string]any{"step": step, "ended": time.Now().UTC().Format(sortableTime)}
-	for len(done) > maxLogDone {
-		ended := func(k string) string {
-			e, _ := done[k].(map[string]any)
-			s, _ := e["ended"].(string)
+	dropOldest(done, "ended", maxLogDone)
+	state[logDoneKey] = done
+}
+
+// dropOldest deletes the entries of m (state.json objects) with the
+// earliest time field (sortableTime; ties by key) until at most max are
+// left.
+func dropOldest(m map[string]any, field string, max int) {
+	for len(m) > max {
+		at := func(k string) string {
+			e, _ := m[k].(map[string]any)
+			s, _ := e[field].(string)
 			return s
 		}
-		oldest := slices.MinFunc(slices.Collect(maps.Keys(done)), func(a, b string) int {
-			if c := strings.Compare(ended(a), ended(b)); c != 0 {
+		oldest := slices.MinFunc(slices.Collect(maps.Keys(m)), func(a, b string) int {
+			if c := strings.Compare(at(a), at(b)); c != 0 {
 				return c
 			}
 			return strings.Compare(a, b)
 		})
-		delete(done, oldest)
+		delete(m, oldest)
 	}
-	state[logDoneKey] = done
 }
 
 // LogCall is a Log call's journal entry.
@@ -182,24 +189,7 @@ func PutLogCall(state map[string]any, key string, c LogCall) error {
 		return fmt.Errorf("store: log journal: encode entry: %w", err)
 	}
 	journal[key] = v
-	for len(journal) > maxLogJournal {
-		keys := make([]string, 0, len(journal))
-		for k := range journal {
-			keys = append(keys, k)
-		}
-		started := func(k string) string {
-			e, _ := journal[k].(map[string]any)
-			s, _ := e["started"].(string)
-			return s
-		}
-		oldest := slices.MinFunc(keys, func(a, b string) int {
-			if c := strings.Compare(started(a), started(b)); c != 0 {
-				return c
-			}
-			return strings.Compare(a, b)
-		})
-		delete(journal, oldest)
-	}
+	dropOldest(journal, "started", maxLogJournal)
 	state[logJournalKey] = journal
 	return nil
 }

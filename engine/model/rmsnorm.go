@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/artgo/art/engine/kernels"
-
 	"github.com/artgo/art/internal/parallel"
 )
 

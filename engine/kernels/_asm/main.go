@@ -523,25 +523,41 @@ func vdpbf16psBcst(g *gen, dst, src1, base, index, scale, disp int) {
 	p2 := 0b10<<5 | 1<<4 | inv(src1>>4)<<3 // 512 bits, broadcast
 	modrm := 0b01<<6 | (dst&7)<<3 | rm
 	b := fmt.Sprintf("BYTE $0x62; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x52; BYTE $0x%02x", p0, p1, p2, modrm)
-	addr := fmt.Sprintf("%d(r%d)", disp, base)
 	if index >= 0 {
 		ss := map[int]int{1: 0, 2: 1, 4: 2, 8: 3}[scale]
 		b += fmt.Sprintf("; BYTE $0x%02x", ss<<6|(index&7)<<3|base&7)
-		addr += fmt.Sprintf("(r%d*%d)", index, scale)
 	}
 	b += fmt.Sprintf("; BYTE $0x%02x", uint8(int8(disp/4)))
-	g.p("%s // VDPBF16PS %s{1to16}, Z%d, Z%d", b, addr, src1, dst)
+	g.p("%s // VDPBF16PS %s{1to16}, Z%d, Z%d", b, memAddr(base, index, scale, disp), src1, dst)
 }
 
-// m8ARow is row r of A in kernel512m8 as aRow's registers: base and
-// index register numbers (index -1: none) and the index's scale. Rows 0-2
-// are at SI, 3-5 at DI, 6-7 at R13, each lda (R11) after the one before.
+// m8ARow is row r of A in kernel512m8: base and index register numbers
+// (index -1: none) and the index's scale. Rows 0-2 are at SI, 3-5 at DI,
+// 6-7 at R13, each lda (R11) after the one before.
 func m8ARow(r int) (base, index, scale int) {
 	base = [3]int{6, 7, 13}[r/3]
 	if n := r % 3; n > 0 {
 		return base, 11, n
 	}
 	return base, -1, 0
+}
+
+// m8ARowAddr is row r of A in kernel512m8 at byte displacement d, as Go
+// assembler text.
+func m8ARowAddr(r, d int) string {
+	base, index, scale := m8ARow(r)
+	return memAddr(base, index, scale, d)
+}
+
+// memAddr writes disp(base)(index*scale) in Go assembler syntax, registers
+// given by number (index -1: none).
+func memAddr(base, index, scale, disp int) string {
+	name := func(n int) string { return map[int]string{6: "SI", 7: "DI", 11: "R11", 13: "R13"}[n] }
+	a := fmt.Sprintf("%d(%s)", disp, name(base))
+	if index >= 0 {
+		a += fmt.Sprintf("(%s*%d)", name(index), scale)
+	}
+	return a
 }
 
 // evex0F38 emits a 512-bit, W0, register-only instruction of opcode map
@@ -1627,16 +1643,7 @@ func kernel512m8(g *gen, dt string) {
 				zi := 20 + bc%8
 				z := fmt.Sprintf("Z%d", zi)
 				bc++
-				var a string
-				switch {
-				case r < 6:
-					a = aRow(r, 4*u)
-				case r == 6:
-					a = fmt.Sprintf("%d(R13)", 4*u)
-				default:
-					a = fmt.Sprintf("%d(R13)(R11*1)", 4*u)
-				}
-				g.p("VBROADCASTSS %s, %s", a, z)
+				g.p("VBROADCASTSS %s, %s", m8ARowAddr(r, 4*u), z)
 				g.p("VFMADD231PS Z16, %s, Z%d", z, 2*r)
 				g.p("VFMADD231PS Z17, %s, Z%d", z, 2*r+1)
 			}

@@ -265,6 +265,19 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("MOVQ k+64(FP), CX")
 	g.p("MOVQ CX, kl-16(SP)")
 	g.label("block")
+	// Fetch the block's C tile now, so the sums' flush at the block's end
+	// does not wait on it: a prompt's or training batch's C (megabytes)
+	// is in L3 or memory by the time a later K block adds to it, and
+	// the flush's dependent loads stalled each panel by hundreds of cycles.
+	if mr > 3 {
+		g.p("LEAQ (DX)(R8*2), R13")
+		g.p("ADDQ R8, R13")
+	}
+	for r := 0; r < mr; r++ {
+		for j := 0; j < ncg; j++ {
+			g.p("PREFETCHT0 %s", cRow(r, 64*j))
+		}
+	}
 	g.p("LEAQ (BX)(R12*2), R13")
 	for r := 0; r < mr; r++ {
 		for j := 0; j < ncg; j++ {

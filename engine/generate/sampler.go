@@ -97,20 +97,24 @@ func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 		pick = logits[:limit]
 	}
 	maxv := kernels.Max(pick) // NaNs are skipped, as by a > comparison
-	argmax := max(0, slices.Index(pick, maxv))
 	shift := maxv
 	if len(pick) < len(logits) {
 		shift = max(shift, kernels.Max(logits[len(pick):]))
 	}
 	s.buf = slices.Grow(s.buf[:0], len(logits))[:len(logits)]
 	copy(s.buf, logits)
-	sum, _ := kernels.ExpShift(s.buf, shift)
+	sum := kernels.ExpShiftSum(s.buf, shift)
 	logZ := float64(shift) + math.Log(sum)
-	id := argmax
 	// A constrained sampler with top-k or top-p draws from the mask only
-	// (nextConstrained); otherwise the unconstrained draw comes first.
+	// (nextConstrained: id is then replaced); otherwise the unconstrained
+	// draw comes first. Only greedy decoding looks for the argmax (a
+	// scalar pass over the vocabulary, a quarter of a sample's time).
 	constrainedOnly := s.c != nil && (s.p.TopK > 0 || s.p.TopP > 0 && s.p.TopP < 1)
-	if !s.p.greedy() && !constrainedOnly {
+	id := 0
+	switch {
+	case s.p.greedy():
+		id = max(0, slices.Index(pick, maxv))
+	case !constrainedOnly:
 		// s.buf holds exp(logit − maxv) of the sampled range when the
 		// shift was its maximum: temperature 1 draws from it as it is.
 		var exps []float32

@@ -370,12 +370,13 @@ type HeadStats struct {
 // HeadChunk is the number of scored rows LMHeadBackward takes at once (a
 // benchmark replaying a step's products makes the same calls): the
 // chunk's logits take HeadChunk·V floats (155 MB for a 151936-token
-// vocabulary). Chunks this tall run the blocked GEMM, which packs (widens)
-// the head once per call in each direction; per CPU second both products
-// measured 10–15 % faster than in chunks of 128 or fewer rows, which
-// stream the 16-bit weights instead, and about 40 % faster than the 32-row
-// chunks of the first version for the input gradient
-// (kernels.BenchmarkLMHead).
+// vocabulary). Chunks this tall run the blocked GEMM, which on the fp32
+// unit packs (widens) the head once per call in each direction (the bf16
+// unit reads its forward panels in place and packs the input gradient's);
+// per CPU second both products measured 10–15 % faster than in chunks of
+// 128 or fewer rows, which stream the 16-bit weights instead, and about 40
+// % faster than the 32-row chunks of the first version for the input
+// gradient (kernels.BenchmarkLMHead).
 const HeadChunk = 256
 
 // headWork is LMHeadBackward's scratch for chunks of up to rows rows,

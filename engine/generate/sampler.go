@@ -108,7 +108,7 @@ func (s *Sampler) Next(logits []float32, limit int) (Sample, error) {
 	// A constrained sampler with top-k or top-p draws from the mask only
 	// (nextConstrained: id is then replaced); otherwise the unconstrained
 	// draw comes first. Only greedy decoding looks for the argmax (a
-	// scalar pass over the vocabulary, a quarter of a sample's time).
+	// scalar pass over the vocabulary; a draw is 4 % faster without it).
 	constrainedOnly := s.c != nil && (s.p.TopK > 0 || s.p.TopP > 0 && s.p.TopP < 1)
 	id := 0
 	switch {

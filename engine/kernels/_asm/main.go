@@ -28,6 +28,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 type gen struct{ b bytes.Buffer }
@@ -669,6 +670,27 @@ func kernel256(g *gen, dt string, mr int) {
 		if !bf16 && !f16 && s0 > 0 {
 			g.p("CMPQ edge+72(FP), $%d", s0)
 			g.p("JLE blockend")
+		}
+		// The pass's C columns, fetched now for its flush (kernel512).
+		if mr <= 6 {
+			if mr > 3 {
+				g.p("LEAQ (DX)(R8*2), R13")
+				g.p("ADDQ R8, R13")
+			}
+			var lines []int
+			for i := 0; i < gp; i++ {
+				c0, c1 := cOff(s0 + i)
+				for _, l := range []int{c0 &^ 63, c1 &^ 63} {
+					if !slices.Contains(lines, l) {
+						lines = append(lines, l)
+					}
+				}
+			}
+			for r := 0; r < mr; r++ {
+				for _, l := range lines {
+					g.p("PREFETCHT0 %s", cRow(r, l))
+				}
+			}
 		}
 		g.p("MOVQ R10, SI")
 		if mr > 3 {

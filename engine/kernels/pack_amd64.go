@@ -43,11 +43,15 @@ func packPanelsT256(dst []float32, doff int, src []uint16, soff, stride, rows, n
 //go:noescape
 func packDPT256(dst, src *float32, groups, cg int)
 
+//go:noescape
+func packDPT512(dst, src *float32, groups, cg int)
+
 // packDPTAsm packs what it can of packDPT's run of rows pair-rows (pairs
 // of weight rows of one panel, from the qword at src[soff:]) at ncols
 // columns, and says how much: pair-rows [0, done) at columns [0, cols)
-// (4×4 tiles of qwords: groups of 4 pair-rows and of 8 columns). Every
-// variant that can run UnitBF16 has AVX2.
+// (4×4 tiles of qwords: groups of 4 pair-rows and of 8 columns; 8×8 on
+// AVX-512 when the run's rows and columns allow). Every variant that can
+// run UnitBF16 has AVX2.
 func packDPTAsm(dst []float32, doff int, src []float32, soff, rows, ncols int) (done, cols int) {
 	done, cols = rows&^3, ncols&^7
 	if active == varGo || done == 0 || cols == 0 {
@@ -55,6 +59,10 @@ func packDPTAsm(dst []float32, doff int, src []float32, soff, rows, ncols int) (
 	}
 	_ = dst[doff+(done-1)*panelW+cols-1]
 	_ = src[soff+(cols/2-1)*panelW+2*done-1]
+	if active == varAVX512 && done%8 == 0 && cols%16 == 0 {
+		packDPT512(pf(dst, doff), pf(src, soff), done/8, cols/16)
+		return done, cols
+	}
 	packDPT256(pf(dst, doff), pf(src, soff), done/4, cols/8)
 	return done, cols
 }

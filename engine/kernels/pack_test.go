@@ -158,3 +158,55 @@ func checkBackwardInputAsF32(t *testing.T, r *rand.Rand, what string, w, ref *Ma
 	}
 	closeTo(t, what+" vs LinearBackwardInputRef", got, refWant, scale)
 }
+
+// TestPackDPT checks the transposing pack of dp panels (LinearBackwardInput's
+// B block on UnitBF16) against its definition, bit for bit, on every
+// variant: runs of pair-rows that start on and off a panel and of 4, 8 and
+// other lengths, whole and partial column groups (the AVX-512 tiles take 8
+// pair-rows × 16 columns, the AVX2 ones 4 × 8, the rest is Go), with every
+// row past ncols zero and nothing outside the block written.
+func TestPackDPT(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const N, K = 200, 150 // weight rows (pairs along them), columns
+	bits := make([]uint16, N*K)
+	for i := range bits {
+		bits[i] = F32ToBF16(float32(rng.Float64()*2 - 1))
+	}
+	w := matOfBits(N, K, bits)
+	var d []float32
+	withUnit(t, UnitBF16, func(t *testing.T) { d = w.dpPanels() })
+	word := func(r, c int) uint16 { // the weight's bits, zero past its last row
+		if r >= N {
+			return 0
+		}
+		return bits[r*K+c]
+	}
+	forVariants(t, func(t *testing.T) {
+		for _, c := range []struct{ pc, kc, col0, ncols int }{
+			{0, 32, 0, 64}, {0, 8, 0, 64}, {8, 24, 64, 64}, {4, 12, 0, 64}, {0, 32, 128, 22},
+			{16, 40, 0, 48}, {2, 7, 64, 16}, {30, 70, 0, 64}, {96, 4, 128, 8}, {0, 100, 64, 63},
+		} {
+			const pad = 64
+			dst := make([]float32, pad+c.kc*panelW+pad)
+			for i := range dst {
+				dst[i] = math.Float32frombits(0xdeadbeef)
+			}
+			packDPT(dst, pad, d, pairs(K), c.pc, c.kc, c.col0, c.ncols)
+			for i := range dst {
+				got := math.Float32bits(dst[i])
+				want := uint32(0xdeadbeef)
+				if i >= pad && i < pad+c.kc*panelW {
+					r, j := (i-pad)/panelW, (i-pad)%panelW
+					want = 0
+					if j < c.ncols {
+						n := 2 * (c.pc + r)
+						want = uint32(word(n, c.col0+j)) | uint32(word(n+1, c.col0+j))<<16
+					}
+				}
+				if got != want {
+					t.Fatalf("pc=%d kc=%d col0=%d ncols=%d: word %d is %#08x, want %#08x", c.pc, c.kc, c.col0, c.ncols, i-pad, got, want)
+				}
+			}
+		}
+	})
+}

@@ -12,6 +12,7 @@ func writePackT(dir string) {
 	packT256u16(&g, "bf16")
 	packT256u16(&g, "f16")
 	packDPT256(&g)
+	packDPT512(&g)
 	write(filepath.Join(dir, "pack_amd64.s"), g.b.Bytes())
 }
 
@@ -163,3 +164,78 @@ func packDPT256(g *gen) {
 	g.label("done")
 	g.ret()
 }
+
+// packDPT512 is packDPT256 on AVX-512 registers: 8×8 tiles of qwords (8
+// pairs of rows of each of 8 column pairs, one 64-byte load each),
+// transposed in three rounds of shuffles (qwords within 128-bit lanes,
+// then lanes twice) and each qword's middle halves swapped as there, 40 %
+// fewer instructions a byte than the AVX2 tiles, prefetching packDPTAhead
+// bytes ahead. A cold gate-sized weight (4864 × 896) packs 1.45× as fast as
+// on the AVX2 tiles (0.60 against 0.88 ms, one thread):
+//
+//	packDPT512(dst, src *float32, groups, cg int)
+//
+// dst, src as packDPT256's; groups: runs of 8 pair-rows; cg (≥ 1): groups
+// of 8 column pairs (16 columns).
+func packDPT512(g *gen) {
+	g.text("packDPT512", 32, "packDPT512: transposing pack of dp panels, 8×8 tiles of qwords (AVX-512).")
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), BX")
+	g.p("MOVQ groups+16(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	// The byte shuffle of one 128-bit lane (packDPT256's), in every lane.
+	g.p("MOVQ $0x0706030205040100, AX")
+	g.p("VMOVQ AX, X15")
+	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
+	g.p("VPINSRQ $1, AX, X15, X15")
+	g.p("VSHUFI64X2 $0, Z15, Z15, Z16")
+	g.label("group")
+	g.p("MOVQ BX, SI")
+	g.p("MOVQ DI, R8")
+	g.p("MOVQ cg+24(FP), R12")
+	g.label("cgroup")
+	for c := 0; c < 8; c++ { // Zc: pair-rows 0..7 of column pair c
+		g.p("PREFETCHT0 %d(SI)", 256*c+packDPTAhead)
+		g.p("VMOVDQU64 %d(SI), Z%d", 256*c, c)
+	}
+	for i := 0; i < 4; i++ { // Z8+2i, Z9+2i: column pairs 2i, 2i+1 interleaved
+		g.p("VPUNPCKLQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 8+2*i)
+		g.p("VPUNPCKHQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 9+2*i)
+	}
+	// Lanes: Z0..Z3 from column pairs 0-3, Z4..Z7 from 4-7.
+	for h := 0; h < 2; h++ {
+		a, b := 8+4*h, 10+4*h // unpacklo of pairs (4h, 4h+1) and (4h+2, 4h+3)
+		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b, a, 4*h+0)
+		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b, a, 4*h+1)
+		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b+1, a+1, 4*h+2)
+		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b+1, a+1, 4*h+3)
+	}
+	// Z4h+0 holds pair-rows 0 and 4, +1 rows 2 and 6, +2 rows 1 and 5, +3
+	// rows 3 and 7: the last round puts each pair-row in a register.
+	for j, rows := range [4][2]int{{0, 4}, {2, 6}, {1, 5}, {3, 7}} {
+		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", 4+j, j, 8+rows[0])
+		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", 4+j, j, 8+rows[1])
+	}
+	for r := 0; r < 8; r++ {
+		g.p("VPSHUFB Z16, Z%d, Z%d", 8+r, 8+r)
+		g.p("VMOVDQU64 Z%d, %d(R8)", 8+r, 256*r)
+	}
+	g.p("ADDQ $%d, SI", 8*256)
+	g.p("ADDQ $64, R8")
+	g.p("DECQ R12")
+	g.p("JNE cgroup")
+	g.p("ADDQ $%d, DI", 8*256)
+	g.p("ADDQ $64, BX")
+	g.p("DECQ R9")
+	g.p("JNE group")
+	g.label("done")
+	g.ret()
+}
+
+// packDPTAhead is how far ahead (bytes) packDPT512 prefetches the column
+// pairs it will read: the weights come from memory, and reading 64 bytes
+// of every 256 the hardware prefetchers left the pack latency-bound (a
+// cold 4864 × 896 weight packed in 0.76 ms without, 0.59–0.61 with 4–8
+// KiB; 2 KiB 0.70).
+const packDPTAhead = 8192

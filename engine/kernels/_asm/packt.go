@@ -2,8 +2,9 @@ package main
 
 import "path/filepath"
 
-// writePackT writes pack_amd64.s, the AVX2 transposing packs of 16-bit
-// panels (the B block of LinearBackwardInput, package kernels' packPanelsT).
+// writePackT writes pack_amd64.s, the transposing packs of 16-bit panels
+// (AVX2) and of dp panels (AVX2 and AVX-512): the B blocks of
+// LinearBackwardInput (package kernels' packPanelsT and packDPT).
 // They live in a file of their own so the kernels' files are unchanged by
 // them.
 func writePackT(dir string) {

@@ -126,16 +126,7 @@ func transpose8x8(g *gen, base string) {
 // groups: runs of 4 pair-rows; cg (≥ 1): groups of 4 column pairs.
 func packDPT256(g *gen) {
 	g.text("packDPT256", 32, "packDPT256: transposing pack of dp panels, 4×4 tiles of qwords (AVX2).")
-	g.p("MOVQ dst+0(FP), DI")
-	g.p("MOVQ src+8(FP), BX")
-	g.p("MOVQ groups+16(FP), R9")
-	g.p("TESTQ R9, R9")
-	g.p("JEQ done")
-	// The byte shuffle of one 128-bit lane: qword bytes 0 1 4 5 2 3 6 7.
-	g.p("MOVQ $0x0706030205040100, AX")
-	g.p("VMOVQ AX, X15")
-	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
-	g.p("VPINSRQ $1, AX, X15, X15")
+	packDPTStart(g)
 	g.p("VPERMQ $0x44, Y15, Y15")
 	g.label("group")
 	g.p("MOVQ BX, SI")
@@ -166,6 +157,21 @@ func packDPT256(g *gen) {
 	g.ret()
 }
 
+// packDPTStart loads the dp packs' arguments (DI dst, BX src, R9 groups;
+// none: to done) and the byte shuffle of one 128-bit lane into X15:
+// qword bytes 0 1 4 5 2 3 6 7.
+func packDPTStart(g *gen) {
+	g.p("MOVQ dst+0(FP), DI")
+	g.p("MOVQ src+8(FP), BX")
+	g.p("MOVQ groups+16(FP), R9")
+	g.p("TESTQ R9, R9")
+	g.p("JEQ done")
+	g.p("MOVQ $0x0706030205040100, AX")
+	g.p("VMOVQ AX, X15")
+	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
+	g.p("VPINSRQ $1, AX, X15, X15")
+}
+
 // packDPT512 is packDPT256 on AVX-512 registers: 8×8 tiles of qwords (8
 // pairs of rows of each of 8 column pairs, one 64-byte load each),
 // transposed in three rounds of shuffles (qwords within 128-bit lanes,
@@ -180,17 +186,8 @@ func packDPT256(g *gen) {
 // of 8 column pairs (16 columns).
 func packDPT512(g *gen) {
 	g.text("packDPT512", 32, "packDPT512: transposing pack of dp panels, 8×8 tiles of qwords (AVX-512).")
-	g.p("MOVQ dst+0(FP), DI")
-	g.p("MOVQ src+8(FP), BX")
-	g.p("MOVQ groups+16(FP), R9")
-	g.p("TESTQ R9, R9")
-	g.p("JEQ done")
-	// The byte shuffle of one 128-bit lane (packDPT256's), in every lane.
-	g.p("MOVQ $0x0706030205040100, AX")
-	g.p("VMOVQ AX, X15")
-	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
-	g.p("VPINSRQ $1, AX, X15, X15")
-	g.p("VSHUFI64X2 $0, Z15, Z15, Z16")
+	packDPTStart(g)
+	g.p("VSHUFI64X2 $0, Z15, Z15, Z16") // in every lane
 	g.label("group")
 	g.p("MOVQ BX, SI")
 	g.p("MOVQ DI, R8")

@@ -266,19 +266,11 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("MOVQ k+64(FP), CX")
 	g.p("MOVQ CX, kl-16(SP)")
 	g.label("block")
-	// Fetch the block's C tile now, so the sums' flush at the block's end
-	// does not wait on it: a prompt's or training batch's C (megabytes)
-	// is in L3 or memory by the time a later K block adds to it, and
-	// the flush's dependent loads stalled each panel by hundreds of cycles.
-	if mr > 3 {
-		g.p("LEAQ (DX)(R8*2), R13")
-		g.p("ADDQ R8, R13")
+	var cLines []int
+	for j := 0; j < ncg; j++ {
+		cLines = append(cLines, 64*j)
 	}
-	for r := 0; r < mr; r++ {
-		for j := 0; j < ncg; j++ {
-			g.p("PREFETCHT0 %s", cRow(r, 64*j))
-		}
-	}
+	prefetchC(g, mr, cLines)
 	g.p("LEAQ (BX)(R12*2), R13")
 	for r := 0; r < mr; r++ {
 		for j := 0; j < ncg; j++ {
@@ -361,10 +353,7 @@ func kernel512(g *gen, dt string, mr, ncg int, pf bool) {
 	g.p("JNE loop1")
 	g.label("epilogue")
 	g.p("MOVQ fl-8(SP), CX")
-	if mr > 3 {
-		g.p("LEAQ (DX)(R8*2), R13")
-		g.p("ADDQ R8, R13")
-	}
+	cRowBases(g, mr)
 	g.p("TESTQ $1, CX")
 	g.p("JEQ nocadd")
 	for r := 0; r < mr; r++ {
@@ -671,12 +660,8 @@ func kernel256(g *gen, dt string, mr int) {
 			g.p("CMPQ edge+72(FP), $%d", s0)
 			g.p("JLE blockend")
 		}
-		// The pass's C columns, fetched now for its flush (kernel512).
+		// The pass's C columns, fetched now for its flush (prefetchC).
 		if mr <= 6 {
-			if mr > 3 {
-				g.p("LEAQ (DX)(R8*2), R13")
-				g.p("ADDQ R8, R13")
-			}
 			var lines []int
 			for i := 0; i < gp; i++ {
 				c0, c1 := cOff(s0 + i)
@@ -686,11 +671,7 @@ func kernel256(g *gen, dt string, mr int) {
 					}
 				}
 			}
-			for r := 0; r < mr; r++ {
-				for _, l := range lines {
-					g.p("PREFETCHT0 %s", cRow(r, l))
-				}
-			}
+			prefetchC(g, mr, lines)
 		}
 		g.p("MOVQ R10, SI")
 		if mr > 3 {
@@ -869,10 +850,9 @@ func epilogue256(g *gen, mr int, sfx, flags string, outs []accOut) {
 	epilogueRegs(g, "Y", mr, sfx, flags, outs)
 }
 
-// epilogueRegs is epilogue256 on registers reg (Y, or Z: the AVX-512
-// quantized kernels, whose accumulators hold 16 columns).
-func epilogueRegs(g *gen, reg string, mr int, sfx, flags string, outs []accOut) {
-	g.p("MOVQ %s, CX", flags)
+// cRowBases points cRow's later bases at C's rows: R13 at row 3 and, past
+// six rows, R9 at row 6 (DX at row 0, R8 = ldc).
+func cRowBases(g *gen, mr int) {
 	if mr > 3 {
 		g.p("LEAQ (DX)(R8*2), R13")
 		g.p("ADDQ R8, R13")
@@ -881,6 +861,28 @@ func epilogueRegs(g *gen, reg string, mr int, sfx, flags string, outs []accOut) 
 		g.p("LEAQ (R13)(R8*2), R9")
 		g.p("ADDQ R8, R9")
 	}
+}
+
+// prefetchC fetches the C tile a kernel is about to sum into (byte offsets
+// lines of each of mr ≤ 6 rows), so that the flush after its k-loop does
+// not wait on it: a prompt's or training batch's C (megabytes) is in L3
+// or memory by the time a later K block adds to it, and the flush's
+// dependent loads stalled each panel by hundreds of cycles. It leaves
+// R13 at C's row 3.
+func prefetchC(g *gen, mr int, lines []int) {
+	cRowBases(g, mr)
+	for r := 0; r < mr; r++ {
+		for _, l := range lines {
+			g.p("PREFETCHT0 %s", cRow(r, l))
+		}
+	}
+}
+
+// epilogueRegs is epilogue256 on registers reg (Y, or Z: the AVX-512
+// quantized kernels, whose accumulators hold 16 columns).
+func epilogueRegs(g *gen, reg string, mr int, sfx, flags string, outs []accOut) {
+	g.p("MOVQ %s, CX", flags)
+	cRowBases(g, mr)
 	g.p("TESTQ $1, CX")
 	g.p("JEQ nocadd" + sfx)
 	for _, o := range outs {

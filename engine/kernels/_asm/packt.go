@@ -126,41 +126,29 @@ func transpose8x8(g *gen, base string) {
 // groups: runs of 4 pair-rows; cg (≥ 1): groups of 4 column pairs.
 func packDPT256(g *gen) {
 	g.text("packDPT256", 32, "packDPT256: transposing pack of dp panels, 4×4 tiles of qwords (AVX2).")
-	packDPTStart(g)
-	g.p("VPERMQ $0x44, Y15, Y15")
-	g.label("group")
-	g.p("MOVQ BX, SI")
-	g.p("MOVQ DI, R8")
-	g.p("MOVQ cg+24(FP), R12")
-	g.label("cgroup")
-	for c := 0; c < 4; c++ { // Yc: column pair c of pair-rows 0..3
-		g.p("VMOVDQU %d(SI), Y%d", 256*c, c)
-	}
-	g.p("VPUNPCKLQDQ Y1, Y0, Y4") // rows 0 | 2, column pairs 0, 1
-	g.p("VPUNPCKHQDQ Y1, Y0, Y5") // rows 1 | 3, column pairs 0, 1
-	g.p("VPUNPCKLQDQ Y3, Y2, Y6") // rows 0 | 2, column pairs 2, 3
-	g.p("VPUNPCKHQDQ Y3, Y2, Y7") // rows 1 | 3, column pairs 2, 3
-	for r, src := range [][3]string{{"0x20", "Y6", "Y4"}, {"0x20", "Y7", "Y5"}, {"0x31", "Y6", "Y4"}, {"0x31", "Y7", "Y5"}} {
-		g.p("VPERM2I128 $%s, %s, %s, Y%d", src[0], src[1], src[2], r)
-		g.p("VPSHUFB Y15, Y%d, Y%d", r, r)
-		g.p("VMOVDQU Y%d, %d(R8)", r, 256*r)
-	}
-	g.p("ADDQ $%d, SI", 4*256)
-	g.p("ADDQ $32, R8")
-	g.p("DECQ R12")
-	g.p("JNE cgroup")
-	g.p("ADDQ $%d, DI", 4*256)
-	g.p("ADDQ $32, BX")
-	g.p("DECQ R9")
-	g.p("JNE group")
-	g.label("done")
-	g.ret()
+	packDPTLoop(g, 4, "VPERMQ $0x44, Y15, Y15", func() {
+		for c := 0; c < 4; c++ { // Yc: column pair c of pair-rows 0..3
+			g.p("VMOVDQU %d(SI), Y%d", 256*c, c)
+		}
+		g.p("VPUNPCKLQDQ Y1, Y0, Y4") // rows 0 | 2, column pairs 0, 1
+		g.p("VPUNPCKHQDQ Y1, Y0, Y5") // rows 1 | 3, column pairs 0, 1
+		g.p("VPUNPCKLQDQ Y3, Y2, Y6") // rows 0 | 2, column pairs 2, 3
+		g.p("VPUNPCKHQDQ Y3, Y2, Y7") // rows 1 | 3, column pairs 2, 3
+		for r, src := range [][3]string{{"0x20", "Y6", "Y4"}, {"0x20", "Y7", "Y5"}, {"0x31", "Y6", "Y4"}, {"0x31", "Y7", "Y5"}} {
+			g.p("VPERM2I128 $%s, %s, %s, Y%d", src[0], src[1], src[2], r)
+			g.p("VPSHUFB Y15, Y%d, Y%d", r, r)
+			g.p("VMOVDQU Y%d, %d(R8)", r, 256*r)
+		}
+	})
 }
 
-// packDPTStart loads the dp packs' arguments (DI dst, BX src, R9 groups;
-// none: to done) and the byte shuffle of one 128-bit lane into X15:
-// qword bytes 0 1 4 5 2 3 6 7.
-func packDPTStart(g *gen) {
+// packDPTLoop emits the frame of the dp packs around body, one tile of
+// tile × tile qwords: it loads the arguments (DI dst, BX src, R9 groups,
+// R12 cg) and the byte shuffle of one 128-bit lane into X15 (qword bytes
+// 0 1 4 5 2 3 6 7), which spread then widens to the tile's registers; body
+// reads the tile at SI and writes it at R8; the loops walk the column
+// pairs (cgroup) within each run of tile pair-rows (group).
+func packDPTLoop(g *gen, tile int, spread string, body func()) {
 	g.p("MOVQ dst+0(FP), DI")
 	g.p("MOVQ src+8(FP), BX")
 	g.p("MOVQ groups+16(FP), R9")
@@ -170,6 +158,23 @@ func packDPTStart(g *gen) {
 	g.p("VMOVQ AX, X15")
 	g.p("MOVQ $0x0f0e0b0a0d0c0908, AX")
 	g.p("VPINSRQ $1, AX, X15, X15")
+	g.p(spread)
+	g.label("group")
+	g.p("MOVQ BX, SI")
+	g.p("MOVQ DI, R8")
+	g.p("MOVQ cg+24(FP), R12")
+	g.label("cgroup")
+	body()
+	g.p("ADDQ $%d, SI", tile*256)
+	g.p("ADDQ $%d, R8", 8*tile)
+	g.p("DECQ R12")
+	g.p("JNE cgroup")
+	g.p("ADDQ $%d, DI", tile*256)
+	g.p("ADDQ $%d, BX", 8*tile)
+	g.p("DECQ R9")
+	g.p("JNE group")
+	g.label("done")
+	g.ret()
 }
 
 // packDPT512 is packDPT256 on AVX-512 registers: 8×8 tiles of qwords (8
@@ -186,49 +191,34 @@ func packDPTStart(g *gen) {
 // of 8 column pairs (16 columns).
 func packDPT512(g *gen) {
 	g.text("packDPT512", 32, "packDPT512: transposing pack of dp panels, 8×8 tiles of qwords (AVX-512).")
-	packDPTStart(g)
-	g.p("VSHUFI64X2 $0, Z15, Z15, Z16") // in every lane
-	g.label("group")
-	g.p("MOVQ BX, SI")
-	g.p("MOVQ DI, R8")
-	g.p("MOVQ cg+24(FP), R12")
-	g.label("cgroup")
-	for c := 0; c < 8; c++ { // Zc: pair-rows 0..7 of column pair c
-		g.p("PREFETCHT0 %d(SI)", 256*c+packDPTAhead)
-		g.p("VMOVDQU64 %d(SI), Z%d", 256*c, c)
-	}
-	for i := 0; i < 4; i++ { // Z8+2i, Z9+2i: column pairs 2i, 2i+1 interleaved
-		g.p("VPUNPCKLQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 8+2*i)
-		g.p("VPUNPCKHQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 9+2*i)
-	}
-	// Lanes: Z0..Z3 from column pairs 0-3, Z4..Z7 from 4-7.
-	for h := 0; h < 2; h++ {
-		a, b := 8+4*h, 10+4*h // unpacklo of pairs (4h, 4h+1) and (4h+2, 4h+3)
-		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b, a, 4*h+0)
-		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b, a, 4*h+1)
-		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b+1, a+1, 4*h+2)
-		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b+1, a+1, 4*h+3)
-	}
-	// Z4h+0 holds pair-rows 0 and 4, +1 rows 2 and 6, +2 rows 1 and 5, +3
-	// rows 3 and 7: the last round puts each pair-row in a register.
-	for j, rows := range [4][2]int{{0, 4}, {2, 6}, {1, 5}, {3, 7}} {
-		g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", 4+j, j, 8+rows[0])
-		g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", 4+j, j, 8+rows[1])
-	}
-	for r := 0; r < 8; r++ {
-		g.p("VPSHUFB Z16, Z%d, Z%d", 8+r, 8+r)
-		g.p("VMOVDQU64 Z%d, %d(R8)", 8+r, 256*r)
-	}
-	g.p("ADDQ $%d, SI", 8*256)
-	g.p("ADDQ $64, R8")
-	g.p("DECQ R12")
-	g.p("JNE cgroup")
-	g.p("ADDQ $%d, DI", 8*256)
-	g.p("ADDQ $64, BX")
-	g.p("DECQ R9")
-	g.p("JNE group")
-	g.label("done")
-	g.ret()
+	packDPTLoop(g, 8, "VSHUFI64X2 $0, Z15, Z15, Z16", func() {
+		for c := 0; c < 8; c++ { // Zc: pair-rows 0..7 of column pair c
+			g.p("PREFETCHT0 %d(SI)", 256*c+packDPTAhead)
+			g.p("VMOVDQU64 %d(SI), Z%d", 256*c, c)
+		}
+		for i := 0; i < 4; i++ { // Z8+2i, Z9+2i: column pairs 2i, 2i+1 interleaved
+			g.p("VPUNPCKLQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 8+2*i)
+			g.p("VPUNPCKHQDQ Z%d, Z%d, Z%d", 2*i+1, 2*i, 9+2*i)
+		}
+		// Lanes: Z0..Z3 from column pairs 0-3, Z4..Z7 from 4-7.
+		for h := 0; h < 2; h++ {
+			a, b := 8+4*h, 10+4*h // unpacklo of pairs (4h, 4h+1) and (4h+2, 4h+3)
+			g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b, a, 4*h+0)
+			g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b, a, 4*h+1)
+			g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", b+1, a+1, 4*h+2)
+			g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", b+1, a+1, 4*h+3)
+		}
+		// Z4h+0 holds pair-rows 0 and 4, +1 rows 2 and 6, +2 rows 1 and 5, +3
+		// rows 3 and 7: the last round puts each pair-row in a register.
+		for j, rows := range [4][2]int{{0, 4}, {2, 6}, {1, 5}, {3, 7}} {
+			g.p("VSHUFI64X2 $0x88, Z%d, Z%d, Z%d", 4+j, j, 8+rows[0])
+			g.p("VSHUFI64X2 $0xdd, Z%d, Z%d, Z%d", 4+j, j, 8+rows[1])
+		}
+		for r := 0; r < 8; r++ {
+			g.p("VPSHUFB Z16, Z%d, Z%d", 8+r, 8+r)
+			g.p("VMOVDQU64 Z%d, %d(R8)", 8+r, 256*r)
+		}
+	})
 }
 
 // packDPTAhead is how far ahead (bytes) packDPT512 prefetches the column

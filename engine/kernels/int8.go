@@ -264,8 +264,11 @@ func (j *job) rowsI8(pk *panels, base, m, mr, jp, np int) {
 	if direct > 0 {
 		j.callI8(pk, m, mr, jp-base, direct, j.c[m*j.ldc+jp*panelW:], j.ldc)
 	}
-	var tile [8 * panelW]float32
 	for p := jp + direct; p < jp+np; p++ {
+		// Declared here, not above: zeroing it for every call, when most
+		// have no partial panel, cost 2 % of a decoding group's CPU (the
+		// kernels' streams had evicted the stack's lines).
+		var tile [8 * panelW]float32
 		j.callI8(pk, m, mr, p-base, 1, tile[:], panelW)
 		cols := min(panelW, j.N-p*panelW)
 		for r := range mr {

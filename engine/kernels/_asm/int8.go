@@ -226,7 +226,7 @@ func kernelI8(g *gen, dt string, mr int) {
 // 32 k-rows is summed in two halves of the panel, u0,u1 then u2,u3: 16
 // accumulators (8 rows × 2) started at the rows' corrections, each
 // VPDPBUSD a register of weights and a row's broadcast quad, the panel
-// prefetched a few KiB ahead (prefetchI8M8). The fp32 accumulators are
+// prefetched a few KiB ahead (prefetchI8M8, non-temporal: prefetchM8). The fp32 accumulators are
 // in t (row r's ui at 256r+64i), added to exactly as kernelI8Q8
 // adds to its registers; after a panel's last block each row goes back to
 // column order into C.
@@ -255,12 +255,12 @@ func kernelI8M8(g *gen, dt string) {
 			for q := range 8 {
 				if q4 { // u2h, u2h+1: one zmm of nibbles
 					off := quad*q + 64*h
-					g.p("PREFETCHT0 %d(BX)", ahead+off)
+					g.p(prefetchM8+" %d(BX)", ahead+off)
 					splitQ4(g, fmt.Sprintf("%d(BX)", off), 30, "Z16", "Z17")
 				} else {
 					for i := range 2 {
 						off := quad*q + 64*(2*h+i)
-						g.p("PREFETCHT0 %d(BX)", ahead+off)
+						g.p(prefetchM8+" %d(BX)", ahead+off)
 						g.p("VMOVDQU64 %d(BX), Z%d", off, 16+i)
 					}
 				}

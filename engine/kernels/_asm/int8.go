@@ -60,14 +60,24 @@ var int8Data = func() string {
 // 1 KiB 1.04-1.10×, 1.5 KiB 0.94-0.97×, 4 KiB 0.92-0.99×.
 var prefetchI8 = 1024
 
+// prefetchI8Rows is prefetchI8 for kernelI8, the kernels of one to three
+// rows (decoding one to three sequences): near, as for the bf16 decoding
+// row (prefetchDecodeDP), so that the hardware prefetchers stream the
+// panels and the software prefetches do not compete with them. Over a
+// cold single sequence's step (Qwen2.5-0.5B's shapes at Q8, benchStepRows
+// with variants of the kernel alternated in one process, six runs): 256 B
+// 5-11 % faster than 1 KiB in every run, 128 B close behind, 64 and 512 B
+// no faster than 1 KiB, 2 KiB slower.
+const prefetchI8Rows = 256
+
 // prefetchI8M8 is how far ahead (bytes) the 8-row kernel prefetches the
 // Q8 panels it reads in place. Measured over a cold decoding step of a
 // group of 8 (Qwen2.5-0.5B's shapes, BenchmarkI8Step's loop, variants
 // alternated in one process, three runs): 2 KiB (the next block)
 // 18.1–19.3 ms, 4 KiB 16.1–17.5, 8 KiB 15.0–16.7, an L2 prefetch 8–16 KiB
-// ahead 16.4–18.5, none 24.3–25.6. The one-row kernels do best at
-// prefetchI8 (1 KiB: 11.1–12.4 ms a single sequence's step, 512 B
-// 11.5–12.8, 2 KiB 14.3–16.6, 4 KiB 13.4–15.2).
+// ahead 16.4–18.5, none 24.3–25.6. The one-row kernels did best at
+// 1 KiB then (11.1–12.4 ms a single sequence's step, 512 B 11.5–12.8,
+// 2 KiB 14.3–16.6, 4 KiB 13.4–15.2; 256 B untried): prefetchI8Rows.
 const prefetchI8M8 = 4096
 
 // prefetchI8Q4 is how far ahead (bytes) the one-row kernel and the
@@ -155,7 +165,7 @@ func kernelI8(g *gen, dt string, mr int) {
 			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), 6, quadU[2*h], quadU[2*h+1])
 		}
 	} else {
-		loadQuad(g, 0, "BX", prefetchI8)
+		loadQuad(g, 0, "BX", prefetchI8Rows)
 	}
 	for m := range mr {
 		if mr == 1 { // one broadcast load, not four

@@ -53,15 +53,19 @@ var int8Data = func() string {
 	return s
 }()
 
-// prefetchI8 is how far ahead (bytes) the int8 kernels prefetch the
-// weights they stream, and the scales (8 blocks ahead). Measured on a Q8
-// LM head streaming from memory (Zen 5, A/B against the exact kernels in
-// one process): none 0.75-0.81× the exact kernels' speed, 512 B 1.0×,
-// 1 KiB 1.04-1.10×, 1.5 KiB 0.94-0.97×, 4 KiB 0.92-0.99×.
+// prefetchI8 is how far ahead (bytes) the int8 unit's 6-row kernel
+// (kernelI8Q8T) prefetches the weights it streams; the kernels of one to
+// three rows use prefetchI8Rows, and all prefetch the scales 8 blocks
+// ahead. It was chosen for the one-row kernel, on a Q8 LM head streaming
+// from memory (Zen 5, A/B against the exact kernels in one process): none
+// 0.75-0.81× the exact kernels' speed, 512 B 1.0×, 1 KiB 1.04-1.10×,
+// 1.5 KiB 0.94-0.97×, 4 KiB 0.92-0.99×; the 6-row kernel, whose rows after
+// the first read the weights from L2, was not measured apart.
 var prefetchI8 = 1024
 
 // prefetchI8Rows is prefetchI8 for kernelI8, the kernels of one to three
-// rows (decoding one to three sequences): near, as for the bf16 decoding
+// rows (a decoding sequence; two or three sequences, or the last rows of a
+// prompt): near, as for the bf16 decoding
 // row (prefetchDecodeDP), so that the hardware prefetchers stream the
 // panels and the software prefetches do not compete with them. Over a
 // cold single sequence's step (Qwen2.5-0.5B's shapes at Q8, benchStepRows
@@ -236,10 +240,10 @@ func kernelI8(g *gen, dt string, mr int) {
 // 32 k-rows is summed in two halves of the panel, u0,u1 then u2,u3: 16
 // accumulators (8 rows × 2) started at the rows' corrections, each
 // VPDPBUSD a register of weights and a row's broadcast quad, the panel
-// prefetched a few KiB ahead (prefetchI8M8, non-temporal: prefetchM8). The fp32 accumulators are
-// in t (row r's ui at 256r+64i), added to exactly as kernelI8Q8
-// adds to its registers; after a panel's last block each row goes back to
-// column order into C.
+// prefetched a few KiB ahead (prefetchI8M8) with prefetchM8's
+// non-temporal hint. The fp32 accumulators are in t (row r's ui at
+// 256r+64i), added to exactly as kernelI8Q8 adds to its registers; after
+// a panel's last block each row goes back to column order into C.
 func kernelI8M8(g *gen, dt string) {
 	q4 := dt == "q4"
 	name := "i8" + dt + "m8"

@@ -82,7 +82,12 @@ const prefetchI8Rows = 256
 // ahead 16.4–18.5, none 24.3–25.6. The one-row kernels did best at
 // 1 KiB then (11.1–12.4 ms a single sequence's step, 512 B 11.5–12.8,
 // 2 KiB 14.3–16.6, 4 KiB 13.4–15.2; 256 B untried): prefetchI8Rows.
-const prefetchI8M8 = 4096
+// 8 KiB again since the prefetches are non-temporal (prefetchM8): a
+// decoding group's whole step (Qwen2.5-0.5B, prompt 128, blocks of 8
+// steps of each alternated in one process) against 4 KiB, q8 faster in
+// 49-87 of 112 pairs, medians -1.2 to +5.0 % (four runs); q4 (which
+// prefetches half as far) 0.1-1.8 % (three runs).
+const prefetchI8M8 = 8192
 
 // prefetchI8Q4 is how far ahead (bytes) the one-row kernel and the
 // widening of Q4 panels prefetch them. A cold single sequence's step over

@@ -65,9 +65,9 @@ var prefetchI8 = 1024
 
 // prefetchI8Rows is prefetchI8 for kernelI8, the kernels of one to three
 // rows (a decoding sequence; two or three sequences, or the last rows of a
-// prompt): near, as for the bf16 decoding
-// row (prefetchDecodeDP), so that the hardware prefetchers stream the
-// panels and the software prefetches do not compete with them. Over a
+// prompt): near, as for the bf16 decoding row (prefetchDecodeDP), so that
+// the hardware prefetchers stream the panels and the software prefetches
+// do not compete with them. Over a
 // cold single sequence's step (Qwen2.5-0.5B's shapes at Q8, benchStepRows
 // with variants of the kernel alternated in one process, six runs): 256 B
 // 5-11 % faster than 1 KiB in every run, 128 B close behind, 64 and 512 B

@@ -169,14 +169,15 @@ func median(v []float64) float64 {
 
 // BenchmarkDecodeStepChunks is a single sequence's decoding step (one row)
 // over Qwen2.5-0.5B's shapes (benchStepRows) with each product cut into
-// 1, 4 or 8 chunks per goroutine, taken from each goroutine's own range
-// (runOwned) or, for 8, also dealt from one counter: Q4 and Q8 on
-// UnitInt8, bf16 on UnitBF16, where the CPU has them.
+// 8 chunks per goroutine dealt from one counter, or 32 or 64 taken from
+// each goroutine's own range (runOwned) one at a time or a quarter or half
+// of what is left at a time (ownedBatch): Q4 and Q8 on UnitInt8, bf16 on
+// UnitBF16, where the CPU has them.
 func BenchmarkDecodeStepChunks(b *testing.B) {
-	defer func(u Unit, c int, o bool) { unit, decodeChunks, ownedRanges = u, c, o }(currentUnit(), decodeChunks, ownedRanges)
+	defer func(u Unit, c, ob int, o bool) { unit, decodeChunks, ownedBatch, ownedRanges = u, c, ob, o }(currentUnit(), decodeChunks, ownedBatch, ownedRanges)
 	variants := []stepVariant{{"counter8", func() { decodeChunks, ownedRanges = 8, false }}}
-	for _, c := range []int{8, 16, 32} {
-		variants = append(variants, stepVariant{fmt.Sprint("owned", c), func() { decodeChunks, ownedRanges = c, true }})
+	for _, v := range [][2]int{{32, 0}, {32, 2}, {32, 3}, {64, 2}} {
+		variants = append(variants, stepVariant{fmt.Sprintf("owned%d/batch%d", v[0], v[1]), func() { decodeChunks, ownedBatch, ownedRanges = v[0], v[1], true }})
 	}
 	r := rand.New(rand.NewPCG(8, 13))
 	for _, dt := range []DType{Q4, Q8, BF16} {

@@ -17,13 +17,15 @@ func TestRunOwned_EveryUnitOnce(t *testing.T) {
 				t.Run(fmt.Sprint(threads, "x", total, "slow", slow), func(t *testing.T) {
 					var mu sync.Mutex
 					done := make([]int, total)
-					runOwned(threads, total, func(u int) {
-						if u == slow {
-							time.Sleep(5 * time.Millisecond)
+					runOwned(threads, total, func(u0, u1 int) {
+						for u := u0; u < u1; u++ {
+							if u == slow {
+								time.Sleep(5 * time.Millisecond)
+							}
+							mu.Lock()
+							done[u]++
+							mu.Unlock()
 						}
-						mu.Lock()
-						done[u]++
-						mu.Unlock()
 					})
 					for u, n := range done {
 						if n != 1 {

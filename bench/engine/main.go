@@ -880,12 +880,15 @@ func runBench(args []string, log func(string, ...any)) error {
 			return nil, 0, err
 		}
 		log("  native prefill %6.1f tok/s  decode %5.2f tok/s, after the prompt %5.2f tok/s  (llama-bench; others %.0f%%)", r.Prefill, r.Decode, r.DecodeAfterPrompt, o)
-		v := map[string]float64{"native.prefill": r.Prefill, "native.decode": r.Decode, "native.decodebw": nativeBytes * r.Decode / 1e9 / bw}
+		v := map[string]float64{"native.prefill": r.Prefill, "native.decode": r.Decode}
+		// Its share of the bandwidth at our decode's context where
+		// llama-bench measured it there, as the rows set them side by side.
+		shareOf := r.Decode
 		if r.DecodeAfterPrompt > 0 {
 			v["native.decodeafter"] = r.DecodeAfterPrompt
-			// At our decode's context, as the rows set them side by side.
-			v["native.decodebw"] = nativeBytes * r.DecodeAfterPrompt / 1e9 / bw
+			shareOf = r.DecodeAfterPrompt
 		}
+		v["native.decodebw"] = nativeBytes * shareOf / 1e9 / bw
 		return v, o, nil
 	}
 	llamaSingleM := func() (map[string]float64, float64, error) {

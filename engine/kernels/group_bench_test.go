@@ -170,7 +170,7 @@ func median(v []float64) float64 {
 // BenchmarkDecodeStepChunks is a single sequence's decoding step (one row)
 // over Qwen2.5-0.5B's shapes (benchStepRows) with each product cut into
 // 8 chunks per goroutine dealt from one counter, or 32 or 64 taken from
-// each goroutine's own range (runOwned) one at a time or a quarter or half
+// each goroutine's own range (runOwned) one at a time or a half or a third
 // of what is left at a time (ownedBatch): Q4 and Q8 on UnitInt8, bf16 on
 // UnitBF16, where the CPU has them.
 func BenchmarkDecodeStepChunks(b *testing.B) {

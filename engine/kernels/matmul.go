@@ -377,13 +377,13 @@ func take(w *atomic.Uint64, fromBack bool) (u0, u1 int, ok bool) {
 		if front >= back {
 			return 0, 0, false
 		}
-		n := uint64(1)
-		if ownedBatch > 0 {
-			n = max(1, (back-front)/uint64(ownedBatch))
-		}
-		lo, hi, next := front, front+n, (front+n)<<32|back
-		if fromBack {
-			lo, hi, next = back-1, back, front<<32|(back-1)
+		lo, hi, next := back-1, back, front<<32|(back-1)
+		if !fromBack {
+			n := uint64(1)
+			if ownedBatch > 0 {
+				n = max(1, (back-front)/uint64(ownedBatch))
+			}
+			lo, hi, next = front, front+n, (front+n)<<32|back
 		}
 		if w.CompareAndSwap(v, next) {
 			return int(lo), int(hi), true

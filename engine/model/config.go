@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -114,6 +115,14 @@ func ReadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, "config.json")
 	b, err := os.ReadFile(path)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Say what was expected, not only what was missing: the path
+			// is usually a flag the user typed.
+			if _, serr := os.Stat(dir); serr != nil {
+				return Config{}, fmt.Errorf("model: folder %s: %w (a model is a Hugging Face folder: config.json, *.safetensors, tokenizer.json; art init-model makes one)", dir, serr)
+			}
+			return Config{}, fmt.Errorf("model: %s is not a model folder: no config.json (a Hugging Face folder holds config.json, *.safetensors and tokenizer.json; art init-model makes one): %w", dir, err)
+		}
 		return Config{}, fmt.Errorf("model: read config: %w", err)
 	}
 	c, err := ParseConfig(b)

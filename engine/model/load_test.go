@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,26 @@ func TestLoadWith_Cancelled(t *testing.T) {
 	}
 	if _, err := LoadWith(context.Background(), dir, LoadOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A path that is not a model folder gets an error that says what a model
+// folder is and how to make one, for a missing folder and for a folder
+// without config.json alike, and still matches fs.ErrNotExist.
+func TestReadConfig_NotAModelFolder(t *testing.T) {
+	empty := t.TempDir()
+	for _, dir := range []string{filepath.Join(empty, "missing"), empty} {
+		_, err := ReadConfig(dir)
+		if err == nil {
+			t.Fatalf("ReadConfig(%s): no error", dir)
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("ReadConfig(%s): %v does not match fs.ErrNotExist", dir, err)
+		}
+		for _, want := range []string{dir, "config.json", "art init-model"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("ReadConfig(%s): %q does not say %q", dir, err, want)
+			}
+		}
 	}
 }

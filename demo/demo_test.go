@@ -51,6 +51,10 @@ func TestRun_Smoke(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("reusing the base model")) || rep2.ExpectedBefore != rep.ExpectedBefore {
 		t.Errorf("the base model was not reused:\n%s", out.String())
 	}
+	// ... and says that it replaces the first run's checkpoints.
+	if !bytes.Contains(out.Bytes(), []byte("replacing the previous run in "+rep.ModelDir)) {
+		t.Errorf("the second run did not say it replaces the first:\n%s", out.String())
+	}
 }
 
 // Ensure --base-model runs the same loop on a given model folder and tells

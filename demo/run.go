@@ -298,7 +298,12 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		return rep, err
 	}
 	rep.ModelDir = dir.Path()
-	if err := os.RemoveAll(rep.ModelDir); err != nil { // each demo run starts fresh
+	// Each demo run starts fresh: say so before the last run's checkpoints
+	// and logs go, so that nobody looks for them afterwards.
+	if _, err := os.Stat(rep.ModelDir); err == nil {
+		logf(opt.Out, start, "replacing the previous run in %s (each demo run starts fresh; --path keeps runs apart)", rep.ModelDir)
+	}
+	if err := os.RemoveAll(rep.ModelDir); err != nil {
 		return rep, fmt.Errorf("demo: %w", err)
 	}
 	if err := model.Register(ctx, backend); err != nil {

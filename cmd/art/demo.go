@@ -20,7 +20,8 @@ the public SDK: a TrainableModel on the in-process backend, rollouts calling
 the OpenAI-compatible endpoint it serves. It prints the mean reward on
 held-out games every 25 steps, before and after, and leaves checkpoints,
 history.jsonl, trajectory logs and a reward curve (reward.png) under
-<path>/demo/models/tictactoe. About 2–3 minutes on 2 cores.`,
+<path>/demo/models/tictactoe, replacing the previous run's (use --path to keep
+runs apart). About 2–3 minutes on 2 cores.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Checked before anything is built: the library reads 0 as

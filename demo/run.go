@@ -13,6 +13,7 @@ import (
 	"github.com/artgo/art"
 	"github.com/artgo/art/backend/local"
 	"github.com/artgo/art/chart"
+	"github.com/artgo/art/engine/hfmodel"
 	"github.com/artgo/art/engine/lora"
 	"github.com/artgo/art/engine/model"
 	"github.com/artgo/art/experiment"
@@ -134,7 +135,10 @@ func (o *Options) validate() error {
 		}
 	}
 	if o.BaseModel != "" {
-		if _, err := os.Stat(filepath.Join(o.BaseModel, "config.json")); err != nil {
+		// Its config, tokenizer and chat template read now, before a
+		// previous run's checkpoints are replaced (the weights are read
+		// when the model is registered).
+		if _, err := hfmodel.OpenText(o.BaseModel); err != nil {
 			return fmt.Errorf("demo: base model %s: want a Hugging Face model folder: %w", o.BaseModel, err)
 		}
 		return nil // the base options are not used
@@ -300,7 +304,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	rep.ModelDir = dir.Path()
 	// Each demo run starts fresh: say so before the last run's checkpoints
 	// and logs go, so that nobody looks for them afterwards.
-	if _, err := os.Stat(rep.ModelDir); err == nil {
+	if entries, err := os.ReadDir(rep.ModelDir); err == nil && len(entries) > 0 { // (Dir made it, empty)
 		logf(opt.Out, start, "replacing the previous run in %s (each demo run starts fresh; --path keeps runs apart)", rep.ModelDir)
 	}
 	if err := os.RemoveAll(rep.ModelDir); err != nil {

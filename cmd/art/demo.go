@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,11 @@ runs apart). About 2–3 minutes on 2 cores.`,
 			}
 			opt.Out = cmd.ErrOrStderr()
 			rep, err := demo.Run(cmd.Context(), opt)
+			if err != nil && cmd.Context().Err() != nil {
+				// Ctrl-C: say so first, as the other commands do; what
+				// it stopped follows.
+				return &prefixedError{msg: "demo: interrupted: " + strings.TrimPrefix(err.Error(), "demo: "), err: err}
+			}
 			if err != nil {
 				return commandError("demo", err)
 			}

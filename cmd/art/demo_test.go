@@ -81,8 +81,12 @@ func TestDemoCmd_BadBaseModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = runArgs(t, "demo", "--quiet", "--path", path, "--base-model", broken)
-	if code != 1 || !strings.HasPrefix(errOut, `art: demo: register model "tictactoe": `) || strings.Contains(errOut, "art: art:") {
+	if code != 1 || !strings.HasPrefix(errOut, "art: demo: base model "+broken+": ") || !strings.Contains(errOut, "invalid JSON") ||
+		strings.Contains(errOut, "art: art:") {
 		t.Fatalf("exit %d, stderr %q; want one \"art: \" and the command's name", code, errOut)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a base model with a broken config.json cost the previous run's files: %v", err)
 	}
 }
 
@@ -92,7 +96,7 @@ func TestDemoCmd_BadBaseModel(t *testing.T) {
 func TestDemoCmd_InterruptedLeavesNoBuild(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "art")
 	code, errOut, took := runCanceled(t, "demo", "--quiet", "--path", path)
-	if code != 1 || !strings.Contains(errOut, "context canceled") {
+	if code != 1 || !strings.Contains(errOut, "\nart: demo: interrupted: ") || !strings.Contains(errOut, "context canceled") {
 		t.Fatalf("exit %d, stderr %q; want 1 and the interrupt", code, errOut)
 	}
 	if took > 30*time.Second {

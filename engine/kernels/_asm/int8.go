@@ -103,7 +103,13 @@ const prefetchI8M8 = 8192
 // prefetchI8Q4 is how far ahead (bytes) the one-row kernel and the
 // widening of Q4 panels prefetch them. A cold single sequence's step over
 // Q4 panels (variants alternated in one process, three runs): 1 KiB
-// 8.0–8.8 ms, 2 KiB 7.4–8.5, 4 KiB 7.3–8.2, 8 KiB 7.1–8.1.
+// 8.0–8.8 ms, 2 KiB 7.4–8.5, 4 KiB 7.3–8.2, 8 KiB 7.1–8.1. The one-row
+// kernel's prefetches are non-temporal (prefetchM8): the step's products
+// (benchStepRows, seven runs) 1-9 % faster than with PREFETCHT0, median
+// 5 % (16 KiB, PREFETCHT1 and none no better, a quad loop unrolled twice
+// slower), and the model's q4 decode (blocks of 8 steps of each
+// alternated in one process, six runs, prompts of 128 and 512 tokens)
+// 0.5-8.6 % faster, median 4.7 %.
 const prefetchI8Q4 = 8192
 
 // kernelI8Q8 emits i8q8m{mr}: mr rows × 64 columns per panel over np
@@ -189,7 +195,7 @@ func kernelI8(g *gen, dt string, mr int) {
 	g.label(name + "_quad")
 	if q4 {
 		for h := range 2 { // u2h, u2h+1
-			g.p("PREFETCHT0 %d(BX)", 64*h+prefetchI8Q4)
+			g.p(prefetchM8+" %d(BX)", 64*h+prefetchI8Q4)
 			splitQ4(g, fmt.Sprintf("%d(BX)", 64*h), 6, quadU[2*h], quadU[2*h+1])
 		}
 	} else {

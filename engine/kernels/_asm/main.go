@@ -1547,7 +1547,8 @@ const (
 // against 2.1 on a fast one), the products even, the step faster in 51-93
 // of 112 pairs, in medians -3 to +5 %; the int8 kernel's q8 steps 2-3 %
 // faster, q4 even; the fp32 unit's bf16 kernel even. A single decoding
-// row keeps PREFETCHT0 (NTA even there: it has little to keep).
+// row keeps PREFETCHT0 (NTA even there: it has little to keep), except
+// over Q4 panels, whose far prefetch gained from it (prefetchI8Q4).
 const prefetchM8 = "PREFETCHNTA"
 
 // m8Args is the frame of kernel512m8 (a+0 … bias+88, scratch+96).

@@ -303,8 +303,9 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	}
 	rep.ModelDir = dir.Path()
 	// Each demo run starts fresh: say so before the last run's checkpoints
-	// and logs go, so that nobody looks for them afterwards.
-	if entries, err := os.ReadDir(rep.ModelDir); err == nil && len(entries) > 0 { // (Dir made it, empty)
+	// and logs go, so that nobody looks for them afterwards (model.Dir
+	// creates the folder, so only one with files in it held a run).
+	if entries, err := os.ReadDir(rep.ModelDir); err == nil && len(entries) > 0 {
 		logf(opt.Out, start, "replacing the previous run in %s (each demo run starts fresh; --path keeps runs apart)", rep.ModelDir)
 	}
 	if err := os.RemoveAll(rep.ModelDir); err != nil {

@@ -437,7 +437,8 @@ const prefetchAhead = 4096
 // step) 128 bytes ahead took 6-10 % less time than 4 KiB, 64 as 128, 256
 // 2-4 % more than 128; with it slow (23-29 ms) 4 KiB was 1-2 % faster. The
 // hardware prefetchers stream the panels; reaching far ahead only competes
-// with them.
+// with them. (k512dpm1q's prefetches are non-temporal since 2026-11-30;
+// the distance was measured with PREFETCHT0.)
 var prefetchDecodeDP = 128
 
 // part computes rows [m0, m1) and panels [p0, p1) of the job.

@@ -118,10 +118,11 @@ func ReadConfig(dir string) (Config, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			// Say what was expected, not only what was missing: the path
 			// is usually a flag the user typed.
+			const want = "a model is a Hugging Face folder: config.json, *.safetensors, tokenizer.json; art init-model makes one"
 			if _, serr := os.Stat(dir); serr != nil {
-				return Config{}, fmt.Errorf("model: folder %s: %w (a model is a Hugging Face folder: config.json, *.safetensors, tokenizer.json; art init-model makes one)", dir, serr)
+				return Config{}, fmt.Errorf("model: folder %s: %w (%s)", dir, serr, want)
 			}
-			return Config{}, fmt.Errorf("model: %s is not a model folder: no config.json (a Hugging Face folder holds config.json, *.safetensors and tokenizer.json; art init-model makes one): %w", dir, err)
+			return Config{}, fmt.Errorf("model: %s is not a model folder: no config.json (%s): %w", dir, want, err)
 		}
 		return Config{}, fmt.Errorf("model: read config: %w", err)
 	}

@@ -32,13 +32,14 @@ runs apart). About 2–3 minutes on 2 cores.`,
 			}
 			opt.Out = cmd.ErrOrStderr()
 			rep, err := demo.Run(cmd.Context(), opt)
-			if err != nil && cmd.Context().Err() != nil {
-				// Ctrl-C: say so first, as the other commands do; what
-				// it stopped follows.
-				return &prefixedError{msg: "demo: interrupted: " + strings.TrimPrefix(err.Error(), "demo: "), err: err}
-			}
 			if err != nil {
-				return commandError("demo", err)
+				err = commandError("demo", err) // "demo: …", an art error's "art: " replaced too
+				if cmd.Context().Err() != nil {
+					// Ctrl-C: say so first, as the other commands do; what
+					// it stopped follows.
+					return &prefixedError{msg: "demo: interrupted: " + strings.TrimPrefix(err.Error(), "demo: "), err: err}
+				}
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "held-out reward: %.3f → %.3f after %d GRPO steps (base %s; run %s)\n",
 				rep.Before, rep.After, rep.Steps, rep.BaseModel, rep.ModelDir)
